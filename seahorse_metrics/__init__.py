@@ -1,0 +1,27 @@
+"""seahorse-metrics: learnt, reference-free summarization metrics on JAX.
+
+Typical use::
+
+    from seahorse_metrics import Scorer
+    scorer = Scorer.load("path/to/checkpoint")
+    probs = scorer.score(articles, summaries)
+"""
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Scorer": "seahorse_metrics.predict",
+    "MultiScorer": "seahorse_metrics.predict",
+}
+
+
+def __getattr__(name):
+    # Importing the package stays cheap: JAX and the model load on first use.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'seahorse_metrics' has no attribute {name!r}")
+
+
+__all__ = ["Scorer", "MultiScorer", "__version__"]

@@ -1,0 +1,5 @@
+import sys
+
+from seahorse_metrics.cli import main
+
+sys.exit(main())
