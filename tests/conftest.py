@@ -12,3 +12,32 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+# --- tiny model artefacts (builders in tests/fixtures/tiny_model.py) ---------
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab_path(tmp_path_factory):
+    """A tiny SentencePiece model (pad 0, eos 1, unk 2, no bos; "▁1", "▁0" pieces)."""
+    from fixtures.tiny_model import train_tiny_vocab
+
+    return train_tiny_vocab(str(tmp_path_factory.mktemp("vocab")))
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_model():
+    """A random HF MT5ForConditionalGeneration of the `tiny` preset, eval mode."""
+    from fixtures.tiny_model import build_hf_model
+
+    return build_hf_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_dir(tmp_path_factory, tiny_hf_model, tiny_vocab_path):
+    """`tiny_hf_model` saved as an HF directory (model.safetensors + spiece.model)."""
+    from fixtures.tiny_model import save_hf_model
+
+    return save_hf_model(tiny_hf_model, str(tmp_path_factory.mktemp("tiny_hf")),
+                         vocab_path=tiny_vocab_path)

@@ -1,0 +1,61 @@
+"""Model checkpoints: ours (Orbax), Hugging Face directories and T5X.
+
+    config, params = load_checkpoint(path)          # any supported format
+    save_checkpoint(out_dir, config, params)         # ours: Orbax + seahorse_config.json
+    export_hf(hf_dir, config, params, vocab_path)    # MT5ForConditionalGeneration dir
+
+Every loader validates the parameter names and shapes against the network
+and fails with a `CheckpointError` naming the parameter; nothing is ever
+left randomly initialised.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from seahorse_metrics.checkpoints.hf import export_hf, is_hf_dir, load_hf
+from seahorse_metrics.checkpoints.orbax_io import is_ours, load_ours, save_checkpoint
+from seahorse_metrics.checkpoints.params import CheckpointError
+from seahorse_metrics.checkpoints.t5x import is_t5x, load_t5x
+from seahorse_metrics.model.config import T5Config
+
+FORMATS = ("ours", "hf", "t5x")
+
+
+def detect_format(path: str) -> str:
+    """Returns "ours", "hf" or "t5x" for a checkpoint directory.
+
+    Raises:
+      FileNotFoundError: if `path` does not exist or is none of the formats.
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"checkpoint directory {path} does not exist")
+    if is_ours(path):
+        return "ours"
+    if is_hf_dir(path):
+        return "hf"
+    if is_t5x(path):
+        return "t5x"
+    raise FileNotFoundError(
+        f"{path} is not a checkpoint: expected seahorse_config.json + params/ (ours), "
+        "config.json + model.safetensors / pytorch_model.bin / flax_model.msgpack (Hugging Face), "
+        "or a T5X 'checkpoint' msgpack file (directly or in checkpoint_<step>/)")
+
+
+def load_checkpoint(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
+    """Loads any supported checkpoint onto the host.
+
+    Args:
+      path: A checkpoint directory (ours, Hugging Face, T5X model or step dir).
+      dtype: Parameter dtype to return ("float32" by default, or "bfloat16").
+
+    Returns:
+      (config, params) with params a nested dict of numpy arrays shaped as
+      `EncoderDecoderModel(config).abstract_params()`.
+    """
+    loaders = {"ours": load_ours, "hf": load_hf, "t5x": load_t5x}
+    return loaders[detect_format(path)](path, dtype=dtype)
+
+
+__all__ = ["CheckpointError", "FORMATS", "detect_format", "export_hf", "load_checkpoint",
+           "save_checkpoint"]

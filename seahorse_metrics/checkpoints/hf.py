@@ -1,0 +1,329 @@
+"""Hugging Face T5 / mT5 model directories: read them, and export ours to one.
+
+A directory holds `config.json` and the weights as `model.safetensors`,
+sharded safetensors (`model.safetensors.index.json`), `pytorch_model.bin`
+(read with `torch.load(weights_only=True)`, only when torch is installed) or
+`flax_model.msgpack`. `T5ForConditionalGeneration` configs that carry mT5
+sizes (gated-GELU, untied head) are accepted: the released SEAHORSE metrics
+are such.
+
+Hugging Face stores torch `Linear` weights as [out, in] and the relative bias
+as [buckets, heads]; the network's kernels are [in, out] and [heads, buckets],
+so those are transposed on the way in and out.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any, Iterator, Mapping, Optional
+
+import numpy as np
+
+from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
+                                                 expected_shapes, flatten, to_dtype, unflatten)
+from seahorse_metrics.model.config import T5Config
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
+TORCH_FILE = "pytorch_model.bin"
+TORCH_INDEX_FILE = "pytorch_model.bin.index.json"
+FLAX_FILE = "flax_model.msgpack"
+VOCAB_FILE = "spiece.model"
+WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, TORCH_FILE, TORCH_INDEX_FILE, FLAX_FILE)
+
+# Aliases of the one input embedding (HF ties them to `shared`).
+_EMBEDDING_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+# Written by old HF versions, unused by the network (HF ignores it too).
+_IGNORED_NAMES = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+_ATTENTION = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
+_MLP = ("wi_0", "wi_1", "wo")
+
+
+def is_hf_dir(path: str) -> bool:
+    """Whether `path` is a directory with `config.json` and HF weight files."""
+    return (os.path.isfile(os.path.join(path, CONFIG_FILE))
+            and any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES))
+
+
+def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
+    """Returns {our name: (HF name, transposed)} for every parameter but the
+    input embedding (see `_EMBEDDING_NAMES`)."""
+    mapping: dict[str, tuple[str, bool]] = {
+        "decoder/logits_dense/kernel": ("lm_head.weight", True),
+        "encoder/encoder_norm/scale": ("encoder.final_layer_norm.weight", False),
+        "decoder/decoder_norm/scale": ("decoder.final_layer_norm.weight", False),
+        "encoder/relpos_bias/rel_embedding": (
+            "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", True),
+        "decoder/relpos_bias/rel_embedding": (
+            "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", True),
+    }
+
+    def add_block(ours: str, theirs: str, sublayers: list[tuple[str, str, str]], mlp_index: int):
+        for index, (attention_ours, attention_theirs, norm_ours) in enumerate(sublayers):
+            for hf_name, our_name in _ATTENTION:
+                mapping[f"{ours}/{attention_ours}/{our_name}/kernel"] = (
+                    f"{theirs}.layer.{index}.{attention_theirs}.{hf_name}.weight", True)
+            mapping[f"{ours}/{norm_ours}/scale"] = (f"{theirs}.layer.{index}.layer_norm.weight", False)
+        for name in _MLP:
+            mapping[f"{ours}/mlp/{name}/kernel"] = (
+                f"{theirs}.layer.{mlp_index}.DenseReluDense.{name}.weight", True)
+        mapping[f"{ours}/pre_mlp_layer_norm/scale"] = (
+            f"{theirs}.layer.{mlp_index}.layer_norm.weight", False)
+
+    for i in range(config.num_encoder_layers):
+        add_block(f"encoder/layers_{i}", f"encoder.block.{i}",
+                  [("attention", "SelfAttention", "pre_attention_layer_norm")], mlp_index=1)
+    for i in range(config.num_decoder_layers):
+        add_block(f"decoder/layers_{i}", f"decoder.block.{i}",
+                  [("self_attention", "SelfAttention", "pre_self_attention_layer_norm"),
+                   ("encoder_decoder_attention", "EncDecAttention", "pre_cross_attention_layer_norm")],
+                  mlp_index=2)
+    return mapping
+
+
+# ------------------------------------------------------------------- config
+def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
+    """Builds a `T5Config` from a Hugging Face T5/mT5 `config.json` dict.
+
+    Raises:
+      CheckpointError: for other model types, T5 v1.0 (ReLU) feed-forward,
+        or tied input/output embeddings.
+    """
+    model_type = hf_config.get("model_type")
+    if model_type not in ("t5", "mt5"):
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not a T5/mT5 model")
+    feed_forward = hf_config.get("feed_forward_proj", "relu")
+    if feed_forward != "gated-gelu":
+        raise CheckpointError(
+            f"{source}: feed_forward_proj={feed_forward!r}; only T5 v1.1 / mT5 models "
+            "(feed_forward_proj='gated-gelu') are supported")
+    # HF defaults: T5Config ties the head to the embedding, MT5Config does not.
+    tied = hf_config.get("tie_word_embeddings", model_type == "t5")
+    if tied:
+        raise CheckpointError(
+            f"{source}: tie_word_embeddings is true, but T5 v1.1 and mT5 have an untied output "
+            "head (lm_head.weight) without rescaling; T5 v1.0-style tied models are not supported. "
+            "If the weights do hold lm_head.weight, set \"tie_word_embeddings\": false in config.json")
+    num_layers = hf_config["num_layers"]
+    try:
+        return T5Config(
+            vocab_size=hf_config["vocab_size"],
+            d_model=hf_config["d_model"],
+            d_kv=hf_config["d_kv"],
+            d_ff=hf_config["d_ff"],
+            num_heads=hf_config["num_heads"],
+            num_encoder_layers=num_layers,
+            num_decoder_layers=hf_config.get("num_decoder_layers") or num_layers,
+            relative_attention_num_buckets=hf_config.get("relative_attention_num_buckets", 32),
+            relative_attention_max_distance=hf_config.get("relative_attention_max_distance", 128),
+            dropout_rate=hf_config.get("dropout_rate", 0.1),
+            layer_norm_epsilon=hf_config.get("layer_norm_epsilon", 1e-6),
+            pad_id=hf_config.get("pad_token_id", 0),
+            eos_id=hf_config.get("eos_token_id", 1),
+            decoder_start_id=hf_config.get("decoder_start_token_id", 0),
+        )
+    except KeyError as error:
+        raise CheckpointError(f"{source}: config.json lacks the field {error}") from error
+
+
+def config_to_hf(config: T5Config) -> dict[str, Any]:
+    """The `MT5ForConditionalGeneration` config.json dict of `config`."""
+    return {
+        "architectures": ["MT5ForConditionalGeneration"],
+        "model_type": "mt5",
+        "vocab_size": config.vocab_size,
+        "d_model": config.d_model,
+        "d_kv": config.d_kv,
+        "d_ff": config.d_ff,
+        "num_heads": config.num_heads,
+        "num_layers": config.num_encoder_layers,
+        "num_decoder_layers": config.num_decoder_layers,
+        "relative_attention_num_buckets": config.relative_attention_num_buckets,
+        "relative_attention_max_distance": config.relative_attention_max_distance,
+        "dropout_rate": config.dropout_rate,
+        "layer_norm_epsilon": config.layer_norm_epsilon,
+        "feed_forward_proj": "gated-gelu",
+        "is_encoder_decoder": True,
+        "tie_word_embeddings": False,
+        "pad_token_id": config.pad_id,
+        "eos_token_id": config.eos_id,
+        "decoder_start_token_id": config.decoder_start_id,
+        "tokenizer_class": "T5Tokenizer",
+        "torch_dtype": "float32",
+    }
+
+
+# ---------------------------------------------------------------- tensors
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{path}: invalid JSON ({error})") from error
+
+
+def _shard_files(directory: str, index_file: str) -> list[str]:
+    weight_map = _read_json(os.path.join(directory, index_file)).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{os.path.join(directory, index_file)}: no 'weight_map'")
+    files = sorted(set(weight_map.values()))
+    for name in files:
+        if not os.path.isfile(os.path.join(directory, name)):
+            raise FileNotFoundError(
+                f"{os.path.join(directory, index_file)} names the shard {name}, which is missing")
+    return [os.path.join(directory, name) for name in files]
+
+
+def _read_safetensors(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+    from safetensors.numpy import load_file  # bfloat16 arrives as ml_dtypes.bfloat16
+
+    for path in paths:
+        yield from load_file(path).items()
+
+
+def _read_torch(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+    try:
+        import torch
+    except ImportError as error:
+        raise CheckpointError(
+            f"{paths[0]} is a PyTorch pickle; install torch to read it, or convert the "
+            "directory to model.safetensors") from error
+    for path in paths:
+        # weights_only: never run code from a pickle.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        for name, tensor in state.items():
+            if tensor.dtype == torch.bfloat16:
+                tensor = tensor.float()
+            yield name, tensor.numpy()
+
+
+def _read_flax_msgpack(path: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Yields HF-torch names from HF's Flax layout (`encoder/block/0/layer/0/
+    SelfAttention/q/kernel` [in, out] -> `encoder.block.0.layer.0.SelfAttention.q.weight`
+    [out, in])."""
+    from flax import serialization
+
+    with open(path, "rb") as handle:
+        tree = serialization.msgpack_restore(handle.read())
+    for name, value in flatten(tree).items():
+        parts = name.split("/")
+        value = np.asarray(value)
+        if parts[-1] == "kernel":
+            parts[-1], value = "weight", value.T
+        elif parts[-1] == "embedding":
+            parts[-1] = "weight"
+        yield ".".join(parts), value
+
+
+def read_hf_tensors(directory: str) -> dict[str, np.ndarray]:
+    """Reads the weights of an HF directory as {torch-style name: array}."""
+    candidates = [
+        (SAFETENSORS_FILE, lambda: _read_safetensors([os.path.join(directory, SAFETENSORS_FILE)])),
+        (SAFETENSORS_INDEX_FILE, lambda: _read_safetensors(_shard_files(directory, SAFETENSORS_INDEX_FILE))),
+        (TORCH_FILE, lambda: _read_torch([os.path.join(directory, TORCH_FILE)])),
+        (TORCH_INDEX_FILE, lambda: _read_torch(_shard_files(directory, TORCH_INDEX_FILE))),
+        (FLAX_FILE, lambda: _read_flax_msgpack(os.path.join(directory, FLAX_FILE))),
+    ]
+    for file_name, read in candidates:
+        if os.path.isfile(os.path.join(directory, file_name)):
+            logger.info("Reading %s", os.path.join(directory, file_name))
+            return dict(read())
+    raise FileNotFoundError(f"{directory}: none of {', '.join(WEIGHT_FILES)} found")
+
+
+def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
+                           source: str) -> FlatParams:
+    """Maps HF tensors onto the network's flat parameter names.
+
+    Raises:
+      CheckpointError: naming the parameter, for a missing, unknown or
+        mis-shaped tensor, or embedding aliases that differ.
+    """
+    remaining = dict(tensors)
+    for name in _IGNORED_NAMES:
+        if remaining.pop(name, None) is not None:
+            logger.info("%s: ignoring %s (unused by T5, as in Hugging Face)", source, name)
+    embeddings = [(name, remaining.pop(name)) for name in _EMBEDDING_NAMES if name in remaining]
+    if not embeddings:
+        raise CheckpointError(f"{source}: missing the input embedding (one of {list(_EMBEDDING_NAMES)})")
+    first_name, embedding = embeddings[0]
+    for name, other in embeddings[1:]:
+        if other.shape != embedding.shape or not np.array_equal(other, embedding):
+            raise CheckpointError(f"{source}: {name} differs from {first_name}; they must be one tensor")
+    flat: FlatParams = {"token_embedder/embedding": embedding}
+    hf_names = {"token_embedder/embedding": (first_name, embedding.shape)}
+    missing = []
+    for ours, (theirs, transposed) in parameter_map(config).items():
+        if theirs not in remaining:
+            missing.append(theirs)
+            continue
+        value = remaining.pop(theirs)
+        flat[ours], hf_names[ours] = (value.T if transposed else value), (theirs, value.shape)
+    if missing:
+        hint = " (a tied T5 v1.0 model?)" if "lm_head.weight" in missing else ""
+        raise CheckpointError(f"{source}: missing parameters {missing}{hint}")
+    if remaining:
+        raise CheckpointError(
+            f"{source}: unknown parameters {sorted(remaining)} for a T5 v1.1 / mT5 network with "
+            f"{config.num_encoder_layers}+{config.num_decoder_layers} layers")
+    for ours, shape in expected_shapes(config).items():
+        if tuple(flat[ours].shape) != shape:
+            hf_name, hf_shape = hf_names[ours]
+            raise CheckpointError(
+                f"{source}: parameter {hf_name} has shape {tuple(hf_shape)}, which does not "
+                f"fit {ours} {shape} of {config}")
+    check_params(config, flat, source)
+    return flat
+
+
+def load_hf(directory: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
+    """Loads an HF T5/mT5 directory as (config, nested params of `dtype`)."""
+    config = config_from_hf(_read_json(os.path.join(directory, CONFIG_FILE)),
+                            os.path.join(directory, CONFIG_FILE))
+    tensors = read_hf_tensors(directory)
+    flat = params_from_hf_tensors(config, tensors, directory)
+    return config, unflatten(to_dtype(flat, dtype))
+
+
+# ------------------------------------------------------------------ export
+def hf_tensors_from_params(config: T5Config, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Returns {HF name: float32 array} for the network parameters `params`."""
+    flat = {name: np.asarray(value, np.float32) for name, value in flatten(params).items()}
+    check_params(config, flat, "params")
+    tensors = {"shared.weight": flat["token_embedder/embedding"]}
+    for ours, (theirs, transposed) in parameter_map(config).items():
+        tensors[theirs] = np.ascontiguousarray(flat[ours].T if transposed else flat[ours])
+    return tensors
+
+
+def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
+              vocab_path: Optional[str] = None) -> None:
+    """Writes `MT5ForConditionalGeneration` config.json + model.safetensors
+    (+ spiece.model when `vocab_path` is given) into `directory`.
+
+    Files are written to temporary names and renamed into place.
+    """
+    from safetensors.numpy import save_file
+
+    tensors = hf_tensors_from_params(config, params)
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".export-") as staging:
+        # HF's loader expects the "pt" format tag on safetensors files.
+        save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
+        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as handle:
+            json.dump(config_to_hf(config), handle, indent=2, sort_keys=True)
+        written = [SAFETENSORS_FILE, CONFIG_FILE]
+        if vocab_path is not None:
+            if not os.path.isfile(vocab_path):
+                raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
+            shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
+            written.append(VOCAB_FILE)
+        for name in written:
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+    logger.info("Exported %s to %s", ", ".join(written), directory)

@@ -1,0 +1,114 @@
+"""This project's checkpoints: an Orbax PyTree of the parameters plus the config.
+
+Layout of one checkpoint directory::
+
+    <dir>/seahorse_config.json   T5Config.to_dict(), written last (marks it complete)
+    <dir>/params/                Orbax PyTree checkpoint of the float32 parameters
+
+`save_checkpoint(..., step=N)` writes that into `<dir>/checkpoint_N/`, and
+loading a directory that holds such step directories picks the latest one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten, to_dtype,
+                                                 unflatten)
+from seahorse_metrics.model.config import T5Config
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "seahorse_config.json"
+PARAMS_DIR = "params"
+_STEP_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+
+def find_checkpoint_dir(path: str) -> Optional[str]:
+    """Returns `path` if it is one of our checkpoints, else its latest
+    `checkpoint_<step>` that is, else None."""
+    if os.path.isfile(os.path.join(path, CONFIG_FILE)):
+        return path
+    if not os.path.isdir(path):
+        return None
+    steps = sorted(int(m.group(1)) for name in os.listdir(path)
+                   for m in [_STEP_DIR.match(name)]
+                   if m and os.path.isfile(os.path.join(path, name, CONFIG_FILE)))
+    return os.path.join(path, f"checkpoint_{steps[-1]}") if steps else None
+
+
+def is_ours(path: str) -> bool:
+    """Whether `path` is (or holds step directories of) our checkpoint format."""
+    return find_checkpoint_dir(path) is not None
+
+
+def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
+                    step: Optional[int] = None) -> str:
+    """Saves `params` and `config`; returns the checkpoint directory written.
+
+    Args:
+      directory: Where to write; with `step`, into `directory/checkpoint_<step>`.
+      config: The network config, saved as `seahorse_config.json`.
+      params: The parameter pytree (numpy or jax arrays, possibly sharded).
+      step: Optional training step naming a step subdirectory.
+
+    Raises:
+      CheckpointError: if `params` do not fit `config`.
+      FileExistsError: if the checkpoint directory already holds a checkpoint.
+    """
+    import orbax.checkpoint as ocp
+
+    check_params(config, flatten(params), "params to save")
+    target = os.path.abspath(directory if step is None else os.path.join(directory, f"checkpoint_{int(step)}"))
+    if os.path.exists(os.path.join(target, CONFIG_FILE)) or os.path.exists(os.path.join(target, PARAMS_DIR)):
+        raise FileExistsError(f"{target} already holds a checkpoint; choose another directory or step")
+    os.makedirs(target, exist_ok=True)
+    checkpointer = ocp.PyTreeCheckpointer()
+    checkpointer.save(os.path.join(target, PARAMS_DIR), params)
+    temporary = os.path.join(target, CONFIG_FILE + ".tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(config.to_dict(), handle, indent=2, sort_keys=True)
+    os.replace(temporary, os.path.join(target, CONFIG_FILE))
+    logger.info("Saved checkpoint to %s", target)
+    return target
+
+
+def load_config(checkpoint_dir: str) -> T5Config:
+    """Reads `seahorse_config.json` of a checkpoint directory."""
+    path = os.path.join(checkpoint_dir, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return T5Config.from_dict(json.load(handle))
+    except (json.JSONDecodeError, ValueError) as error:
+        raise CheckpointError(f"{path}: not a valid T5Config ({error})") from error
+
+
+def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
+    """Loads our checkpoint (or the latest step under `path`) onto the host.
+
+    Returns:
+      (config, nested numpy params cast to `dtype`, float32 by default).
+    """
+    import jax
+    import orbax.checkpoint as ocp
+
+    checkpoint_dir = find_checkpoint_dir(path)
+    if checkpoint_dir is None:
+        raise FileNotFoundError(f"{path}: no {CONFIG_FILE} (nor checkpoint_<step>/ holding one)")
+    config = load_config(checkpoint_dir)
+    params_dir = os.path.join(checkpoint_dir, PARAMS_DIR)
+    if not os.path.isdir(params_dir):
+        raise FileNotFoundError(f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing")
+    checkpointer = ocp.PyTreeCheckpointer()
+    tree = checkpointer.metadata(params_dir).item_metadata.tree
+    # Restore as host numpy arrays: the caller decides on placement and sharding.
+    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+    params = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(restore_args=restore_args))
+    flat = flatten(params)
+    check_params(config, flat, checkpoint_dir)
+    return config, unflatten(to_dtype(flat, dtype))

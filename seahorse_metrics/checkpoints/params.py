@@ -1,0 +1,100 @@
+"""Checks of loaded parameter trees against the network's expected shapes."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from seahorse_metrics.model.config import T5Config
+
+FlatParams = dict[str, np.ndarray]
+
+_FLOAT_KINDS = ("float32", "bfloat16", "float16", "float64")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the network: missing, unknown or
+    mis-shaped parameters, an unsupported config, or an unreadable layout."""
+
+
+@functools.lru_cache(maxsize=16)
+def expected_shapes(config: T5Config) -> dict[str, tuple[int, ...]]:
+    """Returns {"encoder/layers_0/attention/query/kernel": shape, ...} for `config`,
+    traced with `jax.eval_shape` (nothing is allocated)."""
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    abstract = EncoderDecoderModel(config).abstract_params()
+    return {name: tuple(leaf.shape) for name, leaf in flatten(abstract).items()}
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flattens nested dicts to {"a/b/c": leaf}."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of `flatten`."""
+    tree: dict[str, Any] = {}
+    for name, value in flat.items():
+        *parents, leaf = name.split("/")
+        node = tree
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return tree
+
+
+def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None:
+    """Raises `CheckpointError` unless `flat` has exactly the network's parameters,
+    each with the expected shape and a floating dtype.
+
+    Args:
+      config: The network's config.
+      flat: {"encoder/layers_0/...": array} as returned by `flatten`.
+      source: Where the parameters came from, for the error message.
+    """
+    expected = expected_shapes(config)
+    missing = sorted(set(expected) - set(flat))
+    unknown = sorted(set(flat) - set(expected))
+    if missing or unknown:
+        raise CheckpointError(
+            f"{source}: parameters do not match the network of {config}: "
+            + (f"missing {missing}" if missing else "")
+            + ("; " if missing and unknown else "")
+            + (f"unknown {unknown}" if unknown else "")
+            + ". Check that the checkpoint is a T5 v1.1 / mT5 model of the configured size.")
+    for name, shape in expected.items():
+        value = flat[name]
+        if tuple(value.shape) != shape:
+            raise CheckpointError(
+                f"{source}: parameter {name} has shape {tuple(value.shape)}, expected {shape} "
+                f"for {config}")
+        if np.dtype(value.dtype).name not in _FLOAT_KINDS:
+            raise CheckpointError(
+                f"{source}: parameter {name} has dtype {value.dtype}, expected a float type "
+                f"({', '.join(_FLOAT_KINDS)})")
+
+
+def to_dtype(flat: Mapping[str, np.ndarray], dtype: Optional[str]) -> FlatParams:
+    """Casts every array to `dtype` (default float32), on the host."""
+    target = np.dtype("float32" if dtype is None else _numpy_dtype(dtype))
+    return {name: np.asarray(value).astype(target, copy=False) for name, value in flat.items()}
+
+
+def _numpy_dtype(name: Any) -> np.dtype:
+    if str(name) == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    try:
+        return np.dtype(name)
+    except TypeError as error:
+        raise ValueError(f"Unknown dtype {name!r}; use 'float32' or 'bfloat16'") from error

@@ -1,0 +1,219 @@
+"""T5X checkpoints, read without T5X or TensorFlow.
+
+T5X writes one directory per step, `<model_dir>/checkpoint_<step>/`, holding a
+msgpack file named `checkpoint`: `{"version": 3, "optimizer": {"target":
+params, "state": optimizer state}}` (version 0, a plain Flax checkpoint, has
+`target` at the top). Each parameter leaf is either the array itself (inline)
+or a reference to a TensorStore zarr array stored next to the msgpack: a
+TensorStore spec dict whose relative `kvstore.path` is the parameter path
+joined by dots (`target.encoder.layers_0.attention.query.kernel`), or, in
+Orbax-era T5X, the string `PLACEHOLDER://<that name>`. Only `target` is read;
+optimizer state is skipped.
+
+The parameter tree is the network's (`token_embedder`, `encoder`, `decoder`);
+the config is derived from the parameter shapes (heads from the relative
+bias table), with the mT5 defaults for what shapes do not tell.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
+                                                 to_dtype, unflatten)
+from seahorse_metrics.model.config import T5Config
+
+logger = logging.getLogger(__name__)
+
+MSGPACK_FILE = "checkpoint"
+_STEP_DIR = re.compile(r"^checkpoint_(\d+)$")
+_PLACEHOLDER = "PLACEHOLDER://"
+_LAYER = re.compile(r"^layers_(\d+)$")
+
+
+def _is_msgpack_checkpoint(path: str) -> bool:
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(32)
+    # A TensorFlow checkpoint index is also called "checkpoint"; it is text.
+    return bool(head) and not head.startswith(b"model_checkpoint_path")
+
+
+def list_steps(directory: str) -> list[int]:
+    """Steps with a complete `checkpoint_<step>/checkpoint` under `directory`, ascending."""
+    if not os.path.isdir(directory):
+        return []
+    steps = []
+    for name in os.listdir(directory):
+        match = _STEP_DIR.match(name)
+        if match and _is_msgpack_checkpoint(os.path.join(directory, name, MSGPACK_FILE)):
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def find_step_dir(path: str) -> Optional[str]:
+    """Returns the step directory `path` designates (itself, or its latest
+    `checkpoint_<step>`), or None if it is not a T5X checkpoint."""
+    if _is_msgpack_checkpoint(os.path.join(path, MSGPACK_FILE)):
+        return path
+    steps = list_steps(path)
+    return os.path.join(path, f"checkpoint_{steps[-1]}") if steps else None
+
+
+def is_t5x(path: str) -> bool:
+    """Whether `path` is a T5X step directory or a model directory with steps."""
+    return os.path.isdir(path) and find_step_dir(path) is not None
+
+
+def _read_msgpack_target(step_dir: str) -> Mapping[str, Any]:
+    from flax import serialization
+
+    path = os.path.join(step_dir, MSGPACK_FILE)
+    with open(path, "rb") as handle:
+        try:
+            contents = serialization.msgpack_restore(handle.read())
+        except Exception as error:  # msgpack raises several unrelated types
+            raise CheckpointError(f"{path}: not a T5X msgpack checkpoint ({error})") from error
+    if not isinstance(contents, dict):
+        raise CheckpointError(f"{path}: expected a dict at the top of the msgpack")
+    version = contents.get("version", 0)
+    state = contents.get("optimizer", contents) if version else contents
+    target = state.get("target") if isinstance(state, dict) else None
+    if not isinstance(target, dict):
+        raise CheckpointError(f"{path}: no 'target' parameters (T5X version {version})")
+    # A Flax variables dict wraps the parameters in 'params'.
+    if set(target) == {"params"}:
+        target = target["params"]
+    return target
+
+
+def _is_tensorstore_spec(value: Any) -> bool:
+    return isinstance(value, dict) and "driver" in value and ("kvstore" in value or "path" in value)
+
+
+def _is_subtree(value: Any) -> bool:
+    return isinstance(value, dict) and not _is_tensorstore_spec(value)
+
+
+def _flatten_target(target: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in target.items():
+        name = f"{prefix}{key}"
+        if _is_subtree(value):
+            flat.update(_flatten_target(value, name + "/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _relative_array_path(spec: Mapping[str, Any], name: str) -> str:
+    kvstore = spec.get("kvstore")
+    if isinstance(kvstore, dict) and "path" in kvstore:  # tensorstore >= 0.1.14
+        return kvstore["path"]
+    if "path" in spec:
+        return spec["path"]
+    raise CheckpointError(f"parameter {name}: TensorStore spec without a path: {spec}")
+
+
+def _read_zarr(step_dir: str, relative_path: str, name: str,
+               expected_shape: Optional[tuple[int, ...]]) -> np.ndarray:
+    import tensorstore as ts
+
+    if relative_path.startswith("gs://") or os.path.isabs(relative_path):
+        raise CheckpointError(
+            f"parameter {name}: array path {relative_path!r} is not relative to the checkpoint; "
+            "copy the checkpoint locally (T5X writes relative paths)")
+    array_dir = os.path.join(step_dir, relative_path)
+    if not os.path.isdir(array_dir):
+        raise FileNotFoundError(f"parameter {name}: array directory {array_dir} is missing")
+    spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": array_dir}}
+    try:
+        store = ts.open(spec, open=True, read=True).result()
+    except Exception as error:  # tensorstore raises ValueError/RuntimeError subtypes
+        raise CheckpointError(f"parameter {name}: cannot open zarr array {array_dir}: {error}") from error
+    if expected_shape is not None and tuple(store.shape) != tuple(expected_shape):
+        raise CheckpointError(
+            f"parameter {name}: zarr array {array_dir} has shape {tuple(store.shape)}, the "
+            f"msgpack says {tuple(expected_shape)}")
+    return np.asarray(store.read().result())
+
+
+def _materialise(step_dir: str, name: str, leaf: Any) -> np.ndarray:
+    if isinstance(leaf, np.ndarray):
+        return leaf
+    if _is_tensorstore_spec(leaf):
+        shape = leaf.get("metadata", {}).get("shape")
+        return _read_zarr(step_dir, _relative_array_path(leaf, name), name,
+                          tuple(shape) if shape is not None else None)
+    if isinstance(leaf, str) and leaf.startswith(_PLACEHOLDER):
+        return _read_zarr(step_dir, leaf[len(_PLACEHOLDER):], name, None)
+    if isinstance(leaf, (np.generic, int, float)):
+        return np.asarray(leaf)
+    raise CheckpointError(f"parameter {name}: unsupported leaf of type {type(leaf).__name__}")
+
+
+def read_t5x_params(step_dir: str) -> FlatParams:
+    """Reads the `target` parameters of a T5X step directory as {"a/b/c": array}."""
+    flat_target = _flatten_target(_read_msgpack_target(step_dir))
+    return {name: _materialise(step_dir, name, leaf) for name, leaf in flat_target.items()}
+
+
+def config_from_shapes(flat: Mapping[str, np.ndarray], source: str) -> T5Config:
+    """Derives the network config from T5X parameter shapes.
+
+    Raises:
+      CheckpointError: if the tree is not a T5 v1.1 / mT5 encoder-decoder.
+    """
+    def shape_of(name: str) -> tuple[int, ...]:
+        if name not in flat:
+            hint = ""
+            if name.endswith("wi_0/kernel") and name.replace("wi_0", "wi") in flat:
+                hint = " (a T5 v1.0 ReLU model; only T5 v1.1 / mT5 gated-GELU is supported)"
+            if name == "decoder/logits_dense/kernel":
+                hint = " (tied output head; T5 v1.1 / mT5 have an untied one)"
+            raise CheckpointError(f"{source}: missing parameter {name}{hint}")
+        return tuple(flat[name].shape)
+
+    vocab_size, d_model = shape_of("token_embedder/embedding")
+    num_heads, num_buckets = shape_of("encoder/relpos_bias/rel_embedding")
+    inner = shape_of("encoder/layers_0/attention/query/kernel")[1]
+    d_ff = shape_of("encoder/layers_0/mlp/wi_0/kernel")[1]
+    if inner % num_heads:
+        raise CheckpointError(
+            f"{source}: attention width {inner} is not a multiple of the {num_heads} heads")
+
+    def count_layers(stack: str) -> int:
+        indices = {int(m.group(1)) for name in flat
+                   if name.startswith(stack + "/")
+                   for m in [_LAYER.match(name.split("/")[1])] if m}
+        if indices != set(range(len(indices))):
+            raise CheckpointError(f"{source}: {stack} layers {sorted(indices)} are not contiguous")
+        return len(indices)
+
+    return T5Config(vocab_size=vocab_size, d_model=d_model, d_kv=inner // num_heads, d_ff=d_ff,
+                    num_heads=num_heads, num_encoder_layers=count_layers("encoder"),
+                    num_decoder_layers=count_layers("decoder"),
+                    relative_attention_num_buckets=num_buckets)
+
+
+def load_t5x(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
+    """Loads a T5X checkpoint (model dir -> latest step, or a step dir).
+
+    Returns:
+      (config, nested params cast to `dtype`, float32 by default).
+    """
+    step_dir = find_step_dir(path)
+    if step_dir is None:
+        raise FileNotFoundError(
+            f"{path}: no T5X checkpoint (neither a '{MSGPACK_FILE}' msgpack file nor "
+            "checkpoint_<step>/ directories)")
+    logger.info("Reading T5X checkpoint %s", step_dir)
+    flat = read_t5x_params(step_dir)
+    config = config_from_shapes(flat, step_dir)
+    check_params(config, flat, step_dir)
+    return config, unflatten(to_dtype(flat, dtype))

@@ -1,0 +1,143 @@
+"""Hyperparameters of the T5 v1.1 / mT5 encoder-decoder, with the published sizes.
+
+Field names follow the Hugging Face `MT5Config` (`d_model`, `d_kv`, `d_ff`, ...)
+so a `config.json` maps onto this class field by field. Variants are derived
+with `replace`, as the Flax examples do::
+
+    config = get_config("mt5_small", dtype="bfloat16", dropout_rate=0.0)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+_COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Config:
+    """Sizes and constants of one T5 v1.1 / mT5 network.
+
+    Attributes:
+      vocab_size: Rows of the input embedding and columns of the output head
+        (mT5: 250112, a multiple of 128 above the 250100 SentencePiece pieces).
+      d_model: Width of the residual stream (`embed` axis).
+      d_kv: Width of one attention head (`kv` axis).
+      d_ff: Width of the gated-GELU feed-forward block (`mlp` axis).
+      num_heads: Attention heads; the attention inner width is
+        `num_heads * d_kv`, which need not equal `d_model` (it does not for
+        mT5-small: 6 x 64 = 384 vs 512).
+      num_encoder_layers: Encoder blocks.
+      num_decoder_layers: Decoder blocks.
+      relative_attention_num_buckets: Buckets of the relative position bias.
+      relative_attention_max_distance: Distance from which all positions share
+        the last bucket.
+      dropout_rate: Dropout used when the network runs non-deterministically.
+      layer_norm_epsilon: Epsilon of the RMS norms (computed in float32).
+      dtype: Name of the compute dtype ("float32" or "bfloat16"); parameters
+        are always stored in float32.
+      pad_id: Padding token id; also marks padding in attention masks.
+      eos_id: End-of-sequence token id.
+      decoder_start_id: First decoder input token.
+    """
+
+    vocab_size: int
+    d_model: int
+    d_kv: int
+    d_ff: int
+    num_heads: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    dropout_rate: float = 0.1
+    layer_norm_epsilon: float = 1e-6
+    dtype: str = "float32"
+    pad_id: int = 0
+    eos_id: int = 1
+    decoder_start_id: int = 0
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
+                     "relative_attention_num_buckets",
+                     "relative_attention_max_distance"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"T5Config.{name} must be positive, got {getattr(self, name)!r}")
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"T5Config.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.dtype not in _COMPUTE_DTYPES:
+            raise ValueError(
+                f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")
+        if not 0.0 <= float(self.dropout_rate) < 1.0:
+            raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
+
+    @property
+    def inner_dim(self) -> int:
+        """Width of the concatenated attention heads (`joined_kv` axis)."""
+        return self.num_heads * self.d_kv
+
+    def replace(self, **overrides: Any) -> "T5Config":
+        """Returns a copy with the given fields changed."""
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the fields as a JSON-serialisable dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "T5Config":
+        """Builds a config from `to_dict()` output.
+
+        Raises:
+          ValueError: if a key is not a field of `T5Config` or a required
+            field is missing.
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ValueError(f"Unknown T5Config fields {unknown}; known fields: {sorted(fields)}")
+        try:
+            return cls(**dict(values))
+        except TypeError as error:
+            raise ValueError(f"Incomplete T5Config {dict(values)}: {error}") from error
+
+
+# Published mT5 sizes (Xue et al., 2021; google/mt5-* configs).
+_MT5_SMALL = T5Config(
+    vocab_size=250112, d_model=512, d_kv=64, d_ff=1024, num_heads=6,
+    num_encoder_layers=8, num_decoder_layers=8)
+
+PRESETS: dict[str, T5Config] = {
+    "mt5_small": _MT5_SMALL,
+    "mt5_base": _MT5_SMALL.replace(
+        d_model=768, d_ff=2048, num_heads=12, num_encoder_layers=12, num_decoder_layers=12),
+    "mt5_large": _MT5_SMALL.replace(
+        d_model=1024, d_ff=2816, num_heads=16, num_encoder_layers=24, num_decoder_layers=24),
+    "mt5_xl": _MT5_SMALL.replace(
+        d_model=2048, d_ff=5120, num_heads=32, num_encoder_layers=24, num_decoder_layers=24),
+    "mt5_xxl": _MT5_SMALL.replace(
+        d_model=4096, d_ff=10240, num_heads=64, num_encoder_layers=24, num_decoder_layers=24),
+    # Tests: mT5-small shrunk, keeping an attention inner width (4 x 16 = 64)
+    # different from d_model (32) as mT5-small has.
+    "tiny": _MT5_SMALL.replace(
+        vocab_size=512, d_model=32, d_kv=16, d_ff=64, num_heads=4,
+        num_encoder_layers=2, num_decoder_layers=2),
+}
+
+
+def get_config(name: str, **overrides: Any) -> T5Config:
+    """Returns the preset `name` with `overrides` applied.
+
+    Args:
+      name: One of `PRESETS` ("tiny", "mt5_small", ..., "mt5_xxl"); a "-"
+        is read as "_" so "mt5-small" works too.
+      **overrides: Fields of `T5Config` to change.
+
+    Raises:
+      ValueError: if the preset does not exist.
+    """
+    key = name.replace("-", "_")
+    if key not in PRESETS:
+        raise ValueError(f"Unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[key].replace(**overrides) if overrides else PRESETS[key]

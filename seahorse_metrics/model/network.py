@@ -1,0 +1,459 @@
+"""The T5 v1.1 / mT5 encoder-decoder network as a pure Flax module.
+
+Architecture (Raffel et al. 2020, T5 v1.1 and mT5 variants): pre-norm blocks
+with RMS norms (no bias, no mean subtraction, float32), gated-GELU feed-forward
+(tanh approximation, as Hugging Face's `gelu_new` and Flax's default), one
+relative position bias per stack (bidirectional in the encoder, causal in the
+decoder), attention without the 1/sqrt(d_kv) scaling (T5 folds it into the
+query initialisation), untied float32 output head without rescaling.
+
+Parameter names and shapes are those of T5X's `t5x/examples/t5/network.py`
+(`token_embedder/embedding`, `encoder/layers_0/attention/query/kernel`, ...,
+`decoder/logits_dense/kernel`, every kernel 2-D), so T5X checkpoints map one to
+one; `seahorse_metrics.checkpoints.hf` maps the Hugging Face names onto them.
+
+Array names carry their shape after an underscore (nanodo style):
+B batch, L/Q/K length (query/key), D d_model, H heads, V d_kv, F d_ff,
+T vocabulary, N buckets.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seahorse_metrics.model.config import T5Config
+
+Array = jax.Array
+Initializer = Callable[..., Array]
+
+# Additive bias of masked attention logits. Finite, so a row whose keys are all
+# masked (an all-padding row) yields a uniform softmax instead of NaN.
+_MASKED_LOGIT = -1e10
+
+
+def relative_position_bucket(relative_position: np.ndarray, *, bidirectional: bool,
+                             num_buckets: int, max_distance: int) -> np.ndarray:
+    """Maps `key_position - query_position` to a relative-attention bucket.
+
+    Distances below half the buckets (of a direction) get their own bucket;
+    larger ones share logarithmically wider buckets up to `max_distance`, and
+    everything beyond shares the last one. Bidirectional stacks spend half of
+    the buckets on keys after the query; causal stacks treat keys after the
+    query as distance 0 (they are masked anyway). The float32 arithmetic is the
+    one Mesh TensorFlow, T5X and Hugging Face use, so boundaries agree.
+
+    Args:
+      relative_position: Integer array of key minus query positions.
+      bidirectional: Whether keys after the query get their own buckets.
+      num_buckets: Buckets in total.
+      max_distance: Distance from which the last bucket is used.
+
+    Returns:
+      An int32 array of buckets in [0, num_buckets), shaped as the input.
+    """
+    relative_position = np.asarray(relative_position, np.int64)
+    bucket = np.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        bucket += (relative_position > 0) * num_buckets
+        distance = np.abs(relative_position)
+    else:
+        distance = np.maximum(-relative_position, 0)
+    max_exact = num_buckets // 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(distance.astype(np.float32) / np.float32(max_exact))
+        scaled = log_ratio / np.float32(np.log(max_distance / max_exact)) * np.float32(
+            num_buckets - max_exact)
+        # Distances below max_exact give log(0) = -inf here; np.where drops them.
+        log_bucket = max_exact + np.where(distance < max_exact, 0, scaled).astype(np.int64)
+    log_bucket = np.minimum(log_bucket, num_buckets - 1)
+    bucket += np.where(distance < max_exact, distance, log_bucket)
+    return bucket.astype(np.int32)
+
+
+class Kernel(nn.Module):
+    """One named float32 weight in its own submodule, T5X's parameter path
+    (`.../query/kernel`); the caller does the product in the compute dtype."""
+
+    shape: Sequence[int]
+    axes: Sequence[str]
+    init: Initializer
+    param_name: str = "kernel"
+
+    @nn.compact
+    def __call__(self) -> Array:
+        return self.param(self.param_name,
+                          nn.with_logical_partitioning(self.init, tuple(self.axes)),
+                          tuple(self.shape), jnp.float32)
+
+
+class RMSNorm(nn.Module):
+    """T5's layer norm: scale by the root mean square, in float32, no bias."""
+
+    epsilon: float
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array) -> Array:
+        scale_D = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
+                             (x_BxLxD.shape[-1],), jnp.float32)
+        x32_BxLxD = x_BxLxD.astype(jnp.float32)
+        mean_square_BxLx1 = jnp.mean(jnp.square(x32_BxLxD), axis=-1, keepdims=True)
+        normed_BxLxD = x32_BxLxD * jax.lax.rsqrt(mean_square_BxLx1 + self.epsilon)
+        return (normed_BxLxD * scale_D).astype(self.dtype)
+
+
+class RelativePositionBias(nn.Module):
+    """Per-head attention bias from bucketed relative positions (one per stack)."""
+
+    num_heads: int
+    num_buckets: int
+    max_distance: int
+    bidirectional: bool
+
+    @nn.compact
+    def __call__(self, query_length: int, key_length: int) -> Array:
+        """Returns the float32 bias [1, heads, query_length, key_length].
+
+        Positions are 0..length-1. Packed segments need nothing else: within a
+        segment, key minus query position is the same as in the unpacked
+        sequence, and attention across segments is masked.
+        """
+        rel_embedding_HxN = self.param(
+            "rel_embedding",
+            nn.with_logical_partitioning(
+                nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
+                ("heads", "relpos_buckets")),
+            (self.num_heads, self.num_buckets), jnp.float32)
+        # The bucket depends only on key - query, in [-(Q-1), K-1]: bucket those
+        # Q+K-1 offsets on the host, then spread them to [Q, K] on device.
+        offsets = np.arange(-(query_length - 1), key_length)
+        bucket_of_offset = relative_position_bucket(
+            offsets, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+            max_distance=self.max_distance)
+        bias_of_offset_HxO = jnp.take(rel_embedding_HxN, jnp.asarray(bucket_of_offset), axis=1)
+        query_QxK = jnp.arange(query_length)[:, None]
+        key_QxK = jnp.arange(key_length)[None, :]
+        offset_index_QxK = key_QxK - query_QxK + (query_length - 1)
+        bias_HxQxK = jnp.take(bias_of_offset_HxO, offset_index_QxK, axis=1)
+        return bias_HxQxK[None]
+
+
+class Attention(nn.Module):
+    """Multi-head dot-product attention with T5X's 2-D projection kernels."""
+
+    num_heads: int
+    head_dim: int
+    dtype: jnp.dtype
+    dropout_rate: float
+
+    @nn.compact
+    def __call__(self, inputs_q_BxQxD: Array, inputs_kv_BxKxD: Optional[Array],
+                 position_bias_1xHxQxK: Optional[Array], mask_bias_Bx1xQxK: Array,
+                 deterministic: bool) -> Array:
+        """Attends from `inputs_q` to `inputs_kv` (self-attention if None).
+
+        Args:
+          inputs_q_BxQxD: Queries' inputs.
+          inputs_kv_BxKxD: Keys' and values' inputs, or None for self-attention.
+          position_bias_1xHxQxK: Float32 relative position bias, or None.
+          mask_bias_Bx1xQxK: Float32 additive mask (0 or a large negative);
+            its batch and query axes may be 1 to broadcast.
+          deterministic: Disables dropout.
+
+        Returns:
+          The attention output [B, Q, D] in the compute dtype.
+        """
+        embed = inputs_q_BxQxD.shape[-1]
+        inner = self.num_heads * self.head_dim
+        projection_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
+        # T5 scales the query initialisation instead of the logits.
+        query_init = lambda *args: projection_init(*args) / np.sqrt(self.head_dim)  # noqa: E731
+        w_query_DxI = Kernel((embed, inner), ("embed", "joined_kv"), query_init, name="query")()
+        w_key_DxI = Kernel((embed, inner), ("embed", "joined_kv"), projection_init, name="key")()
+        w_value_DxI = Kernel((embed, inner), ("embed", "joined_kv"), projection_init, name="value")()
+        w_out_IxD = Kernel((inner, embed), ("joined_kv", "embed"), projection_init, name="out")()
+
+        batch, query_length = inputs_q_BxQxD.shape[:2]
+        inputs_kv_BxKxD = inputs_q_BxQxD if inputs_kv_BxKxD is None else inputs_kv_BxKxD
+
+        # Separate products (not one fused qkv kernel) keep each kernel's
+        # 'joined_kv' sharding intact under model parallelism.
+        def project(x_BxLxD: Array, w_DxI: Array) -> Array:
+            y_BxLxI = jnp.dot(x_BxLxD, w_DxI.astype(self.dtype))
+            return y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
+
+        query_BxQxHxV = project(inputs_q_BxQxD, w_query_DxI)
+        key_BxKxHxV = project(inputs_kv_BxKxD, w_key_DxI)
+        value_BxKxHxV = project(inputs_kv_BxKxD, w_value_DxI)
+        query_BxQxHxV = nn.with_logical_constraint(query_BxQxHxV, ("batch", "length", "heads", "kv"))
+        key_BxKxHxV = nn.with_logical_constraint(key_BxKxHxV, ("batch", "length", "heads", "kv"))
+        value_BxKxHxV = nn.with_logical_constraint(value_BxKxHxV, ("batch", "length", "heads", "kv"))
+
+        logits_BxHxQxK = jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV, key_BxKxHxV,
+                                    preferred_element_type=jnp.float32)
+        if position_bias_1xHxQxK is not None:
+            logits_BxHxQxK = logits_BxHxQxK + position_bias_1xHxQxK
+        logits_BxHxQxK = logits_BxHxQxK + mask_bias_Bx1xQxK
+        weights_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1)
+        # As T5X: one dropout mask per key, shared by all queries.
+        weights_BxHxQxK = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
+            weights_BxHxQxK, deterministic=deterministic)
+        context_BxQxHxV = jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(self.dtype),
+                                     value_BxKxHxV)
+        context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
+        context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
+        return jnp.dot(context_BxQxI, w_out_IxD.astype(self.dtype))
+
+
+class GatedGeluMlp(nn.Module):
+    """T5 v1.1 feed-forward: wo(gelu(wi_0 x) * wi_1 x)."""
+
+    d_ff: int
+    dtype: jnp.dtype
+    dropout_rate: float
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
+        embed = x_BxLxD.shape[-1]
+        init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+        w_gate_DxF = Kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi_0")()
+        w_linear_DxF = Kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi_1")()
+        w_out_FxD = Kernel((self.d_ff, embed), ("mlp", "embed"), init, name="wo")()
+        gate_BxLxF = jnp.dot(x_BxLxD, w_gate_DxF.astype(self.dtype))
+        linear_BxLxF = jnp.dot(x_BxLxD, w_linear_DxF.astype(self.dtype))
+        hidden_BxLxF = nn.gelu(gate_BxLxF, approximate=True) * linear_BxLxF
+        hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
+        hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
+            hidden_BxLxF, deterministic=deterministic)
+        return jnp.dot(hidden_BxLxF, w_out_FxD.astype(self.dtype))
+
+
+def _dropout(config: T5Config, x: Array, deterministic: bool) -> Array:
+    # T5X drops whole features for all positions of a sequence (broadcast over length).
+    return nn.Dropout(config.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
+
+
+def _constrain_embed(x_BxLxD: Array) -> Array:
+    return nn.with_logical_constraint(x_BxLxD, ("batch", "length", "embed"))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward, each pre-normed and residual."""
+
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, position_bias_1xHxLxL: Array, mask_bias_Bx1xLxL: Array,
+                 deterministic: bool) -> Array:
+        cfg = self.config
+        dtype = jnp.dtype(cfg.dtype)
+        h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_attention_layer_norm")(x_BxLxD)
+        h_BxLxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate, name="attention")(
+            h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
+        x_BxLxD = _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
+        h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(x_BxLxD)
+        h_BxLxD = GatedGeluMlp(cfg.d_ff, dtype, cfg.dropout_rate, name="mlp")(h_BxLxD, deterministic)
+        return _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention and feed-forward."""
+
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, position_bias_1xHxQxQ: Array,
+                 self_mask_bias_Bx1xQxQ: Array, cross_mask_bias_Bx1xQxK: Array,
+                 deterministic: bool) -> Array:
+        cfg = self.config
+        dtype = jnp.dtype(cfg.dtype)
+        h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_self_attention_layer_norm")(y_BxQxD)
+        h_BxQxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate, name="self_attention")(
+            h_BxQxD, None, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ, deterministic)
+        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+        h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_cross_attention_layer_norm")(y_BxQxD)
+        h_BxQxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate,
+                            name="encoder_decoder_attention")(
+            h_BxQxD, encoded_BxKxD, None, cross_mask_bias_Bx1xQxK, deterministic)
+        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+        h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(y_BxQxD)
+        h_BxQxD = GatedGeluMlp(cfg.d_ff, dtype, cfg.dropout_rate, name="mlp")(h_BxQxD, deterministic)
+        return _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+
+
+class Encoder(nn.Module):
+    """The encoder stack over embedded inputs."""
+
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, mask_bias_Bx1xLxL: Array, deterministic: bool) -> Array:
+        cfg = self.config
+        length = x_BxLxD.shape[1]
+        position_bias_1xHxLxL = RelativePositionBias(
+            cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
+            bidirectional=True, name="relpos_bias")(length, length)
+        x_BxLxD = _dropout(cfg, x_BxLxD, deterministic)
+        for index in range(cfg.num_encoder_layers):
+            x_BxLxD = EncoderLayer(cfg, name=f"layers_{index}")(
+                x_BxLxD, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
+        x_BxLxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="encoder_norm")(x_BxLxD)
+        return _dropout(cfg, x_BxLxD, deterministic)
+
+
+class Decoder(nn.Module):
+    """The decoder stack and the untied float32 output head."""
+
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, self_mask_bias_Bx1xQxQ: Array,
+                 cross_mask_bias_Bx1xQxK: Array, deterministic: bool) -> Array:
+        cfg = self.config
+        length = y_BxQxD.shape[1]
+        position_bias_1xHxQxQ = RelativePositionBias(
+            cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
+            bidirectional=False, name="relpos_bias")(length, length)
+        y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
+        for index in range(cfg.num_decoder_layers):
+            y_BxQxD = DecoderLayer(cfg, name=f"layers_{index}")(
+                y_BxQxD, encoded_BxKxD, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ,
+                cross_mask_bias_Bx1xQxK, deterministic)
+        y_BxQxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="decoder_norm")(y_BxQxD)
+        y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
+        w_logits_DxT = Kernel(
+            (cfg.d_model, cfg.vocab_size), ("embed", "vocab"),
+            nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal"),
+            name="logits_dense")()
+        # Logits in float32 for a stable softmax, whatever the compute dtype.
+        logits_BxQxT = jnp.dot(y_BxQxD.astype(jnp.float32), w_logits_DxT)
+        return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
+
+
+def _mask_bias(allowed: Array) -> Array:
+    return jnp.where(allowed, 0.0, _MASKED_LOGIT).astype(jnp.float32)
+
+
+def encoder_mask_bias(config: T5Config, encoder_input_tokens_BxL: Array,
+                      encoder_segment_ids_BxL: Optional[Array] = None) -> Array:
+    """Additive encoder self-attention mask: keys must be real tokens (of the
+    query's segment when packed). Shape [B, 1, 1 or L, L]."""
+    key_is_token_Bx1x1xL = (encoder_input_tokens_BxL != config.pad_id)[:, None, None, :]
+    if encoder_segment_ids_BxL is None:
+        return _mask_bias(key_is_token_Bx1x1xL)
+    same_segment_Bx1xLxL = (encoder_segment_ids_BxL[:, None, :, None]
+                            == encoder_segment_ids_BxL[:, None, None, :])
+    return _mask_bias(key_is_token_Bx1x1xL & same_segment_Bx1xLxL)
+
+
+def decoder_mask_biases(config: T5Config, encoder_input_tokens_BxK: Array, decoder_length: int,
+                        encoder_segment_ids_BxK: Optional[Array] = None,
+                        decoder_segment_ids_BxQ: Optional[Array] = None) -> tuple[Array, Array]:
+    """Additive masks of decoder self-attention (causal, within a segment) and
+    cross-attention (real encoder tokens, of the same segment when packed).
+
+    Decoder padding needs no mask: it comes last, and causality keeps real
+    positions from seeing it.
+    """
+    positions = jnp.arange(decoder_length)
+    causal_1x1xQxQ = (positions[:, None] >= positions[None, :])[None, None]
+    key_is_token_Bx1x1xK = (encoder_input_tokens_BxK != config.pad_id)[:, None, None, :]
+    if (encoder_segment_ids_BxK is None) != (decoder_segment_ids_BxQ is None):
+        raise ValueError("Packed batches need both encoder_segment_ids and decoder_segment_ids.")
+    if decoder_segment_ids_BxQ is None:
+        return _mask_bias(causal_1x1xQxQ), _mask_bias(key_is_token_Bx1x1xK)
+    same_segment_Bx1xQxQ = (decoder_segment_ids_BxQ[:, None, :, None]
+                            == decoder_segment_ids_BxQ[:, None, None, :])
+    cross_segment_Bx1xQxK = (decoder_segment_ids_BxQ[:, None, :, None]
+                             == encoder_segment_ids_BxK[:, None, None, :])
+    return (_mask_bias(causal_1x1xQxQ & same_segment_Bx1xQxQ),
+            _mask_bias(key_is_token_Bx1x1xK & cross_segment_Bx1xQxK))
+
+
+class Transformer(nn.Module):
+    """T5 v1.1 / mT5 encoder-decoder (T5X `network.Transformer` layout).
+
+    `encode` and `decode` can be applied separately (`module.apply(...,
+    method="encode")`) so scoring runs the encoder once and the decoder for a
+    single position.
+    """
+
+    config: T5Config
+
+    def setup(self):
+        cfg = self.config
+        self.token_embedder = Kernel(
+            (cfg.vocab_size, cfg.d_model), ("vocab", "embed"), nn.initializers.normal(stddev=1.0),
+            param_name="embedding")
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg)
+
+    def _embed(self, tokens_BxL: Array) -> Array:
+        # A gather, not a one-hot matmul: at mT5's 250k vocabulary the one-hot
+        # product would cost more than the rest of the network.
+        embedding_TxD = self.token_embedder()
+        embedded_BxLxD = jnp.take(embedding_TxD, tokens_BxL.astype(jnp.int32), axis=0)
+        return _constrain_embed(embedded_BxLxD.astype(jnp.dtype(self.config.dtype)))
+
+    def encode(self, encoder_input_tokens: Array, encoder_segment_ids: Optional[Array] = None,
+               encoder_positions: Optional[Array] = None, deterministic: bool = True) -> Array:
+        """Runs the encoder.
+
+        Args:
+          encoder_input_tokens: int [B, L], `config.pad_id` for padding.
+          encoder_segment_ids: int [B, L] packed-segment ids (0 = padding), or None.
+          encoder_positions: int [B, L] position within each packed segment.
+            Accepted for T5X's packed features; the relative bias uses
+            0..L-1, which gives the same key-query offsets inside a segment.
+          deterministic: Disables dropout (needs a 'dropout' rng otherwise).
+
+        Returns:
+          Encoder outputs [B, L, d_model] in the compute dtype.
+        """
+        del encoder_positions  # Offsets within a segment do not depend on it.
+        mask_bias = encoder_mask_bias(self.config, encoder_input_tokens, encoder_segment_ids)
+        return self.encoder(self._embed(encoder_input_tokens), mask_bias, deterministic)
+
+    def decode(self, encoded: Array, encoder_input_tokens: Array, decoder_input_tokens: Array,
+               encoder_segment_ids: Optional[Array] = None,
+               decoder_segment_ids: Optional[Array] = None,
+               decoder_positions: Optional[Array] = None, deterministic: bool = True) -> Array:
+        """Runs the decoder with teacher forcing over `decoder_input_tokens`.
+
+        Args:
+          encoded: Encoder outputs [B, K, d_model].
+          encoder_input_tokens: int [B, K], for the cross-attention padding mask.
+          decoder_input_tokens: int [B, Q], starting with `config.decoder_start_id`
+            (each packed segment too). Q = 1 gives the first step only.
+          encoder_segment_ids: int [B, K] segment ids when packed, else None.
+          decoder_segment_ids: int [B, Q] segment ids when packed, else None.
+          decoder_positions: int [B, Q]; accepted as in `encode` (not needed).
+          deterministic: Disables dropout.
+
+        Returns:
+          float32 logits [B, Q, vocab_size].
+        """
+        del decoder_positions  # See `encode`.
+        self_mask_bias, cross_mask_bias = decoder_mask_biases(
+            self.config, encoder_input_tokens, decoder_input_tokens.shape[1],
+            encoder_segment_ids, decoder_segment_ids)
+        return self.decoder(self._embed(decoder_input_tokens), encoded, self_mask_bias,
+                            cross_mask_bias, deterministic)
+
+    def __call__(self, encoder_input_tokens: Array, decoder_input_tokens: Array,
+                 encoder_segment_ids: Optional[Array] = None,
+                 decoder_segment_ids: Optional[Array] = None,
+                 encoder_positions: Optional[Array] = None,
+                 decoder_positions: Optional[Array] = None,
+                 deterministic: bool = True) -> Array:
+        """Encodes and decodes; returns float32 logits [B, Q, vocab_size]."""
+        encoded = self.encode(encoder_input_tokens, encoder_segment_ids, encoder_positions,
+                              deterministic=deterministic)
+        return self.decode(encoded, encoder_input_tokens, decoder_input_tokens,
+                           encoder_segment_ids, decoder_segment_ids, decoder_positions,
+                           deterministic=deterministic)

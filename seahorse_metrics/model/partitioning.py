@@ -1,0 +1,75 @@
+"""Device mesh and logical-axis sharding rules (T5X's standard rules).
+
+Parameters and activations carry logical axis names (`embed`, `mlp`, `heads`,
+`vocab`, `batch`, ...); one rules table maps them onto the two mesh axes
+`data` (batch parallelism) and `model` (tensor parallelism). The trainer and
+the scorer both use these helpers::
+
+    mesh = make_mesh(model_parallel=2)
+    param_shardings = logical_to_sharding(model.param_logical_axes(), mesh)
+    with mesh, nn.logical_axis_rules(LOGICAL_AXIS_RULES):
+        ...  # activation constraints in the network take effect here
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import numpy as np
+from jax.experimental import mesh_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+DATA_AXIS = "data"
+MODEL_AXIS = "model"
+
+# T5X `standard_logical_axis_rules()` with model parallelism over heads, mlp,
+# vocab and the joined heads x kv axis.
+LOGICAL_AXIS_RULES: tuple[tuple[str, Optional[str]], ...] = (
+    ("batch", DATA_AXIS),
+    ("vocab", MODEL_AXIS),
+    ("mlp", MODEL_AXIS),
+    ("heads", MODEL_AXIS),
+    ("joined_kv", MODEL_AXIS),
+    ("embed", None),
+    ("kv", None),
+    ("length", None),
+    ("relpos_buckets", None),
+    ("layers", None),
+    ("stack", None),
+)
+
+
+def make_mesh(model_parallel: int = 1, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
+    """Builds a ('data', 'model') mesh over `devices` (default: all devices).
+
+    Args:
+      model_parallel: Devices per model replica (size of the 'model' axis).
+      devices: Devices to use; the 'data' axis gets len(devices) // model_parallel.
+
+    Raises:
+      ValueError: if the device count is not a multiple of `model_parallel`.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    if model_parallel < 1 or len(devices) % model_parallel:
+        raise ValueError(
+            f"model_parallel={model_parallel} must be >= 1 and divide the {len(devices)} devices")
+    shape = (len(devices) // model_parallel, model_parallel)
+    try:
+        device_grid = mesh_utils.create_device_mesh(shape, devices)
+    except (AssertionError, NotImplementedError, ValueError):
+        # Physical topologies the helper does not know (e.g. some CPU/GPU
+        # layouts): fall back to the given device order.
+        device_grid = np.asarray(devices, dtype=object).reshape(shape)
+    return Mesh(device_grid, (DATA_AXIS, MODEL_AXIS))
+
+
+def logical_to_sharding(logical_specs_tree: Any, mesh: Mesh,
+                        rules: Sequence[tuple[str, Optional[str]]] = LOGICAL_AXIS_RULES) -> Any:
+    """Maps a pytree of logical `PartitionSpec`s to `NamedSharding`s on `mesh`."""
+    return nn.logical_to_mesh_sharding(logical_specs_tree, mesh, list(rules))
+
+
+def data_sharding(mesh: Mesh) -> NamedSharding:
+    """Sharding of batch arrays: the leading (batch) axis split over 'data'."""
+    return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
