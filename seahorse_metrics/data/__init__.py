@@ -1,0 +1,15 @@
+"""Data: readers of the rated benchmarks, article sources, model inputs, vocabularies.
+
+* `records`: `RatedPair`, the record every reader returns.
+* `seahorse`: the SEAHORSE release TSVs and the prepared JSONL splits.
+* `articles`, `prepare`: joining the release with its GEM articles.
+* `mface`, `true`, `ratings`: mFACE, TRUE and generic rated files.
+* `inputs`: `premise: ... hypothesis: ...` inputs and their truncation.
+* `vocab`: SentencePiece tokenizer and seqio vocabulary.
+
+None of these modules imports TensorFlow; the seqio tasks live in
+`seahorse_metrics.tasks`.
+"""
+from seahorse_metrics.data.records import QUESTION_NAMES, QUESTIONS, RatedPair
+
+__all__ = ["QUESTION_NAMES", "QUESTIONS", "RatedPair"]

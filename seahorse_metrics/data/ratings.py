@@ -1,0 +1,289 @@
+"""Generic rated premise/hypothesis files, and the table reading other readers share.
+
+`read_ratings` reads any JSONL, CSV or TSV file with a premise, a hypothesis
+and a rating: binary (0/1, yes/no, true/false) or continuous (SQuALITY-style
+1-100, Likert 1-5, rater averages). Binary ratings become the label;
+continuous ratings stay as the raw rating, and become a label only when a
+threshold is given.
+
+`read_table` yields the rows of a CSV, TSV, XLSX (needs `openpyxl`) or JSONL
+file as dicts with their line/row number, for the mFACE and TRUE readers too.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import sys
+from typing import Any, Iterator, Optional
+
+from seahorse_metrics.data.records import RatedPair
+
+logger = logging.getLogger(__name__)
+
+TABLE_EXTENSIONS = (".csv", ".tsv", ".xlsx", ".jsonl", ".json")
+_BINARY_STRINGS = {"1": True, "0": False, "yes": True, "no": False, "true": True, "false": False}
+
+
+class TableFormatError(ValueError):
+    """A ratings/benchmark table does not match its expected format."""
+
+
+def read_table(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yields `(line_or_row_number, row)` for each data row of a table file.
+
+    CSV/TSV: the header row names the columns (surrounding spaces stripped;
+    the unnamed index column pandas writes is dropped); the number is the
+    line where the record ends. XLSX: the first sheet, its first row as
+    header; the number is the sheet row. JSONL: one object per line.
+
+    Raises:
+      FileNotFoundError: if `path` does not exist.
+      TableFormatError: for an unknown extension or a malformed line.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: file not found")
+    extension = os.path.splitext(path)[1].lower()
+    if extension in (".csv", ".tsv"):
+        yield from _read_delimited(path, "\t" if extension == ".tsv" else ",")
+    elif extension == ".xlsx":
+        yield from _read_xlsx(path)
+    elif extension in (".jsonl", ".json"):
+        yield from _read_jsonl(path)
+    else:
+        raise TableFormatError(
+            f"{path}: unsupported file type {extension!r}; use one of {TABLE_EXTENSIONS}"
+        )
+
+
+def _read_delimited(path: str, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    # Articles are long: lift the csv module's 128 KiB field limit.
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter)
+        try:
+            header = [c.strip() for c in next(reader)]
+        except StopIteration:
+            raise TableFormatError(f"{path}: empty file; expected a header row") from None
+        except UnicodeDecodeError as err:
+            raise TableFormatError(f"{path}:1: not valid UTF-8 ({err.reason})") from None
+        try:
+            for cells in reader:
+                if not any(c.strip() for c in cells):
+                    continue
+                if len(cells) != len(header):
+                    raise TableFormatError(
+                        f"{path}:{reader.line_num}: {len(cells)} columns, the header has "
+                        f"{len(header)}"
+                    )
+                yield reader.line_num, {k: v for k, v in zip(header, cells) if k}
+        except UnicodeDecodeError as err:
+            raise TableFormatError(
+                f"{path}: invalid UTF-8 after line {reader.line_num} ({err.reason})"
+            ) from None
+        except csv.Error as err:
+            raise TableFormatError(f"{path}:{reader.line_num}: {err}") from None
+
+
+def _read_xlsx(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        import openpyxl  # Optional: only spreadsheets need it.
+    except ImportError as err:
+        raise ImportError(
+            f"{path}: reading .xlsx needs openpyxl: pip install 'seahorse-metrics[xlsx]' "
+            "(or save the sheet as CSV)"
+        ) from err
+    workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    try:
+        rows = workbook.worksheets[0].iter_rows(values_only=True)
+        header = [str(c).strip() if c is not None else "" for c in next(rows, ())]
+        if not any(header):
+            raise TableFormatError(f"{path}: the first sheet has no header row")
+        for row_number, values in enumerate(rows, start=2):
+            if all(v is None or str(v).strip() == "" for v in values):
+                continue
+            yield row_number, {k: v for k, v in zip(header, values) if k}
+    finally:
+        workbook.close()
+
+
+def _read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    with open(path, encoding="utf-8") as f:
+        for line_number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise TableFormatError(f"{path}:{line_number}: invalid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise TableFormatError(f"{path}:{line_number}: expected a JSON object")
+            yield line_number, record
+
+
+def is_blank(value: Any) -> bool:
+    """True for None, empty/whitespace strings and NaN."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return isinstance(value, str) and not value.strip()
+
+
+def parse_binary(value: Any) -> Optional[bool]:
+    """1/0, yes/no, true/false (any case; 1.0/0.0 too) -> bool; anything else -> None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _BINARY_STRINGS:
+            return _BINARY_STRINGS[text]
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        return bool(number) if number in (0.0, 1.0) else None
+    return None
+
+
+def parse_float(value: Any, where: str) -> float:
+    """A finite float from a cell, or a TableFormatError naming `where`."""
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise TableFormatError(f"{where}: {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise TableFormatError(f"{where}: {value!r} is not a finite number")
+    return number
+
+
+def cell_text(value: Any) -> str:
+    """A cell as text; whole floats from spreadsheets lose their `.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
+def optional_text(row: dict[str, Any], field: str) -> Optional[str]:
+    """The text of `row[field]`, or None when the field is absent or blank."""
+    value = row.get(field)
+    return None if is_blank(value) else cell_text(value).strip()
+
+
+def read_ratings(
+    path: str | os.PathLike,
+    premise_field: str = "premise",
+    hypothesis_field: str = "hypothesis",
+    rating_field: str = "rating",
+    id_field: Optional[str] = None,
+    threshold: Optional[float] = None,
+    *,
+    binary: Optional[bool] = None,
+    lang_field: str = "lang",
+    system_field: str = "system",
+    source: Optional[str] = None,
+    strict: bool = True,
+) -> list[RatedPair]:
+    """Reads a rated premise/hypothesis file (JSONL, CSV or TSV).
+
+    Args:
+      path: The file.
+      premise_field, hypothesis_field, rating_field: Field names.
+      id_field: Field with a unique id; None: `"{file stem}-{line}"`.
+      threshold: For continuous ratings, label = rating >= threshold; None
+        leaves the label None (correlation-only use).
+      binary: Force binary (True) or continuous (False) ratings; None decides
+        from the values (binary when every rating is 0/1/yes/no/true/false).
+      lang_field, system_field: Optional metadata fields, used when present.
+      source: Source name for the pairs (default: the file stem).
+      strict: If True a row with an empty or non-numeric rating raises; if
+        False it is skipped, counted and logged.
+
+    Returns:
+      RatedPairs in file order; rating is 1.0/0.0 for binary files and the raw
+      value otherwise.
+
+    Raises:
+      TableFormatError: for missing fields, bad ratings (strict), or duplicate
+        ids; the message names file, line and field.
+    """
+    path = os.fspath(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    rows = list(read_table(path))
+    if not rows:
+        raise TableFormatError(f"{path}: no data rows")
+    for line, row in rows:
+        for field in (premise_field, hypothesis_field, rating_field) + ((id_field,) if id_field else ()):
+            if field not in row:
+                raise TableFormatError(
+                    f"{path}:{line}: missing field {field!r} (fields: {sorted(row)}); pass "
+                    "the right premise_field/hypothesis_field/rating_field/id_field"
+                )
+    kept, skipped = _rated_rows(path, rows, rating_field, strict)
+    if binary is None:
+        binary = all(parse_binary(value) is not None for _, _, value in kept)
+    pairs, seen = [], set()
+    for line, row, value in kept:
+        where = f"{path}:{line}: field {rating_field!r}"
+        if binary:
+            label = parse_binary(value)
+            if label is None:
+                raise TableFormatError(f"{where}: {value!r} is not a binary rating")
+            rating = 1.0 if label else 0.0
+        else:
+            rating = parse_float(value, where)
+            label = None if threshold is None else rating >= threshold
+        pair_id = cell_text(row[id_field]) if id_field else f"{stem}-{line}"
+        if pair_id in seen:
+            raise TableFormatError(f"{path}:{line}: duplicate id {pair_id!r}")
+        seen.add(pair_id)
+        pairs.append(
+            RatedPair(
+                id=pair_id,
+                premise=cell_text(row[premise_field]),
+                hypothesis=cell_text(row[hypothesis_field]),
+                label=label,
+                rating=rating,
+                lang=optional_text(row, lang_field),
+                source=source or stem,
+                system=optional_text(row, system_field),
+                meta={"line": line},
+            )
+        )
+    if skipped:
+        logger.warning("%s: skipped %d rows without a usable rating", path, skipped)
+    logger.info("%s: %d %s ratings", path, len(pairs), "binary" if binary else "continuous")
+    return pairs
+
+
+def _rated_rows(path, rows, rating_field, strict):
+    kept, skipped = [], 0
+    for line, row in rows:
+        value = row[rating_field]
+        usable = not is_blank(value) and (
+            parse_binary(value) is not None or _is_number(value)
+        )
+        if usable:
+            kept.append((line, row, value))
+        elif strict:
+            raise TableFormatError(
+                f"{path}:{line}: field {rating_field!r} is {value!r}, not a rating; fix "
+                "the row or read with strict=False to skip such rows"
+            )
+        else:
+            skipped += 1
+    return kept, skipped
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value.strip() if isinstance(value, str) else value))
+    except (TypeError, ValueError):
+        return False
