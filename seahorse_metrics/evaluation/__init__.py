@@ -1,0 +1,15 @@
+"""Meta-evaluation of summarization metrics against human judgments.
+
+Modules:
+  stats: ROC-AUC, Pearson, Spearman, Kendall, accuracies, bootstrap intervals,
+    paired bootstrap tests, system-level correlation (numpy/scipy only).
+  baselines: majority class, ROUGE-L on SentencePiece pieces, summary length.
+  benchmarks: SEAHORSE, mFACE, TRUE and ratings files as report columns.
+  metrics: checkpoint, baseline and precomputed-scores metrics (report rows).
+  cache: on-disk scores per (metric, benchmark).
+  run: scoring and statistics (`evaluate`, `run_evaluation`).
+  report: report.json, report.md and report.html.
+
+Only `stats` is cheap to import for a trainer's validation loop; the others
+are imported by the `evaluate` command.
+"""

@@ -1,0 +1,79 @@
+"""On-disk cache of metric scores per (metric, benchmark).
+
+Layout: `<root>/<metric fingerprint>/<benchmark name>.json` holding the item
+ids and scores in item order, the benchmark's content fingerprint and the
+metric spec. An entry is used only when the fingerprints and ids match, so a
+changed checkpoint, scores file or benchmark text is rescored, while adding a
+metric to a report leaves the others' entries untouched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Optional
+
+import numpy as np
+
+from seahorse_metrics.evaluation.benchmarks import Benchmark
+
+logger = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ScoreCache:
+    """Scores cache rooted at a directory (created on first write).
+
+    Args:
+      root: Directory, e.g. `<report dir>/cache`.
+    """
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def path(self, metric_fingerprint: str, benchmark: Benchmark) -> str:
+        file_name = _UNSAFE.sub("_", benchmark.name) + ".json"
+        return os.path.join(self.root, metric_fingerprint, file_name)
+
+    def load(self, metric_fingerprint: str, benchmark: Benchmark) -> Optional[np.ndarray]:
+        """Cached scores in item order, or None when absent or stale."""
+        path = self.path(metric_fingerprint, benchmark)
+        if not os.path.isfile(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as handle:
+                entry = json.load(handle)
+        except (OSError, json.JSONDecodeError) as error:
+            logger.warning("ignoring unreadable cache entry %s (%s)", path, error)
+            return None
+        if (entry.get("benchmark_fingerprint") != benchmark.content_fingerprint()
+                or entry.get("ids") != benchmark.ids):
+            logger.info("cache entry %s is stale (benchmark changed); rescoring", path)
+            return None
+        return np.array([np.nan if s is None else s for s in entry["scores"]], dtype=np.float64)
+
+    def save(self, metric_fingerprint: str, metric_spec: str, benchmark: Benchmark,
+             scores: np.ndarray) -> str:
+        """Writes an entry atomically and returns its path."""
+        path = self.path(metric_fingerprint, benchmark)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        entry = {
+            "metric": metric_spec,
+            "benchmark": benchmark.name,
+            "benchmark_fingerprint": benchmark.content_fingerprint(),
+            "ids": benchmark.ids,
+            # NaN is not JSON: stored as null.
+            "scores": [None if not np.isfinite(s) else float(s) for s in scores],
+        }
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as out:
+                json.dump(entry, out)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path

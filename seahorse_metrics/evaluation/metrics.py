@@ -1,0 +1,426 @@
+"""Metrics to meta-evaluate: learnt checkpoints, baselines, precomputed scores.
+
+A metric spec is `[NAME=]KIND:ARG[:OPTION]`::
+
+    checkpoint:DIR             scored with `seahorse_metrics.Scorer` (P("1"))
+    baseline:majority          majority class of the benchmark's labels
+    baseline:rougeL[:MEASURE]  ROUGE-L article vs summary, fmeasure|precision|recall
+    baseline:length            summary length in SentencePiece pieces
+    scores:FILE[:COLUMN]       precomputed scores of any external metric
+
+`NAME=` sets the row label (default: the checkpoint directory name,
+`ROUGE-L`, `majority`, `length`, or the scores file name).
+
+A scores file is JSONL, JSON (a list of objects), CSV or TSV with a header,
+or plain text with one number per line. The score column is COLUMN, else
+`score`, else the only numeric column that is not an id/label/rating field.
+With an `id` column, scores are aligned to items by id (and by `benchmark`
+too when that column exists, so one file can hold several benchmarks); a
+benchmark whose ids are all absent is reported as not covered by the metric,
+one with some ids missing is an error. Without an `id` column, rows align by
+order and apply only to a benchmark with exactly as many items (use ids when
+evaluating several benchmarks).
+"""
+from __future__ import annotations
+
+import abc
+import csv
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from seahorse_metrics.evaluation import baselines
+from seahorse_metrics.evaluation.benchmarks import Benchmark
+
+logger = logging.getLogger(__name__)
+
+METRIC_KINDS = ("checkpoint", "baseline", "scores")
+BASELINES = ("majority", "rougeL", "length")
+_BASELINE_NAMES = {"majority": "majority", "rougeL": "ROUGE-L", "length": "length"}
+# Fields of a scores file that are never the score itself.
+_NON_SCORE_FIELDS = frozenset({
+    "id", "gem_id", "benchmark", "label", "rating", "lang", "source", "system",
+    "premise", "hypothesis", "article", "summary", "grounding", "generated_text",
+})
+_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR, baseline:rougeL|majority|length, "
+              "scores:FILE[:COLUMN]")
+
+
+class MetricNotApplicable(Exception):
+    """The metric has no scores for a benchmark (e.g. a scores file for another set)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricSpec:
+    """A parsed metric spec.
+
+    Attributes:
+      name: Row label in the report.
+      kind: One of `METRIC_KINDS`.
+      argument: Checkpoint directory, baseline name or scores file.
+      option: Scores column or ROUGE measure, if given.
+      text: The spec as written.
+    """
+
+    name: str
+    kind: str
+    argument: str
+    option: Optional[str]
+    text: str
+
+
+def parse_metric_spec(text: str) -> MetricSpec:
+    """Parses `[NAME=]KIND:ARG[:OPTION]` (see the module docstring).
+
+    Raises:
+      ValueError: Unknown kind or baseline, or a missing argument.
+    """
+    name = None
+    body = text
+    head = text.split(":", 1)[0]
+    if "=" in head:
+        name, body = text.split("=", 1)
+        name = name.strip()
+        if not name:
+            raise ValueError(f"bad metric spec {text!r}: empty NAME before '='")
+    kind, sep, rest = body.partition(":")
+    if not sep or kind not in METRIC_KINDS or not rest:
+        raise ValueError(f"bad metric spec {text!r}: {_SPEC_HELP}")
+    argument, option = rest, None
+    if kind == "baseline":
+        argument, _, option = rest.partition(":")
+        option = option or None
+        if argument not in BASELINES:
+            raise ValueError(f"bad metric spec {text!r}: unknown baseline {argument!r}; "
+                             f"choose from {BASELINES}")
+        if option and (argument != "rougeL" or option not in baselines.ROUGE_MEASURES):
+            raise ValueError(f"bad metric spec {text!r}: only rougeL takes an option, one of "
+                             f"{baselines.ROUGE_MEASURES}")
+        default_name = _BASELINE_NAMES[argument] + (f"-{option}" if option else "")
+    elif kind == "scores":
+        head, sep, tail = rest.rpartition(":")
+        # FILE:COLUMN when FILE exists (paths may themselves contain ':').
+        if sep and head and not os.path.exists(rest) and os.path.exists(head):
+            argument, option = head, tail
+        default_name = os.path.splitext(os.path.basename(argument))[0] + (
+            f":{option}" if option else "")
+    else:
+        default_name = os.path.basename(os.path.normpath(argument))
+    return MetricSpec(name or default_name, kind, argument, option, text)
+
+
+def _stat_signature(path: str) -> list:
+    """(relative path, size, mtime) of a file or every file under a directory."""
+    if os.path.isfile(path):
+        stat = os.stat(path)
+        return [[os.path.basename(path), stat.st_size, stat.st_mtime_ns]]
+    entries = []
+    for root, _, files in os.walk(path):
+        for file in sorted(files):
+            full = os.path.join(root, file)
+            stat = os.stat(full)
+            entries.append([os.path.relpath(full, path), stat.st_size, stat.st_mtime_ns])
+    return sorted(entries)
+
+
+def _digest(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+
+
+class Metric(abc.ABC):
+    """Something that scores a benchmark's items.
+
+    Attributes:
+      spec: The parsed spec.
+      threshold: Decision threshold for accuracy (`score >= threshold` = yes),
+        or None when the scores are not on a probability-like scale.
+      content_only: The score of an item depends only on its premise and
+        hypothesis, so scores can be shared between benchmarks holding the
+        same pair.
+      cacheable: Scores may be stored in the score cache (false when they
+        depend on the judgments, which the cache key does not cover).
+    """
+
+    content_only = True
+    cacheable = True
+
+    def __init__(self, spec: MetricSpec, threshold: Optional[float]):
+        self.spec = spec
+        self.threshold = threshold
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abc.abstractmethod
+    def fingerprint(self) -> str:
+        """Cache key: changes whenever the scores could change."""
+
+    def score_pairs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        """Scores pairs; only for `content_only` metrics."""
+        raise TypeError(f"metric {self.name} scores whole benchmarks only")
+
+    def score_benchmark(self, benchmark: Benchmark) -> np.ndarray:
+        """Scores every item of a benchmark, in item order.
+
+        Raises:
+          MetricNotApplicable: The metric has no scores for this benchmark.
+        """
+        return self.score_pairs([i.premise for i in benchmark.items],
+                                [i.hypothesis for i in benchmark.items])
+
+
+class CheckpointMetric(Metric):
+    """A learnt metric: P("1") from `seahorse_metrics.Scorer`.
+
+    The Scorer (and JAX) are imported and the checkpoint loaded on first use,
+    so evaluating only baselines or scores files never needs them.
+    """
+
+    def __init__(self, spec: MetricSpec, threshold: Optional[float], *,
+                 vocab_path: Optional[str] = None, batch_size: int = 32):
+        super().__init__(spec, threshold)
+        if not os.path.exists(spec.argument):
+            raise FileNotFoundError(f"metric {spec.name}: checkpoint {spec.argument} not found")
+        self.vocab_path = vocab_path
+        self.batch_size = batch_size
+        self._scorer = None
+
+    def fingerprint(self) -> str:
+        return _digest(["checkpoint", os.path.abspath(self.spec.argument),
+                        _stat_signature(self.spec.argument), self.vocab_path])
+
+    def score_pairs(self, premises, hypotheses):
+        if self._scorer is None:
+            from seahorse_metrics import Scorer
+
+            logger.info("loading checkpoint %s for metric %s", self.spec.argument, self.name)
+            self._scorer = Scorer.load(self.spec.argument, vocab=self.vocab_path)
+        scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size)
+        return np.asarray(scores, dtype=np.float64)
+
+
+class BaselineMetric(Metric):
+    """One of the paper's baselines (see `seahorse_metrics.evaluation.baselines`)."""
+
+    def __init__(self, spec: MetricSpec, threshold: Optional[float], *,
+                 vocab_path: Optional[str] = None):
+        # Length and ROUGE-L are not probabilities: no accuracy threshold.
+        super().__init__(spec, threshold if spec.argument == "majority" else None)
+        self.vocab_path = vocab_path
+        self.content_only = self.cacheable = spec.argument != "majority"
+
+    def fingerprint(self) -> str:
+        vocab = None
+        if self.content_only:
+            path = self.vocab_path or str(_default_vocab())
+            vocab = [os.path.abspath(path), _stat_signature(path)]
+        return _digest(["baseline", self.spec.argument, self.spec.option, vocab])
+
+    def score_pairs(self, premises, hypotheses):
+        if self.spec.argument == "rougeL":
+            return baselines.rouge_l_scores(
+                premises, hypotheses, vocab_path=self.vocab_path,
+                measure=self.spec.option or "fmeasure", progress=len(premises) > 200)
+        if self.spec.argument == "length":
+            return baselines.length_scores(hypotheses, vocab_path=self.vocab_path)
+        return super().score_pairs(premises, hypotheses)
+
+    def score_benchmark(self, benchmark):
+        if self.spec.argument == "majority":
+            if not benchmark.has_labels:
+                raise MetricNotApplicable(f"{benchmark.name} has no binary labels")
+            return baselines.majority_scores([i.label for i in benchmark.items])
+        return super().score_benchmark(benchmark)
+
+
+def _default_vocab():
+    from seahorse_metrics.data.vocab import default_vocab_path
+
+    return default_vocab_path()
+
+
+@dataclasses.dataclass(frozen=True)
+class _ScoreTable:
+    """A scores file read into memory."""
+
+    column: str
+    scores: list  # float per row, NaN for an empty cell
+    ids: Optional[list]
+    benchmarks: Optional[list]
+
+
+def _parse_number(value, path: str, row: int, column: str) -> float:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: row {row}: {column}={value!r} is not a number") from None
+
+
+def _read_rows(path: str) -> list[dict]:
+    ext = os.path.splitext(path)[1].lower()
+    with open(path, encoding="utf-8", newline="") as handle:
+        if ext == ".jsonl":
+            rows = []
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}: line {number}: invalid JSON ({error.msg})") from None
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}: line {number}: expected a JSON object")
+                rows.append(record)
+            return rows
+        if ext == ".json":
+            data = json.load(handle)
+            if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+                raise ValueError(f"{path}: expected a JSON list of objects")
+            return data
+        if ext in (".csv", ".tsv"):
+            return list(csv.DictReader(handle, delimiter="\t" if ext == ".tsv" else ","))
+        return [{"score": line.strip()} for line in handle if line.strip()]
+
+
+def _choose_column(rows: list[dict], requested: Optional[str], path: str) -> str:
+    columns = list(dict.fromkeys(key for row in rows[:100] for key in row))
+    if requested:
+        if requested not in columns:
+            raise ValueError(f"{path}: no column {requested!r}; columns are {columns}")
+        return requested
+    if "score" in columns:
+        return "score"
+    numeric = []
+    for column in columns:
+        if column in _NON_SCORE_FIELDS:
+            continue
+        try:
+            [float(row[column]) for row in rows[:100] if row.get(column) not in (None, "")]
+        except (TypeError, ValueError):
+            continue
+        numeric.append(column)
+    if len(numeric) != 1:
+        raise ValueError(
+            f"{path}: cannot tell which column holds the scores (numeric candidates: "
+            f"{numeric}); name it as scores:{path}:COLUMN"
+        )
+    return numeric[0]
+
+
+def read_score_table(path: str, column: Optional[str] = None) -> _ScoreTable:
+    """Reads a scores file (see the module docstring for formats).
+
+    Raises:
+      FileNotFoundError: No such file.
+      ValueError: Malformed rows (file and row named), ambiguous column,
+        or an id given twice.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"scores file {path} not found")
+    rows = _read_rows(path)
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    chosen = _choose_column(rows, column, path)
+    scores = [_parse_number(row.get(chosen), path, number, chosen)
+              for number, row in enumerate(rows, start=1)]
+    has_ids = all(row.get("id") not in (None, "") for row in rows)
+    ids = [str(row["id"]) for row in rows] if has_ids else None
+    benchmarks = ([str(row.get("benchmark", "")) for row in rows]
+                  if has_ids and any("benchmark" in row for row in rows) else None)
+    if ids is not None:
+        keys = list(zip(benchmarks or [""] * len(ids), ids))
+        seen: dict = {}
+        for number, key in enumerate(keys, start=1):
+            if key in seen:
+                raise ValueError(f"{path}: row {number} repeats id {key[1]!r} of row {seen[key]}")
+            seen[key] = number
+    return _ScoreTable(chosen, scores, ids, benchmarks)
+
+
+class ScoresFileMetric(Metric):
+    """Precomputed scores of any metric, aligned by id or row order."""
+
+    content_only = False
+
+    def __init__(self, spec: MetricSpec, threshold: Optional[float]):
+        super().__init__(spec, threshold)
+        if not os.path.isfile(spec.argument):
+            raise FileNotFoundError(f"metric {spec.name}: scores file {spec.argument} not found")
+        self._table: Optional[_ScoreTable] = None
+
+    def fingerprint(self) -> str:
+        with open(self.spec.argument, "rb") as handle:
+            content = hashlib.sha256(handle.read()).hexdigest()
+        return _digest(["scores", content, self.spec.option])
+
+    @property
+    def table(self) -> _ScoreTable:
+        if self._table is None:
+            self._table = read_score_table(self.spec.argument, self.spec.option)
+        return self._table
+
+    def score_benchmark(self, benchmark):
+        table = self.table
+        path = self.spec.argument
+        if table.ids is None:
+            if len(table.scores) != len(benchmark):
+                raise MetricNotApplicable(
+                    f"{path} has {len(table.scores)} rows and no id column; {benchmark.name} "
+                    f"has {len(benchmark)} items (add an id column to align by id)")
+            return np.array(table.scores, dtype=np.float64)
+        if table.benchmarks is not None:
+            lookup = {i: s for b, i, s in zip(table.benchmarks, table.ids, table.scores)
+                      if b == benchmark.name}
+        else:
+            lookup = dict(zip(table.ids, table.scores))
+        missing = [item_id for item_id in benchmark.ids if item_id not in lookup]
+        if len(missing) == len(benchmark):
+            raise MetricNotApplicable(f"{path} has no scores for the ids of {benchmark.name}")
+        if missing:
+            raise ValueError(
+                f"{path}: no score for {len(missing)} of {len(benchmark)} items of "
+                f"{benchmark.name} (first missing id: {missing[0]!r}); score every item"
+            )
+        return np.array([lookup[item_id] for item_id in benchmark.ids], dtype=np.float64)
+
+
+def build_metric(spec: MetricSpec, *, threshold: Optional[float] = 0.5,
+                 vocab_path: Optional[str] = None, batch_size: int = 32) -> Metric:
+    """Creates the metric a spec describes.
+
+    Args:
+      spec: A parsed spec.
+      threshold: Accuracy threshold for checkpoint and scores-file metrics
+        (baselines other than majority have none).
+      vocab_path: SentencePiece model for the checkpoint and the baselines;
+        None = their defaults.
+      batch_size: Scorer batch size.
+    """
+    if spec.kind == "checkpoint":
+        return CheckpointMetric(spec, threshold, vocab_path=vocab_path, batch_size=batch_size)
+    if spec.kind == "baseline":
+        return BaselineMetric(spec, threshold, vocab_path=vocab_path)
+    return ScoresFileMetric(spec, threshold)
+
+
+def build_metrics(texts: Sequence[str], **kwargs) -> list[Metric]:
+    """Parses and builds metrics; names must be unique.
+
+    Raises:
+      ValueError: Malformed spec or duplicate names.
+    """
+    metrics = [build_metric(parse_metric_spec(text), **kwargs) for text in texts]
+    names = [m.name for m in metrics]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"metric names occur twice: {duplicates}; name them with NAME=SPEC")
+    return metrics

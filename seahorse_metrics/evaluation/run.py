@@ -1,0 +1,414 @@
+"""Meta-evaluation: score benchmarks with metrics, compute statistics, report.
+
+`run_evaluation` is what `seahorse-metrics evaluate` calls: it reads the
+benchmarks, builds the metrics, gets every metric's scores (from the cache
+when possible), computes the statistics with bootstrap intervals, breakdowns
+and paired tests, and writes `report.json`, `report.md` and `report.html`.
+`evaluate` does the same on benchmarks and metrics already in memory.
+
+Which statistics a (metric, benchmark) cell gets:
+- benchmarks with binary labels: ROC-AUC; accuracy and balanced accuracy at
+  the metric's threshold when it has one;
+- every benchmark: Pearson between score and rating (the 0/1 label on
+  binary sets, as the paper's rho; the raw rating on mFACE and continuous
+  sets); Spearman and Kendall tau-b when ratings are continuous;
+- benchmarks with 3 or more summarization systems: the system-level Pearson
+  (mean score per system vs mean rating per system).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from seahorse_metrics.evaluation import stats
+from seahorse_metrics.evaluation.benchmarks import Benchmark, load_benchmarks, subset_of
+from seahorse_metrics.evaluation.cache import ScoreCache
+from seahorse_metrics.evaluation.metrics import Metric, MetricNotApplicable, build_metrics
+
+logger = logging.getLogger(__name__)
+
+BREAKDOWNS = ("lang", "source", "system", "subset")
+# Statistics computed per breakdown group (the paper's two measures).
+BREAKDOWN_STATISTICS = ("roc_auc", "pearson")
+_UNKNOWN_GROUP = "(unknown)"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    """Options of a meta-evaluation run.
+
+    Attributes:
+      n_resamples: Bootstrap resamples per interval and paired test.
+      confidence: Interval coverage.
+      seed: Resampling seed; every metric sees the same resamples of a benchmark.
+      threshold: Accuracy threshold of checkpoint and scores-file metrics.
+      drop_nan: Leave out items a metric scored NaN/inf (counted in the
+        report) instead of failing.
+      breakdowns: Item fields to break results down by (`BREAKDOWNS`).
+      use_cache: Read and write the score cache.
+      alpha: Significance level of the paired tests.
+    """
+
+    n_resamples: int = stats.DEFAULT_RESAMPLES
+    confidence: float = stats.DEFAULT_CONFIDENCE
+    seed: int = 0
+    threshold: float = 0.5
+    drop_nan: bool = False
+    breakdowns: tuple[str, ...] = BREAKDOWNS
+    use_cache: bool = True
+    alpha: float = 0.05
+
+    def __post_init__(self):
+        unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
+        if unknown:
+            raise ValueError(f"unknown breakdowns {unknown}; choose from {BREAKDOWNS}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.n_resamples < 0:
+            raise ValueError(f"n_resamples must be >= 0, got {self.n_resamples}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+
+
+@dataclasses.dataclass
+class MetricResult:
+    """Everything computed for one metric on one benchmark.
+
+    Attributes:
+      metric: Metric name.
+      benchmark: Benchmark name.
+      n: Items the statistics use (after NaN drops).
+      statistics: Statistic name -> estimate, in report order.
+      note: Why the cell is empty (metric not applicable) or what was dropped.
+      calibration: Reliability data when the scores are probabilities.
+      breakdowns: Field -> group -> statistic -> estimate.
+      valid: Mask over the benchmark's items that were used.
+    """
+
+    metric: str
+    benchmark: str
+    n: int
+    statistics: dict = dataclasses.field(default_factory=dict)
+    note: Optional[str] = None
+    calibration: Optional[stats.Calibration] = None
+    breakdowns: dict = dataclasses.field(default_factory=dict)
+    valid: Optional[np.ndarray] = None
+
+    @property
+    def applicable(self) -> bool:
+        return bool(self.statistics)
+
+    def to_dict(self) -> dict:
+        return {
+            "metric": self.metric,
+            "benchmark": self.benchmark,
+            "n": self.n,
+            "note": self.note,
+            "statistics": {k: v.to_dict() for k, v in self.statistics.items()},
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "breakdowns": {
+                field: {group: {k: v.to_dict() for k, v in by_stat.items()}
+                        for group, by_stat in groups.items()}
+                for field, groups in self.breakdowns.items()
+            },
+        }
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Paired tests of metric A against metric B on one benchmark."""
+
+    metric_a: str
+    metric_b: str
+    benchmark: str
+    tests: dict  # statistic -> stats.PairedTest
+
+    def to_dict(self) -> dict:
+        return {"metric_a": self.metric_a, "metric_b": self.metric_b,
+                "benchmark": self.benchmark,
+                "tests": {k: v.to_dict() for k, v in self.tests.items()}}
+
+
+@dataclasses.dataclass
+class EvaluationReport:
+    """The outcome of a run, as the report writers read it.
+
+    Attributes:
+      config: The run's options.
+      benchmarks: Benchmarks in column order.
+      metrics: Metrics in row order.
+      results: (metric name, benchmark name) -> MetricResult.
+      comparisons: Paired tests requested with `compare`.
+      scores: (metric name, benchmark name) -> scores in item order.
+      scoring: Per metric, how many benchmarks came from the cache or were scored.
+    """
+
+    config: EvaluationConfig
+    benchmarks: list
+    metrics: list
+    results: dict
+    comparisons: list
+    scores: dict
+    scoring: dict
+
+    def result(self, metric: str, benchmark: str) -> MetricResult:
+        return self.results[(metric, benchmark)]
+
+
+def _pair_key(premise: str, hypothesis: str) -> bytes:
+    return hashlib.sha1(premise.encode("utf-8") + b"\x00" + hypothesis.encode("utf-8")).digest()
+
+
+class ScoreSource:
+    """Gets a metric's scores for a benchmark: cache, then in-run memo, then scoring.
+
+    Within a run, a content-only metric scores each distinct (premise,
+    hypothesis) pair once, so SEAHORSE's six questions or mFACE's language
+    subsets, which share pairs, cost one scoring pass.
+
+    Args:
+      cache: The on-disk cache, or None.
+    """
+
+    def __init__(self, cache: Optional[ScoreCache]):
+        self.cache = cache
+        self._memo: dict = {}
+        self._fingerprints: dict = {}
+        self.counts: dict = {}
+
+    def _fingerprint(self, metric: Metric) -> str:
+        if metric.name not in self._fingerprints:
+            self._fingerprints[metric.name] = metric.fingerprint()
+        return self._fingerprints[metric.name]
+
+    def _count(self, metric: Metric, what: str) -> None:
+        per_metric = self.counts.setdefault(metric.name, {"cached": 0, "scored": 0})
+        per_metric[what] += 1
+
+    def scores(self, metric: Metric, benchmark: Benchmark) -> np.ndarray:
+        """Scores in item order.
+
+        Raises:
+          MetricNotApplicable: The metric has no scores for this benchmark.
+          ValueError: The metric returned the wrong number of scores.
+        """
+        use_cache = self.cache is not None and metric.cacheable
+        fingerprint = self._fingerprint(metric) if use_cache or metric.content_only else None
+        if use_cache:
+            cached = self.cache.load(fingerprint, benchmark)
+            if cached is not None:
+                self._count(metric, "cached")
+                return cached
+        if metric.content_only:
+            scores = self._score_by_content(metric, fingerprint, benchmark)
+        else:
+            scores = np.asarray(metric.score_benchmark(benchmark), dtype=np.float64)
+        if scores.shape != (len(benchmark),):
+            raise ValueError(f"metric {metric.name} returned {scores.shape} scores for "
+                             f"{len(benchmark)} items of {benchmark.name}")
+        self._count(metric, "scored")
+        if use_cache:
+            self.cache.save(fingerprint, metric.spec.text, benchmark, scores)
+        return scores
+
+    def _score_by_content(self, metric: Metric, fingerprint: str,
+                          benchmark: Benchmark) -> np.ndarray:
+        memo = self._memo.setdefault(fingerprint, {})
+        keys = [_pair_key(i.premise, i.hypothesis) for i in benchmark.items]
+        todo = {}
+        for key, item in zip(keys, benchmark.items):
+            if key not in memo and key not in todo:
+                todo[key] = item
+        if todo:
+            logger.info("scoring %d pairs of %s with %s", len(todo), benchmark.name, metric.name)
+            new = np.asarray(metric.score_pairs([i.premise for i in todo.values()],
+                                                [i.hypothesis for i in todo.values()]),
+                             dtype=np.float64)
+            if new.shape != (len(todo),):
+                raise ValueError(f"metric {metric.name} returned {new.shape} scores for "
+                                 f"{len(todo)} pairs")
+            memo.update(zip(todo, new.tolist()))
+        return np.array([memo[key] for key in keys], dtype=np.float64)
+
+
+def _cell_statistics(benchmark: Benchmark, index: np.ndarray, scores: np.ndarray,
+                     threshold: Optional[float], config: EvaluationConfig,
+                     scores_name: str, names: Sequence[str]) -> dict:
+    common = dict(n_resamples=config.n_resamples, confidence=config.confidence,
+                  seed=config.seed, scores_name=scores_name)
+    labels = benchmark.labels[index] if benchmark.has_labels else None
+    ratings = benchmark.ratings[index]
+    out = {}
+    for name in names:
+        if name in stats.BINARY_STATISTICS:
+            if labels is None or (name != "roc_auc" and threshold is None):
+                continue
+            out[name] = stats.estimate(name, labels, scores, threshold=threshold, **common)
+        else:
+            out[name] = stats.estimate(name, ratings, scores, **common)
+    return out
+
+
+def _statistic_names(benchmark: Benchmark) -> tuple[str, ...]:
+    names = ("roc_auc", "pearson")
+    if benchmark.continuous:
+        names += ("spearman", "kendall")
+    return names + ("accuracy", "balanced_accuracy")
+
+
+def _group_indices(benchmark: Benchmark, field: str, index: np.ndarray) -> dict:
+    if field == "subset":
+        values = [subset_of(benchmark.items[i]) for i in index]
+    else:
+        values = [getattr(benchmark.items[i], field) for i in index]
+    if all(v is None for v in values):
+        return {}
+    groups: dict = {}
+    for position, value in enumerate(values):
+        groups.setdefault(_UNKNOWN_GROUP if value is None else str(value), []).append(position)
+    if len(groups) < 2:
+        return {}
+    return {group: np.array(members) for group, members in sorted(groups.items())}
+
+
+def _nan_mask(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
+              drop_nan: bool) -> tuple[np.ndarray, Optional[str]]:
+    valid = np.isfinite(scores)
+    bad = int((~valid).sum())
+    if not bad:
+        return valid, None
+    if not drop_nan:
+        raise ValueError(
+            f"metric {metric.name}: {bad} of {len(scores)} scores on {benchmark.name} are NaN "
+            "or infinite; fix the metric or pass --drop_nan to leave those items out"
+        )
+    if bad == len(scores):
+        return valid, f"all {bad} scores are NaN or infinite"
+    return valid, f"{bad} of {len(scores)} items left out: NaN or infinite scores"
+
+
+def evaluate_cell(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
+                  config: EvaluationConfig) -> MetricResult:
+    """Statistics, calibration and breakdowns of one metric on one benchmark."""
+    valid, note = _nan_mask(metric, benchmark, scores, config.drop_nan)
+    index = np.flatnonzero(valid)
+    result = MetricResult(metric.name, benchmark.name, len(index), note=note, valid=valid)
+    if not len(index):
+        return result
+    used = scores[index]
+    result.statistics = _cell_statistics(benchmark, index, used, metric.threshold, config,
+                                         metric.name, _statistic_names(benchmark))
+    systems = [benchmark.items[i].system for i in index]
+    if all(systems) and len(set(systems)) >= 3:
+        result.statistics["system_pearson"] = stats.system_level_correlation(
+            used, benchmark.ratings[index], systems, n_resamples=config.n_resamples,
+            confidence=config.confidence, seed=config.seed, scores_name=metric.name)
+    if (benchmark.has_labels and metric.threshold is not None
+            and used.min() >= 0.0 and used.max() <= 1.0):
+        result.calibration = stats.calibration(benchmark.labels[index], used)
+    for field in config.breakdowns:
+        groups = _group_indices(benchmark, field, index)
+        result.breakdowns[field] = {
+            group: _cell_statistics(benchmark, index[members], used[members], None, config,
+                                    metric.name, BREAKDOWN_STATISTICS)
+            for group, members in groups.items()
+        }
+    return result
+
+
+def _compare(metric_a: MetricResult, metric_b: MetricResult, benchmark: Benchmark,
+             scores_a: np.ndarray, scores_b: np.ndarray, config: EvaluationConfig) -> Comparison:
+    both = np.flatnonzero(metric_a.valid & metric_b.valid)
+    names = [n for n in _statistic_names(benchmark) if n in metric_a.statistics
+             and n in metric_b.statistics and n not in ("accuracy", "balanced_accuracy")]
+    tests = {}
+    for name in names:
+        target = benchmark.labels[both] if name == "roc_auc" else benchmark.ratings[both]
+        tests[name] = stats.paired_bootstrap_test(
+            name, target, scores_a[both], scores_b[both], n_resamples=max(config.n_resamples, 1),
+            confidence=config.confidence, seed=config.seed)
+    return Comparison(metric_a.metric, metric_b.metric, benchmark.name, tests)
+
+
+def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
+             config: EvaluationConfig = EvaluationConfig(), *,
+             cache: Optional[ScoreCache] = None,
+             compare: Sequence[tuple[str, str]] = ()) -> EvaluationReport:
+    """Scores every benchmark with every metric and computes the statistics.
+
+    Args:
+      benchmarks: Report columns.
+      metrics: Report rows.
+      config: Statistics options.
+      cache: Score cache (None = always score).
+      compare: Pairs of metric names to test against each other.
+
+    Returns:
+      The `EvaluationReport` (write it with `report.write_report`).
+
+    Raises:
+      ValueError: Unknown metric names in `compare`, NaN scores without
+        `drop_nan`, or a metric returning the wrong number of scores.
+    """
+    names = [m.name for m in metrics]
+    for pair in compare:
+        unknown = [n for n in pair if n not in names]
+        if unknown or len(pair) != 2 or pair[0] == pair[1]:
+            raise ValueError(f"--compare {list(pair)}: needs two different metric names "
+                             f"from {names}")
+    source = ScoreSource(cache if config.use_cache else None)
+    results, all_scores = {}, {}
+    # Score metric by metric (one checkpoint in memory at a time), then compute
+    # statistics benchmark by benchmark (every metric reuses its resamples).
+    for metric in metrics:
+        for benchmark in benchmarks:
+            key = (metric.name, benchmark.name)
+            try:
+                all_scores[key] = source.scores(metric, benchmark)
+            except MetricNotApplicable as reason:
+                logger.info("metric %s does not cover %s: %s", metric.name, benchmark.name, reason)
+                results[key] = MetricResult(metric.name, benchmark.name, 0,
+                                            note=f"not covered: {reason}")
+    for benchmark in benchmarks:
+        for metric in metrics:
+            key = (metric.name, benchmark.name)
+            if key in all_scores:
+                results[key] = evaluate_cell(metric, benchmark, all_scores[key], config)
+    results = {(m.name, b.name): results[(m.name, b.name)] for m in metrics for b in benchmarks}
+    comparisons = []
+    for name_a, name_b in compare:
+        for benchmark in benchmarks:
+            a, b = results[(name_a, benchmark.name)], results[(name_b, benchmark.name)]
+            if a.applicable and b.applicable:
+                comparisons.append(_compare(a, b, benchmark, all_scores[(name_a, benchmark.name)],
+                                            all_scores[(name_b, benchmark.name)], config))
+    return EvaluationReport(config, list(benchmarks), list(metrics), results, comparisons,
+                            all_scores, source.counts)
+
+
+def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
+                   output_dir: str, config: EvaluationConfig = EvaluationConfig(), *,
+                   compare: Sequence[tuple[str, str]] = (), vocab_path: Optional[str] = None,
+                   batch_size: int = 32) -> EvaluationReport:
+    """Reads specs, evaluates, and writes the report files into `output_dir`.
+
+    The score cache lives in `<output_dir>/cache`.
+
+    Returns:
+      The report that was written.
+    """
+    from seahorse_metrics.evaluation.report import write_report
+
+    benchmarks = load_benchmarks(benchmark_specs)
+    metrics = build_metrics(metric_specs, threshold=config.threshold, vocab_path=vocab_path,
+                            batch_size=batch_size)
+    os.makedirs(output_dir, exist_ok=True)
+    report = evaluate(benchmarks, metrics, config,
+                      cache=ScoreCache(os.path.join(output_dir, "cache")), compare=compare)
+    write_report(report, output_dir)
+    return report
