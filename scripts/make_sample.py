@@ -9,15 +9,16 @@ in it is real data: articles are template news in de, en, es, ru, tr, vi (plus
 fr and pt for mFACE) about invented people and companies in real cities.
 
 Every "No" rating is caused by one specific corruption of an otherwise good
-summary (see `Corruption` and the sample README), so each question carries a
+summary (see `make_summary` and the sample README), so each question carries a
 real, learnable signal:
 
-  Q1 comprehensible  scrambled word order, truncation, or garbled words
-  Q2 repetition      a duplicated sentence or an immediately repeated phrase
-  Q3 grammar         a broken agreement (gender, number, case, vowel harmony)
+  Q1 comprehensible  letters or words scrambled, text cut off mid-word, or
+                     words of other languages mixed in
+  Q2 repetition      a repeated sentence or a phrase repeated in place
+  Q3 grammar         broken agreement (gender, number, case, vowel harmony)
                      or two swapped adjacent words
   Q4 attribution     a name, number, place or company absent from the article
-  Q5 main ideas      the summary covers a later sentence, not the lead
+  Q5 main ideas      the summary restates a later sentence, not the lead
   Q6 conciseness     filler clauses, filler sentences or an extra minor fact
 
 Usage:
@@ -38,7 +39,7 @@ import random
 import re
 import sys
 import tempfile
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 DEFAULT_OUTPUT_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -1370,7 +1371,11 @@ def _surname_key(surname: object) -> str:
 
 
 class ValuePool:
-    """Draws slot values for one article, never reusing one within it."""
+    """Draws slot values for one article, never reusing one within it.
+
+    With `keep=False` a value is drawn from those the article does not use
+    without being recorded, as the wrong values of unfaithful summaries are.
+    """
 
     def __init__(self, rng: random.Random, pack: dict):
         self.rng = rng
@@ -1381,33 +1386,37 @@ class ValuePool:
         self.given: set[str] = set()
         self.nums: set[int] = set()
 
-    def place(self) -> object:
+    def place(self, keep: bool = True) -> object:
         choices = [p for p in self.pack["places"] if _place_key(p) not in self.places]
         value = self.rng.choice(choices)
-        self.places.add(_place_key(value))
+        if keep:
+            self.places.add(_place_key(value))
         return value
 
-    def org(self) -> str:
+    def org(self, keep: bool = True) -> str:
         value = self.rng.choice([o for o in self.pack["orgs"] if o not in self.orgs])
-        self.orgs.add(value)
+        if keep:
+            self.orgs.add(value)
         return value
 
-    def person(self, frame: str, gender: Optional[str] = None, role: Optional[str] = None
-               ) -> Person:
+    def person(self, frame: str, gender: Optional[str] = None, role: Optional[str] = None,
+               keep: bool = True) -> Person:
         gender = gender or self.rng.choice("mf")
         given = self.rng.choice([g for g in self.pack["given"][gender] if g not in self.given])
         surname = self.rng.choice(
             [s for s in self.pack["surnames"] if _surname_key(s) not in self.surnames])
-        self.given.add(given)
-        self.surnames.add(_surname_key(surname))
+        if keep:
+            self.given.add(given)
+            self.surnames.add(_surname_key(surname))
         return Person(given, surname, gender, role or self.rng.choice(FRAME_ROLES[frame]))
 
-    def num(self, frame: str) -> int:
+    def num(self, frame: str, keep: bool = True) -> int:
         lo, hi = FRAME_NUMBERS[frame]
         while True:
             n = _newsy_number(self.rng, lo, hi)
             if n not in self.nums:
-                self.nums.add(n)
+                if keep:
+                    self.nums.add(n)
                 return n
 
     def fact(self, frame: str) -> Fact:
@@ -1431,7 +1440,7 @@ def make_article(rng: random.Random, lang: str, pool: Optional[ValuePool] = None
     """
     pack = LANGS[lang]
     pool = pool or ValuePool(rng, pack)
-    n = n_sentences or rng.choice((3, 3, 4))
+    n = n_sentences or rng.choice(ARTICLE_SENTENCES)
     frames = rng.sample(FRAMES, n)
     facts = [pool.fact(frame) for frame in frames]
     sentences = []
@@ -1446,6 +1455,8 @@ def make_article(rng: random.Random, lang: str, pool: Optional[ValuePool] = None
 # ---------------------------------------------------------------------------
 
 QUESTION_COUNT = 6
+ARTICLE_SENTENCES = (3, 3, 3, 4)  # drawn uniformly
+Q4_TWO_SWAPS = 0.6  # share of unfaithful summaries with two wrong values, not one
 
 
 @dataclasses.dataclass
@@ -1459,14 +1470,14 @@ class Summary:
 def _swap_slot(pool: ValuePool, fact: Fact, slot: str) -> Fact:
     """The fact with one slot replaced by a value the article never mentions."""
     if slot == "person":
-        person = pool.person(fact.frame, fact.person.gender, fact.person.role)
+        person = pool.person(fact.frame, fact.person.gender, fact.person.role, keep=False)
         return dataclasses.replace(fact, person=person)
     if slot == "place":
-        return dataclasses.replace(fact, place=pool.place())
+        return dataclasses.replace(fact, place=pool.place(keep=False))
     if slot == "org":
-        return dataclasses.replace(fact, org=pool.org())
+        return dataclasses.replace(fact, org=pool.org(keep=False))
     if slot == "num":
-        return dataclasses.replace(fact, num=pool.num(fact.frame))
+        return dataclasses.replace(fact, num=pool.num(fact.frame, keep=False))
     raise ValueError(slot)
 
 
@@ -1485,7 +1496,7 @@ def _swap_adjacent_words(rng: random.Random, text: str) -> str:
                   if words[i] != words[i + 1]
                   and not re.search(r"[.,;:]$", words[i]) and not re.search(r"[.,;:]$",
                                                                           words[i + 1])]
-    i = rng.choice(candidates)
+    i = rng.choice(candidates or list(range(len(words) - 1)))
     words[i], words[i + 1] = words[i + 1], words[i]
     return " ".join(words)
 
@@ -1499,7 +1510,7 @@ def _stutter(rng: random.Random, sentence: str) -> str:
     """Repeats a 3-6 word phrase right after itself once or twice, as
     degenerate decoders do."""
     words = sentence.split(" ")
-    span = rng.randint(min(3, len(words) - 2), min(6, len(words) - 2))
+    span = rng.randint(min(3, len(words) - 1), max(1, min(6, len(words) - 2)))
     start = rng.randint(0, len(words) - 1 - span)
     copy = [w.rstrip(",;:") for w in words[start:start + span]]
     copies = copy * rng.choice((1, 2))
@@ -1550,7 +1561,7 @@ def _incomprehensible(rng: random.Random, lang: str, text: str) -> tuple[str, st
     kinds = sorted(INCOMPREHENSIBLE_KINDS)
     kind = rng.choices(kinds, weights=[INCOMPREHENSIBLE_KINDS[k] for k in kinds])[0]
     if kind == "scramble":
-        scrambled = [_scramble_letters(rng, w) if rng.random() < 0.8 else w for w in words]
+        scrambled = [_scramble_letters(rng, w) if rng.random() < 0.6 else w for w in words]
         if scrambled == words:
             return _incomprehensible(rng, lang, text)
         return " ".join(scrambled), kind
@@ -1560,7 +1571,7 @@ def _incomprehensible(rng: random.Random, lang: str, text: str) -> tuple[str, st
             rng.shuffle(shuffled)
         return " ".join(shuffled), kind
     if kind == "truncate":
-        keep = max(2, int(len(words) * rng.uniform(0.3, 0.65)))
+        keep = max(2, int(len(words) * rng.uniform(0.4, 0.8)))
         kept = words[:keep]
         kept[-1] = kept[-1].rstrip(".,;:")
         if len(kept[-1]) >= 4:
@@ -1578,81 +1589,111 @@ def _incomprehensible(rng: random.Random, lang: str, text: str) -> tuple[str, st
     return " ".join(garbled), kind
 
 
+def _swap_values(rng: random.Random, pool: ValuePool, fact: Fact, template: str,
+                 applied: list[str]) -> Fact:
+    """Q4: one or two of the values the template mentions, replaced by unused ones."""
+    swappable = sorted(template_slots(template) & {"person", "place", "org", "num"})
+    n_swaps = 2 if (len(swappable) > 1 and rng.random() < Q4_TWO_SWAPS) else 1
+    for slot in rng.sample(swappable, n_swaps):
+        fact = _swap_slot(pool, fact, slot)
+        applied.append(f"q4:{slot}")
+    return fact
+
+
+def _ungrammatical(rng: random.Random, segments: list[Segment], applied: list[str]) -> str:
+    """Q3: one or two errors, a broken agreement where the template has one,
+    else (or in addition) two adjacent words swapped."""
+    word_swap = False
+    for _ in range(2 if rng.random() < 0.5 else 1):
+        if rng.random() < 0.7 and _break_agreement(rng, segments):
+            applied.append("q3:agreement")
+        elif not word_swap:
+            word_swap = True
+            applied.append("q3:word_order")
+    body = join_segments(segments)
+    return _swap_adjacent_words(rng, body) if word_swap else body
+
+
+def _pad(rng: random.Random, pack: dict, article: Article, base_index: int, body: str,
+         applied: list[str]) -> tuple[str, list[str]]:
+    """Q6: one or two kinds of padding; returns the main sentence and extra ones."""
+    kinds = ["sentence", "extra_fact"]
+    kinds += [k for k in ("prefix", "suffix") if pack["fillers"][k]]
+    extra_sentences: list[str] = []
+    for kind in sorted(rng.sample(kinds, 2 if rng.random() < 0.4 else 1)):
+        applied.append(f"q6:{kind}")
+        if kind == "prefix":
+            body = rng.choice(pack["fillers"]["prefix"]) + body
+        elif kind == "suffix":
+            body = _insert_suffix(body, rng.choice(pack["fillers"]["suffix"]))
+        elif kind == "sentence":
+            extra_sentences.append(rng.choice(pack["fillers"]["sentence"]))
+        else:
+            # A minor fact: never the lead, never the fact already summarised.
+            index = rng.choice([i for i in range(1, len(article.facts)) if i != base_index])
+            detail = article.facts[index]
+            template = rng.choice(pack["frames"][detail.frame]["summary"])
+            extra_sentences.insert(0, capitalise(
+                join_segments(render(pack, template, detail)), article.lang))
+    return body, extra_sentences
+
+
+def _repeat(rng: random.Random, sentences: list[str], applied: list[str]) -> None:
+    """Q2: a sentence said twice, or a phrase stuttered (in place)."""
+    if rng.random() < 0.5:
+        i = rng.randrange(len(sentences))
+        sentences.insert(i + 1, sentences[i])
+        applied.append("q2:sentence")
+    else:
+        sentences[0] = _stutter(rng, sentences[0])
+        applied.append("q2:phrase")
+
+
 def make_summary(rng: random.Random, article: Article, pool: ValuePool,
                  corrupt: Sequence[bool]) -> Summary:
-    """A one-sentence summary with the requested corruptions (index q-1 = Q q).
+    """A summary with the requested corruptions (corrupt[q - 1] for question q).
 
     Corruptions are applied in a fixed order: the fact summarised (Q5), the
-    slot values (Q4), grammar (Q3), padding (Q6), repetition (Q2), and last
-    what makes the text incomprehensible (Q1).
+    values (Q4), grammar (Q3), padding (Q6), repetition (Q2), and last what
+    makes the text incomprehensible (Q1).
     """
     pack = LANGS[article.lang]
-    lang = article.lang
-    applied = []
+    applied: list[str] = []
     base_index = rng.randrange(1, len(article.facts)) if corrupt[4] else 0
     fact = article.facts[base_index]
     template = rng.choice(pack["frames"][fact.frame]["summary"])
     if corrupt[3]:
-        swappable = sorted(template_slots(template) & {"person", "place", "org", "num"})
-        n_swaps = 2 if (len(swappable) > 1 and rng.random() < 0.6) else 1
-        for slot in rng.sample(swappable, n_swaps):
-            fact = _swap_slot(pool, fact, slot)
-            applied.append(f"q4:{slot}")
+        fact = _swap_values(rng, pool, fact, template, applied)
     segments = render(pack, template, fact)
-    body_swap = False
-    if corrupt[2]:
-        # One or two errors: a broken agreement where the template has one,
-        # else (or in addition) two adjacent words swapped.
-        n_errors = 2 if rng.random() < 0.5 else 1
-        for _ in range(n_errors):
-            if rng.random() < 0.7 and _break_agreement(rng, segments):
-                applied.append("q3:agreement")
-            elif not body_swap:
-                body_swap = True
-                applied.append("q3:word_order")
-    body = join_segments(segments)
-    if body_swap:
-        body = _swap_adjacent_words(rng, body)
+    body = _ungrammatical(rng, segments, applied) if corrupt[2] else join_segments(segments)
     extra_sentences: list[str] = []
     if corrupt[5]:
-        kinds = ["sentence", "extra_fact"]
-        if pack["fillers"]["prefix"]:
-            kinds.append("prefix")
-        if pack["fillers"]["suffix"]:
-            kinds.append("suffix")
-        chosen = rng.sample(kinds, 2 if rng.random() < 0.4 else 1)
-        for kind in sorted(chosen):
-            applied.append(f"q6:{kind}")
-            if kind == "prefix":
-                body = rng.choice(pack["fillers"]["prefix"]) + body
-            elif kind == "suffix":
-                body = _insert_suffix(body, rng.choice(pack["fillers"]["suffix"]))
-            elif kind == "sentence":
-                extra_sentences.append(rng.choice(pack["fillers"]["sentence"]))
-            else:
-                detail_index = rng.choice(
-                    [i for i in range(1, len(article.facts)) if i != base_index])
-                detail = article.facts[detail_index]
-                detail_template = rng.choice(pack["frames"][detail.frame]["summary"])
-                extra_sentences.insert(0, capitalise(
-                    join_segments(render(pack, detail_template, detail)), lang))
-    sentences = [capitalise(body, lang)] + extra_sentences
+        body, extra_sentences = _pad(rng, pack, article, base_index, body, applied)
+    sentences = [capitalise(body, article.lang)] + extra_sentences
     if corrupt[1]:
-        if rng.random() < 0.5:
-            i = rng.randrange(len(sentences))
-            sentences.insert(i + 1, sentences[i])
-            applied.append("q2:sentence")
-        else:
-            sentences[0] = _stutter(rng, sentences[0])
-            applied.append("q2:phrase")
+        _repeat(rng, sentences, applied)
     text = " ".join(sentences)
     if corrupt[0]:
-        text, kind = _incomprehensible(rng, lang, text)
+        text, kind = _incomprehensible(rng, article.lang, text)
         applied.append(f"q1:{kind}")
     if corrupt[4]:
         applied.append("q5:non_lead")
-    labels = tuple(not c for c in corrupt)
-    return Summary(text, labels, tuple(applied))
+    return Summary(text, tuple(not c for c in corrupt), tuple(applied))
+
+
+# Longer summaries (stacked padding and repetition) are redrawn, which keeps
+# the sample's inputs within ~150 pieces of the shipped vocabulary.
+MAX_SUMMARY_CHARS = 240
+
+
+def draw_summary(rng: random.Random, article: Article, pool: ValuePool,
+                 corrupt: Sequence[bool]) -> Summary:
+    """`make_summary`, redrawn while the text is longer than MAX_SUMMARY_CHARS."""
+    for _ in range(20):
+        summary = make_summary(rng, article, pool, corrupt)
+        if len(summary.text) <= MAX_SUMMARY_CHARS:
+            return summary
+    raise RuntimeError(f"no summary under {MAX_SUMMARY_CHARS} characters for {article.text!r}")
 
 
 # Probability that each system's summary is corrupted on Q1..Q6. Weaker systems
@@ -1763,7 +1804,7 @@ def make_seahorse_split(rng: random.Random, gem_ids: GemIds, n_rows: int
         gem_id = gem_ids.new(lang)
         articles[gem_id] = article.text
         for system in draw_systems(rng, lang)[:n_rows - len(rows)]:
-            summary = make_summary(rng, article, pool, draw_corruptions(rng, system))
+            summary = draw_summary(rng, article, pool, draw_corruptions(rng, system))
             rows.append(SampleRow(gem_id, lang, system, summary, rate(rng, summary.labels)))
     rng.shuffle(rows)
     return rows, articles
@@ -1910,7 +1951,6 @@ TRUE_SETS = {"frank": (200, 0.45, 0.2), "summeval": (150, 0.35, 0.8),
 def make_true_set(rng: random.Random, name: str) -> tuple[list[list[str]], dict]:
     """English grounding/generated_text pairs; label 1 = consistent (no Q4 swap)."""
     n_rows, p_unfaithful, p_verbose = TRUE_SETS[name]
-    pack = LANGS["en"]
     rows = []
     while len(rows) < n_rows:
         article, pool = make_article(rng, "en")
@@ -1926,7 +1966,6 @@ def make_true_set(rng: random.Random, name: str) -> tuple[list[list[str]], dict]
                    rng.random() < p_verbose)
         summary = make_summary(rng, article, pool, corrupt)
         rows.append([article.text, summary.text, str(int(not unfaithful))])
-    del pack
     return rows, {"rows": len(rows), "consistent": sum(r[2] == "1" for r in rows)}
 
 
@@ -1940,7 +1979,7 @@ def make_ratings(rng: random.Random, n_rows: int) -> tuple[list[dict], dict]:
     for i in range(n_rows):
         article, pool = make_article(rng, "en")
         system = rng.choice(systems)
-        summary = make_summary(rng, article, pool, draw_corruptions(rng, system))
+        summary = draw_summary(rng, article, pool, draw_corruptions(rng, system))
         penalty = sum(p for p, good in zip(RATING_PENALTIES, summary.labels) if not good)
         rating = int(round(min(100.0, max(1.0, 92 - penalty + rng.gauss(0.0, 7.0)))))
         records.append({"id": f"squality-style-{i:04d}", "system": system,

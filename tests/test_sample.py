@@ -9,6 +9,7 @@ ones, that regenerating reproduces the same bytes, and that each question's
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import json
 import os
@@ -30,8 +31,8 @@ GEM_ID_RE = re.compile(
     r"|wiki_lingua_(english_en|german_de|spanish_es|russian_ru|turkish_tr|vietnamese_vi))"
     r"-(train|validation|test)-\d+$")
 # Documented in the sample README: Yes-rates among Yes/No cells, per question.
-YES_RATE_BANDS = {1: (0.80, 0.90), 2: (0.83, 0.92), 3: (0.75, 0.86), 4: (0.52, 0.65),
-                  5: (0.55, 0.68), 6: (0.44, 0.56)}
+YES_RATE_BANDS = {1: (0.74, 0.84), 2: (0.76, 0.86), 3: (0.68, 0.78), 4: (0.45, 0.56),
+                  5: (0.50, 0.62), 6: (0.42, 0.55)}
 
 
 def _load_script(name):
@@ -116,8 +117,8 @@ def test_release_quirks(splits):
     for split, (_, rows) in splits.items():
         q1_no = [r for r in rows if r["question1"] == "No"]
         assert q1_no and all(r[f"question{q}"] == "" for r in q1_no for q in range(2, 7))
-        cells = [r[f"question{q}"] for r in rows for q in range(1, 7)]
-        assert 0.02 <= cells.count("Unsure") / len(cells) <= 0.04, split
+        cells = [r[f"question{q}"] for r in rows for q in range(1, 7) if r[f"question{q}"]]
+        assert 0.02 <= cells.count("Unsure") / len(cells) <= 0.045, split
         stray_empty = [r for r in rows if r["question1"] != "No"
                        and any(r[f"question{q}"] == "" for q in range(2, 7))]
         assert stray_empty, f"{split}: no empty cell outside Q1-No rows"
@@ -227,7 +228,7 @@ def test_vocab_retraining_is_byte_identical(tmp_path):
 
 def test_vocab_follows_t5_conventions(vocab, articles):
     assert (vocab.pad_id(), vocab.eos_id(), vocab.unk_id(), vocab.bos_id()) == (0, 1, 2, -1)
-    assert 2000 <= vocab.get_piece_size() <= 4000
+    assert vocab.get_piece_size() == 6000
     one, zero = vocab.encode("1", out_type=str), vocab.encode("0", out_type=str)
     assert one[0] != zero[0] and "\u2581" not in (one[0], zero[0])
     unk = vocab.unk_id()
@@ -246,23 +247,27 @@ def test_inputs_fit_the_demo_length(splits, articles, vocab):
 _NUMBER_RE = re.compile(r"\d[\d.,\u00a0 ]*\d|\d")
 
 
+@functools.lru_cache(maxsize=None)
+def _entity_pattern(make_sample, lang):
+    """One regex for all names, places and companies of a language, and the
+    canonical entity each surface form stands for."""
+    pack = make_sample.LANGS[lang]
+    canonical = {}
+    for kind, values in (("place", pack["places"]), ("surname", pack["surnames"]),
+                         ("org", pack["orgs"])):
+        for value in values:
+            forms = value if isinstance(value, tuple) else (value,)
+            for form in forms:
+                canonical[form] = (kind, forms[0])
+    alternatives = "|".join(re.escape(f) for f in sorted(canonical, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), canonical
+
+
 def _entities(make_sample, lang, text):
     """Canonical names, places, companies and numbers mentioned in `text`."""
-    pack = make_sample.LANGS[lang]
-    found = set()
-    for place in pack["places"]:
-        forms = place if isinstance(place, tuple) else (place,)
-        if any(re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text) for f in forms):
-            found.add(("place", forms[0]))
-    for org in pack["orgs"]:
-        if org in text:
-            found.add(("org", org))
-    for surname in pack["surnames"]:
-        forms = surname if isinstance(surname, tuple) else (surname,)
-        if any(re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text) for f in forms):
-            found.add(("surname", forms[0]))
-    for number in _NUMBER_RE.findall(text):
-        found.add(("num", re.sub(r"\D", "", number)))
+    pattern, canonical = _entity_pattern(make_sample, lang)
+    found = {canonical[m.group(0)] for m in pattern.finditer(text)}
+    found.update(("num", re.sub(r"\D", "", n)) for n in _NUMBER_RE.findall(text))
     return found
 
 
@@ -315,7 +320,7 @@ def _repeats_a_bigram(r):
 def test_q2_no_summaries_repeat_themselves(splits):
     _, rows = splits["test"]
     rates = _rate_by_label(rows, 2, _repeats_a_bigram)
-    assert rates["No"] > 0.85 and rates["Yes"] < 0.12, rates
+    assert rates["No"] > 0.8 and rates["Yes"] < 0.1, rates
 
 
 def test_q6_no_summaries_are_longer(splits):
@@ -325,21 +330,29 @@ def test_q6_no_summaries_are_longer(splits):
     assert lengths["No"] > 1.5 * lengths["Yes"], lengths
 
 
-def test_q1_no_summaries_are_broken(splits, make_sample):
-    """Truncated (no final stop), shuffled (lower-case start) or code-switched text."""
-    _, rows = splits["test"]
-    vocabularies = {code: set(words) for code, words in make_sample._FOREIGN.items()}
+def test_q1_no_summaries_are_broken(splits, articles):
+    """Truncated (no final stop), shuffled (lower-case start), letter-scrambled or
+    code-switched (words the language's good text never has)."""
+    _, train_rows = splits["train"]
+    known = {lang: set() for lang in LANG_OF.values()}
+    for r in train_rows:
+        if r["question1"] == "Yes":
+            lang = LANG_OF[r["worker_lang"]]
+            known[lang] |= set(_words(articles[r["gem_id"]])) | set(_words(r["summary"]))
 
     def broken(r):
         text = r["summary"]
-        own = vocabularies[LANG_OF[r["worker_lang"]]]
-        foreign = [w for w in (w.strip(".,") for w in text.split())
-                   if w not in own and any(w in v for v in vocabularies.values())]
+        unknown = [w for w in _words(text) if w not in known[LANG_OF[r["worker_lang"]]]]
         starts_well = text[0].isupper() or text[0].isdigit()
-        return not text.endswith(".") or not starts_well or len(foreign) >= 2
+        return not text.endswith(".") or not starts_well or len(unknown) >= 2
 
+    _, rows = splits["test"]
     rates = _rate_by_label(rows, 1, broken)
-    assert rates["No"] > 0.75 and rates["Yes"] < 0.1, rates
+    assert rates["No"] > 0.8 and rates["Yes"] < 0.1, rates
+
+
+def _words(text):
+    return [w for w in re.findall(r"\w+", text.lower()) if not w.isdigit()]
 
 
 def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles, make_sample):
@@ -354,13 +367,14 @@ def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles
 
     _, train_rows = splits["train"]
     good = set()
+    article_langs = {}
     for r in train_rows:
         lang = LANG_OF[r["worker_lang"]]
+        article_langs[r["gem_id"]] = lang
         if r["question3"] == "Yes":
             good |= masked_bigrams(r["summary"], lang)
-    for gem_id in {r["gem_id"] for r in train_rows}:
-        good |= masked_bigrams(articles[gem_id], LANG_OF[next(
-            r["worker_lang"] for r in train_rows if r["gem_id"] == gem_id)])
+    for gem_id, lang in sorted(article_langs.items()):
+        good |= masked_bigrams(articles[gem_id], lang)
     _, rows = splits["test"]
     rates = _rate_by_label(
         rows, 3, lambda r: bool(masked_bigrams(r["summary"], LANG_OF[r["worker_lang"]]) - good))
