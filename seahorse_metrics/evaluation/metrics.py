@@ -47,6 +47,8 @@ _BASELINE_NAMES = {"majority": "majority", "rougeL": "ROUGE-L", "length": "lengt
 _NON_SCORE_FIELDS = frozenset({
     "id", "gem_id", "benchmark", "label", "rating", "lang", "source", "system",
     "premise", "hypothesis", "article", "summary", "grounding", "generated_text",
+    # The bookkeeping and ratings of a prepared SEAHORSE split.
+    "line", "split", "q1", "q2", "q3", "q4", "q5", "q6",
 })
 _SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR, baseline:rougeL|majority|length, "
               "scores:FILE[:COLUMN]")
@@ -316,6 +318,17 @@ def _choose_column(rows: list[dict], requested: Optional[str], path: str) -> str
     return numeric[0]
 
 
+def _prepared_ids(rows: list[dict]) -> Optional[list]:
+    """The SEAHORSE benchmark ids (`gem_id|system|line`) of rows that carry
+    the fields of a prepared split (`seahorse-metrics score` keeps them), so
+    that scoring `prepared/test.jsonl` and evaluating on `seahorse:prepared`
+    line up without an id column; None when a row lacks one of them."""
+    fields = ("gem_id", "system", "line")
+    if not all(row.get(field) not in (None, "") for row in rows for field in fields):
+        return None
+    return [f"{row['gem_id']}|{row['system']}|{row['line']}" for row in rows]
+
+
 def read_score_table(path: str, column: Optional[str] = None) -> _ScoreTable:
     """Reads a scores file (see the module docstring for formats).
 
@@ -333,7 +346,8 @@ def read_score_table(path: str, column: Optional[str] = None) -> _ScoreTable:
     scores = [_parse_number(row.get(chosen), path, number, chosen)
               for number, row in enumerate(rows, start=1)]
     has_ids = all(row.get("id") not in (None, "") for row in rows)
-    ids = [str(row["id"]) for row in rows] if has_ids else None
+    ids = [str(row["id"]) for row in rows] if has_ids else _prepared_ids(rows)
+    has_ids = ids is not None
     benchmarks = ([str(row.get("benchmark", "")) for row in rows]
                   if has_ids and any("benchmark" in row for row in rows) else None)
     if ids is not None:
