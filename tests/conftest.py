@@ -41,3 +41,13 @@ def tiny_hf_dir(tmp_path_factory, tiny_hf_model, tiny_vocab_path):
 
     return save_hf_model(tiny_hf_model, str(tmp_path_factory.mktemp("tiny_hf")),
                          vocab_path=tiny_vocab_path)
+
+
+@pytest.fixture(scope="session")
+def train_sample(tmp_path_factory):
+    """The bundled sample prepared, its Q4 splits cached for tiny trainer runs,
+    and a compilation cache shared by the trainer tests' child processes
+    (see tests/fixtures/train_utils.py)."""
+    from fixtures import train_utils
+
+    return train_utils.cache_sample(str(tmp_path_factory.mktemp("train_sample")))

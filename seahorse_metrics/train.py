@@ -1,0 +1,34 @@
+"""`python -m seahorse_metrics.train`: the trainer entry point (same as `seahorse-metrics train`).
+
+    python -m seahorse_metrics.train --gin_file=gin/runs/finetune.gin \
+        --gin.MODEL_DIR=runs/q4 --gin.TASK=seahorse_q4 --gin.DATA_DIR=prepared/
+
+The launch/ scripts call this module with `--multihost`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Optional, Sequence
+
+from seahorse_metrics.cli import train as train_cli
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = train_cli.GinFlagParser(
+        prog="python -m seahorse_metrics.train", description=train_cli.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train_cli.add_arguments(parser)
+    parser.add_argument("--log_level", default="INFO", help="Python logging level.")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return train_cli.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Checkpoints of a training run: resumable state and the best model.
+
+`MODEL_DIR/checkpoints/` is one Orbax `CheckpointManager` that saves, at the
+same step and atomically, the train state (params, optimizer state, step,
+dropout key) and a small JSON record of the data position and the
+best-so-far validation result; the last `keep` are kept. Restarting a run on
+the same MODEL_DIR restores the latest one and continues exactly.
+
+`MODEL_DIR/best/` is a standalone scoring checkpoint (the project's own
+format, `seahorse_metrics.checkpoints.save_checkpoint`, plus the vocabulary
+`spiece.model` and `best.json`) of the step with the best validation ROC-AUC,
+the paper's selection rule; `Scorer.load(MODEL_DIR/best)` reads it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+from typing import Any, Mapping, Optional
+
+import jax
+import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
+
+from seahorse_metrics import checkpoints as checkpoint_formats
+
+logger = logging.getLogger(__name__)
+
+STATE_ITEM = "state"
+RECORD_ITEM = "record"
+BEST_RECORD = "best.json"
+VOCAB_FILE = "spiece.model"
+
+
+class RunCheckpoints:
+    """The Orbax checkpoints of one run (state + data position record).
+
+    Args:
+      directory: Where the checkpoints live (MODEL_DIR/checkpoints).
+      keep: How many of the most recent checkpoints to keep (None: all).
+      async_save: Write in a background thread while training goes on.
+    """
+
+    def __init__(self, directory: str, keep: Optional[int], async_save: bool = True):
+        self.directory = os.path.abspath(directory)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            create=True,
+            # Leftovers of a save interrupted by a crash are removed on restart.
+            cleanup_tmp_directories=True,
+            enable_async_checkpointing=async_save,
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_names=(STATE_ITEM, RECORD_ITEM)
+        )
+
+    def latest_step(self) -> Optional[int]:
+        """The step of the newest complete checkpoint, or None."""
+        return self._manager.latest_step()
+
+    def save(self, step: int, state, record: Mapping[str, Any]) -> None:
+        """Saves the state and the JSON record at `step` (asynchronously)."""
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                **{STATE_ITEM: ocp.args.StandardSave(state), RECORD_ITEM: ocp.args.JsonSave(dict(record))}
+            ),
+            force=True,
+        )
+
+    def restore(self, step: int, abstract_state) -> tuple[Any, dict[str, Any]]:
+        """Restores (state, record) of `step` into the shardings of `abstract_state`."""
+        restored = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                **{STATE_ITEM: ocp.args.StandardRestore(abstract_state), RECORD_ITEM: ocp.args.JsonRestore()}
+            ),
+        )
+        return restored[STATE_ITEM], dict(restored[RECORD_ITEM])
+
+    def wait(self) -> None:
+        """Blocks until pending saves are on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def _write_json(path: str, payload: Mapping[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _replace_directory(staging: str, target: str) -> None:
+    """Moves `staging` to `target`, removing the old target only afterwards."""
+    old = f"{target}.old"
+    if os.path.exists(old):
+        shutil.rmtree(old)
+    if os.path.exists(target):
+        os.replace(target, old)
+    os.replace(staging, target)
+    if os.path.exists(old):
+        shutil.rmtree(old)
+
+
+def _barrier(name: str) -> None:
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
+
+
+def is_better(value: Optional[float], best: Optional[float]) -> bool:
+    """The selection rule: a defined value strictly above the best so far."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    return best is None or value > best
+
+
+class BestCheckpoint:
+    """Keeps the checkpoint with the best validation ROC-AUC in MODEL_DIR/best.
+
+    Args:
+      directory: Where the best checkpoint lives (MODEL_DIR/best).
+      vocabulary_path: SentencePiece model copied next to the checkpoint so
+        the directory is self-contained (None: not copied).
+      metric: The validation metric that decides (higher is better).
+    """
+
+    def __init__(self, directory: str, vocabulary_path: Optional[str], metric: str = "roc_auc"):
+        self.directory = os.path.abspath(directory)
+        self.vocabulary_path = vocabulary_path
+        self.metric = metric
+        old = f"{self.directory}.old"
+        if jax.process_index() == 0 and os.path.isdir(old) and not os.path.exists(self.directory):
+            # A crash between the two renames of `_replace_directory`: the old
+            # best checkpoint is still the best one saved.
+            os.replace(old, self.directory)
+
+    def read_record(self) -> Optional[dict[str, Any]]:
+        """The contents of best.json, or None when nothing has been kept yet."""
+        path = os.path.join(self.directory, BEST_RECORD)
+        if not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def save(self, step: int, model_config, params, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes `params` of `step` as the best checkpoint, replacing the old one.
+
+        Every process must call this (the parameters may be sharded over
+        hosts); only process 0 writes the JSON record and the vocabulary.
+
+        Returns:
+          The record written to best.json.
+        """
+        staging = f"{self.directory}.tmp"
+        if jax.process_index() == 0 and os.path.exists(staging):
+            shutil.rmtree(staging)
+        _barrier("best_checkpoint_staging")
+        checkpoint_formats.save_checkpoint(staging, model_config, params)
+        record = {"step": int(step), "metric": self.metric, "metrics": dict(metrics)}
+        if jax.process_index() == 0:
+            if self.vocabulary_path:
+                shutil.copyfile(self.vocabulary_path, os.path.join(staging, VOCAB_FILE))
+            _write_json(os.path.join(staging, BEST_RECORD), record)
+            _replace_directory(staging, self.directory)
+        logger.info("New best checkpoint at step %d (%s=%s) in %s.", step, self.metric,
+                    metrics.get(self.metric), self.directory)
+        return record

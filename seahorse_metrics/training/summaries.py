@@ -1,0 +1,97 @@
+"""Where training metrics go: a JSONL log, TensorBoard event files, a progress bar.
+
+Only process 0 writes; the other processes of a multi-host run hold a writer
+that does nothing, so the training loop never asks which process it is on.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Mapping, Optional
+
+import tqdm
+
+LOG_FILE = "train_log.jsonl"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+class MetricsWriter:
+    """Appends metrics to MODEL_DIR/train_log.jsonl and TensorBoard events.
+
+    Each JSONL line is `{"step": s, "split": "train"|"validation", ...}`;
+    TensorBoard gets the same scalars under `<split>/<name>`.
+
+    Args:
+      model_dir: The run directory.
+      enabled: False on every process but the first.
+    """
+
+    def __init__(self, model_dir: str, enabled: bool = True):
+        self.enabled = enabled
+        self._log = None
+        self._tensorboard = None
+        if enabled:
+            os.makedirs(model_dir, exist_ok=True)
+            self._log = open(os.path.join(model_dir, LOG_FILE), "a", encoding="utf-8")
+            from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
+            self._tensorboard = SummaryWriter(os.path.join(model_dir, "tensorboard"))
+
+    def write(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
+        """Records `metrics` of `split` at `step`."""
+        if not self.enabled:
+            return
+        record = {"step": int(step), "split": split, **{k: _jsonable(v) for k, v in metrics.items()}}
+        self._log.write(json.dumps(record, sort_keys=True) + "\n")
+        self._log.flush()
+        for name, value in metrics.items():
+            if isinstance(value, (int, float)) and value is not None and math.isfinite(value):
+                self._tensorboard.add_scalar(f"{split}/{name}", value, step)
+        self._tensorboard.flush()
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._tensorboard.close()
+            self._log = self._tensorboard = None
+
+    def __enter__(self) -> "MetricsWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Throughput:
+    """Examples/s and real tokens/s over the steps since the last reading."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+        self._examples = 0
+        self._tokens = 0
+
+    def add(self, examples: int, tokens: int) -> None:
+        self._examples += examples
+        self._tokens += tokens
+
+    def read(self) -> dict[str, float]:
+        """Rates since the last `read`, then starts a new window."""
+        now = time.perf_counter()
+        elapsed = max(now - self._start, 1e-9)
+        rates = {"examples_per_sec": self._examples / elapsed, "tokens_per_sec": self._tokens / elapsed}
+        self._start, self._examples, self._tokens = now, 0, 0
+        return rates
+
+
+def progress_bar(total: int, initial: int, enabled: bool) -> Optional[tqdm.tqdm]:
+    """A tqdm bar over the train steps (None where disabled)."""
+    if not enabled:
+        return None
+    return tqdm.tqdm(total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True)

@@ -1,0 +1,448 @@
+"""The training loop: `train(TrainConfig)` fine-tunes one metric.
+
+A run, in order: resolve the model config and the data (`_prepare_run`),
+restore the latest checkpoint of MODEL_DIR or initialise the state
+(`_start`), then loop: draw the next batch, apply the jitted step, check the
+loss, and every so often log, validate (keeping the best checkpoint by
+validation ROC-AUC) and save a resumable checkpoint. Compiled steps are
+cached per configuration, so calling `train` again in the same process with
+equal shapes does not recompile.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from typing import Any, Mapping, Optional, Sequence
+
+import gin
+import jax
+import numpy as np
+
+from seahorse_metrics.model import T5Config, get_config
+from seahorse_metrics.training import checkpointing
+from seahorse_metrics.training import data as data_lib
+from seahorse_metrics.training import optimizers
+from seahorse_metrics.training import sharding as sharding_lib
+from seahorse_metrics.training import step as step_lib
+from seahorse_metrics.training import summaries
+from seahorse_metrics.training import validation
+from seahorse_metrics.training.config import TrainConfig, config_from_gin
+from seahorse_metrics.training.data import ExampleSet, StreamPosition
+
+logger = logging.getLogger(__name__)
+
+TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
+# Embedding rows are rounded up to a multiple of this (as mT5's 250112).
+VOCAB_MULTIPLE = 128
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite; the message names the step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What a finished run produced.
+
+    Attributes:
+      model_dir: The run directory.
+      final_step: Steps trained in all (including before a resume).
+      final_loss: Training loss of the last step (None if no step ran now).
+      best_step: Step of the best validation ROC-AUC (None without validation).
+      best_metrics: Validation metrics of that step.
+      best_checkpoint: MODEL_DIR/best, loadable by `Scorer.load` (None if none).
+      last_validation: Validation metrics of the final step.
+      summary: One line naming the best checkpoint.
+    """
+
+    model_dir: str
+    final_step: int
+    final_loss: Optional[float]
+    best_step: Optional[int]
+    best_metrics: Optional[dict[str, Any]]
+    best_checkpoint: Optional[str]
+    last_validation: Optional[dict[str, Any]]
+    summary: str
+
+
+@dataclasses.dataclass
+class _Run:
+    """What `_prepare_run` resolves before the loop starts."""
+
+    config: TrainConfig
+    model_config: T5Config
+    host_params: Optional[Any]
+    vocabulary_path: Optional[str]
+    token_ids: Optional[tuple[int, int]]
+    train_examples: ExampleSet
+    validation_examples: Optional[ExampleSet]
+    plan: step_lib.StepPlan
+
+
+# --------------------------------------------------------------------------
+# Setup.
+
+
+def resolve_model(config: TrainConfig) -> tuple[T5Config, Optional[Any]]:
+    """The network config and, with `init_checkpoint`, its parameters (host numpy).
+
+    The checkpoint's architecture replaces the preset; dropout and dtype
+    come from `config`.
+    """
+    overrides = dict(config.model_overrides)
+    overrides["dropout_rate"] = config.dropout_rate
+    if config.dtype:
+        overrides["dtype"] = config.dtype
+    if config.init_checkpoint is None:
+        if config.vocab_size_from_vocabulary:
+            from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
+
+            pieces = vocab.SentencePieceTokenizer(resolve_vocabulary(config)).vocab_size
+            overrides["vocab_size"] = -(-pieces // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+        return get_config(config.model, **overrides), None
+    from seahorse_metrics import checkpoints  # pylint: disable=g-import-not-at-top
+
+    logger.info("Initialising from %s (its architecture replaces the preset).", config.init_checkpoint)
+    model_config, params = checkpoints.load_checkpoint(config.init_checkpoint)
+    return model_config.replace(**overrides), params
+
+
+def resolve_vocabulary(config: TrainConfig) -> str:
+    """The SentencePiece model: configured, else the initial checkpoint's, else the sample's.
+
+    Raises:
+      FileNotFoundError: If the configured vocabulary does not exist.
+    """
+    from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
+
+    if config.vocabulary:
+        if not os.path.isfile(config.vocabulary):
+            raise FileNotFoundError(f"TrainConfig.vocabulary {config.vocabulary} does not exist.")
+        return config.vocabulary
+    if config.init_checkpoint:
+        bundled = os.path.join(config.init_checkpoint, checkpointing.VOCAB_FILE)
+        if os.path.isfile(bundled):
+            return bundled
+    return vocab.default_vocab_path()
+
+
+def _target_ids(vocabulary_path: str) -> tuple[int, int]:
+    from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
+
+    return vocab.target_token_ids(vocab.SentencePieceTokenizer(vocabulary_path))
+
+
+def _register_tasks(config: TrainConfig, vocabulary_path: str) -> None:
+    """Registers the SEAHORSE seqio tasks over `config.data_dir` unless they already are."""
+    if config.data_dir is None:
+        return
+    from seahorse_metrics import tasks  # pylint: disable=g-import-not-at-top
+
+    wanted = (os.path.abspath(config.data_dir), os.path.abspath(vocabulary_path),
+              config.input_length, config.truncation)
+    registered = tasks.registered_config()
+    if registered is not None:
+        if (registered.data_dir, registered.vocab_path, registered.input_length,
+                registered.truncation) == wanted:
+            return
+        logger.warning("Re-registering the seqio tasks for data_dir=%s, input_length=%d "
+                       "(they were registered with other settings).", wanted[0], wanted[2])
+        tasks.unregister()
+    tasks.register(config.data_dir, vocabulary=vocabulary_path, input_length=config.input_length,
+                   truncation=config.truncation)
+
+
+def _load_split(config: TrainConfig, vocabulary_path: str, split: str) -> ExampleSet:
+    fingerprint = {
+        "data_dir": os.path.abspath(config.data_dir) if config.data_dir else None,
+        "vocabulary": os.path.abspath(vocabulary_path),
+        "truncation": config.truncation,
+    }
+    cached = data_lib.cached_split_path(
+        config.cache_dir, config.task, split, config.input_length, config.target_length, fingerprint
+    )
+    if not os.path.exists(cached):
+        _register_tasks(config, vocabulary_path)
+    return data_lib.load_split(
+        config.task, split, config.input_length, config.target_length,
+        cache_dir=config.cache_dir, fingerprint=fingerprint,
+        write_cache=jax.process_index() == 0,
+    )
+
+
+def load_examples(config: TrainConfig) -> dict[str, ExampleSet]:
+    """The run's training (and, when it validates, validation) examples.
+
+    Splits are read from `config.task` once and cached in
+    `config.cache_dir`; later runs (a resume, other processes, a run with the
+    same data settings and the same cache directory) read the cache without
+    touching seqio/TensorFlow.
+
+    Returns:
+      {"train": ExampleSet} plus "validation" when `config.eval_every` > 0.
+    """
+    vocabulary_path = resolve_vocabulary(config)
+    splits = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
+    return {split: _load_split(config, vocabulary_path, split) for split in splits}
+
+
+def _check_vocab_size(examples: ExampleSet, model_config: T5Config, split: str) -> None:
+    top = max(int(examples.input_tokens.max(initial=0)), int(examples.target_tokens.max(initial=0)))
+    if top >= model_config.vocab_size:
+        raise ValueError(
+            f"The {split} examples hold token id {top} but the model's vocab_size is "
+            f"{model_config.vocab_size}: the vocabulary and the model do not match."
+        )
+
+
+def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) -> _Run:
+    model_config, host_params = resolve_model(config)
+    vocabulary_path = resolve_vocabulary(config)
+    if config.vocabulary is None and model_config.vocab_size > 4096 and not config.init_checkpoint:
+        logger.warning("No vocabulary given: using the sample vocabulary %s with a %d-piece model; "
+                       "set VOCABULARY to mT5's spiece.model.", vocabulary_path, model_config.vocab_size)
+    given = dict(examples or {})
+    wanted = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
+    if any(split not in given for split in wanted):
+        given = {**load_examples(config), **given}
+    train_examples = given[TRAIN_SPLIT]
+    validation_examples = given.get(VALIDATION_SPLIT) if config.eval_every else None
+    if validation_examples is not None and config.eval_max_examples:
+        validation_examples = data_lib.take(validation_examples, config.eval_max_examples)
+    for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
+        if subset is not None:
+            _check_vocab_size(subset, model_config, split)
+    mesh = sharding_lib.make_mesh(config.model_parallel)
+    sharding_lib.check_batch_size(config.batch_size, mesh)
+    sharding_lib.check_batch_size(config.eval_batch_size, mesh)
+    plan = step_lib.compile_plan(
+        model_config, config.optimizer, optimizers.schedule_horizon(config.optimizer, config.train_steps),
+        config.z_loss, config.loss_normalizing_factor, mesh,
+    )
+    return _Run(
+        config=config,
+        model_config=model_config,
+        host_params=host_params,
+        vocabulary_path=vocabulary_path,
+        token_ids=_target_ids(vocabulary_path) if validation_examples is not None else None,
+        train_examples=train_examples,
+        validation_examples=validation_examples,
+        plan=plan,
+    )
+
+
+def _start(run: _Run, run_checkpoints: checkpointing.RunCheckpoints):
+    """The state, stream position and best record to start from."""
+    config, plan = run.config, run.plan
+    latest = run_checkpoints.latest_step()
+    if latest is not None:
+        logger.info("Resuming from step %d of %s.", latest, run_checkpoints.directory)
+        state, record = run_checkpoints.restore(latest, plan.abstract_state)
+        return state, StreamPosition.from_json(record["stream"]), record.get("best")
+    return plan.init_state(config.seed, run.host_params), StreamPosition(), None
+
+
+# --------------------------------------------------------------------------
+# The loop.
+
+
+class _Loop:
+    """The mutable bookkeeping of one run's loop (kept out of `train`)."""
+
+    def __init__(self, run: _Run, run_checkpoints, writer, best_keeper, state, position, best):
+        self.run, self.config, self.plan = run, run.config, run.plan
+        self.checkpoints, self.writer, self.best_keeper = run_checkpoints, writer, best_keeper
+        self.state, self.best = state, best
+        self.step = int(jax.device_get(state.step))
+        self.stream = data_lib.BatchStream(
+            run.train_examples, self.config.batch_size, self.config.input_length,
+            self.config.row_target_length, run.model_config.decoder_start_id, self.config.seed,
+            pack=self.config.pack, position=position,
+        )
+        self.throughput = summaries.Throughput()
+        self.window: list[dict[str, float]] = []
+        self.last_loss: Optional[float] = None
+        self.last_validation: Optional[dict[str, Any]] = None
+
+    def _due(self, every: int) -> bool:
+        return every > 0 and (self.step % every == 0 or self.step == self.config.train_steps)
+
+    def _check(self, step: int, metrics) -> dict[str, float]:
+        values = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        if not math.isfinite(values["loss"]):
+            self.writer.write(step, "train", values)
+            last = self.checkpoints.latest_step()
+            raise NonFiniteLossError(
+                f"Training loss is {values['loss']} at step {step} of {self.config.model_dir}; "
+                f"that update was not saved (last checkpoint: "
+                f"{'none' if last is None else f'step {last}'}). Lower the learning rate, "
+                "check the data, or change the seed."
+            )
+        return values
+
+    def _record(self) -> dict[str, Any]:
+        return {"stream": self.stream.position.to_json(), "best": self.best}
+
+    def _log(self, bar) -> None:
+        if not self.window:
+            return
+        means = {k: float(np.mean([w[k] for w in self.window])) for k in self.window[0]}
+        means["learning_rate"] = float(self.plan.schedule(self.step - 1))
+        means.update(self.throughput.read())
+        means["epoch"] = self.stream.position.epoch
+        self.writer.write(self.step, "train", means)
+        if bar is not None:
+            bar.set_postfix(loss=f"{means['loss']:.4f}", ex_s=f"{means['examples_per_sec']:.1f}",
+                            tok_s=f"{means['tokens_per_sec']:.0f}")
+        self.window = []
+
+    def _validate(self) -> None:
+        run = self.run
+        with step_lib.sharding_context(self.plan.mesh):
+            metrics = validation.validate(
+                self.plan.model, self.state.params, run.validation_examples, run.token_ids,
+                self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
+            )
+        self.writer.write(self.step, "validation", metrics)
+        self.last_validation = metrics
+        logger.info("Validation at step %d: %s", self.step, metrics)
+        best_value = None if self.best is None else self.best["roc_auc"]
+        if checkpointing.is_better(metrics["roc_auc"], best_value):
+            self.best_keeper.save(self.step, run.model_config, self.state.params, metrics)
+            self.best = {"step": self.step, "roc_auc": metrics["roc_auc"], "metrics": metrics}
+
+    def run_steps(self) -> None:
+        config, plan = self.config, self.plan
+        bar = summaries.progress_bar(config.train_steps, self.step, jax.process_index() == 0)
+        pending = None  # (step, metrics) not yet checked: checked one step late to keep the device busy
+        try:
+            with step_lib.sharding_context(plan.mesh):
+                while self.step < config.train_steps:
+                    host_batch = next(self.stream)
+                    stats = data_lib.batch_stats(host_batch)
+                    batch = sharding_lib.global_batch(host_batch, plan.batch_sharding)
+                    self.state, metrics = plan.step_fn(self.state, batch)
+                    self.step += 1
+                    self.throughput.add(stats["examples"], stats["tokens"])
+                    if pending is not None:
+                        self.window.append(self._check(*pending))
+                    pending = (self.step, metrics)
+                    if bar is not None:
+                        bar.update(1)
+                    boundary = any(self._due(e) for e in (config.log_every, config.eval_every, config.checkpoint_every))
+                    if boundary:
+                        self.window.append(self._check(*pending))
+                        self.last_loss, pending = self.window[-1]["loss"], None
+                    if self._due(config.log_every):
+                        self._log(bar)
+                    if self.run.validation_examples is not None and self._due(config.eval_every):
+                        self._validate()
+                    if self._due(config.checkpoint_every):
+                        self.checkpoints.save(self.step, self.state, self._record())
+                    if boundary:
+                        self.throughput.read()  # rates count training steps only
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def _summary(model_dir: str, final_step: int, best_record: Optional[dict[str, Any]]) -> str:
+    if best_record is None:
+        return f"Trained {final_step} steps in {model_dir}; no validation, so no best checkpoint."
+    metrics = best_record["metrics"]
+    pearson = metrics.get("pearson")
+    return (
+        f"Trained {final_step} steps in {model_dir}. Best checkpoint: "
+        f"{os.path.join(model_dir, 'best')} (step {best_record['step']}, validation "
+        f"ROC-AUC {metrics['roc_auc']:.4f}, Pearson "
+        f"{'n/a' if pearson is None else f'{pearson:.4f}'})."
+    )
+
+
+def _write_config(config: TrainConfig) -> None:
+    if jax.process_index() != 0:
+        return
+    os.makedirs(config.model_dir, exist_ok=True)
+    path = os.path.join(config.model_dir, "train_config.json")
+    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+        json.dump(config.to_json(), f, indent=2, sort_keys=True, default=str)
+    os.replace(f"{path}.tmp", path)
+
+
+def _write_operative_config(config: TrainConfig) -> None:
+    if jax.process_index() != 0:
+        return
+    os.makedirs(config.model_dir, exist_ok=True)
+    path = os.path.join(config.model_dir, "config.gin")
+    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
+        f.write(gin.operative_config_str())
+    os.replace(f"{path}.tmp", path)
+
+
+def train_from_gin(
+    gin_files: Sequence[str],
+    bindings: Sequence[str] = (),
+    examples: Optional[Mapping[str, ExampleSet]] = None,
+) -> TrainResult:
+    """Trains as the gin files and bindings say; writes MODEL_DIR/config.gin.
+
+    Args:
+      gin_files: Gin files, e.g. ["gin/runs/demo.gin"] (relative paths are
+        tried in the working directory, then the repository root).
+      bindings: Gin bindings applied after the files, e.g.
+        ["MODEL_DIR = '/tmp/q1'", "TASK = 'seahorse_q1'"].
+      examples: Optional in-memory splits, as for `train`.
+
+    Returns:
+      The TrainResult.
+    """
+    config = config_from_gin(gin_files, bindings)
+    _write_operative_config(config)
+    return train(config, examples)
+
+
+def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = None) -> TrainResult:
+    """Fine-tunes a metric as `config` says, resuming from MODEL_DIR if possible.
+
+    Args:
+      config: The run configuration.
+      examples: Optional in-memory splits ("train", "validation") used
+        instead of reading `config.task` (tests, custom data).
+
+    Returns:
+      The TrainResult, whose `summary` names the best checkpoint.
+
+    Raises:
+      NonFiniteLossError: The loss became NaN/inf (the message names the step).
+      ValueError: Inconsistent configuration or data.
+    """
+    _write_config(config)
+    run = _prepare_run(config, examples)
+    run_checkpoints = checkpointing.RunCheckpoints(
+        os.path.join(config.model_dir, "checkpoints"), config.keep_checkpoints
+    )
+    best_keeper = checkpointing.BestCheckpoint(os.path.join(config.model_dir, "best"), run.vocabulary_path)
+    try:
+        state, position, best = _start(run, run_checkpoints)
+        with summaries.MetricsWriter(config.model_dir, enabled=jax.process_index() == 0) as writer:
+            loop = _Loop(run, run_checkpoints, writer, best_keeper, state, position, best)
+            loop.run_steps()
+        run_checkpoints.wait()
+    finally:
+        run_checkpoints.close()
+    best_record = loop.best
+    summary = _summary(config.model_dir, loop.step, best_record)
+    logger.info(summary)
+    return TrainResult(
+        model_dir=config.model_dir,
+        final_step=loop.step,
+        final_loss=loop.last_loss,
+        best_step=None if best_record is None else best_record["step"],
+        best_metrics=None if best_record is None else best_record["metrics"],
+        best_checkpoint=None if best_record is None else best_keeper.directory,
+        last_validation=loop.last_validation,
+        summary=summary,
+    )
