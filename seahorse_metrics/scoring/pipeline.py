@@ -1,0 +1,275 @@
+"""Windows of examples -> length-bucketed batches -> per-example scores.
+
+`ScoringPipeline.run` takes the examples in windows (the caller decides
+where windows start, so a resumed run can reproduce them), turns every
+example into units (`units.encode_example`), plans each window's batches
+(`batching.plan_window`), and scores every batch with each model. The next
+batch is dispatched before the previous one is read back, so the host
+tokenises and pads while the devices compute. Results are yielded per
+finished batch, for the examples whose units are all scored (completion
+order; `in_input_order` restores input order).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+from typing import Hashable, Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from seahorse_metrics.data.inputs import Tokenizer, TruncationStats
+from seahorse_metrics.scoring import units as units_lib
+from seahorse_metrics.scoring.batching import Batch, BatchingConfig, plan_window
+from seahorse_metrics.scoring.runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One (premise, hypothesis) pair to score.
+
+    Attributes:
+      key: The caller's id of the example (e.g. its row), returned with the result.
+      premise: The article (grounding text).
+      hypothesis: The summary.
+      lang: Language code, for the truncation counts by language.
+    """
+
+    key: Hashable
+    premise: str
+    hypothesis: str
+    lang: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ExampleResult:
+    """The scores of one example.
+
+    Attributes:
+      key: `Example.key`.
+      scores: float64 [models]: the aggregated score per model.
+      sentence_scores: float64 [models, sentences] with `per_sentence`, else None.
+      sentences: The summary sentences with `per_sentence`, else None.
+      num_units: Encoder inputs scored for the example.
+      chunked: Whether its premise was split into chunks.
+      truncated: Whether any of its inputs was cut.
+    """
+
+    key: Hashable
+    scores: np.ndarray
+    sentence_scores: Optional[np.ndarray]
+    sentences: Optional[list[str]]
+    num_units: int
+    chunked: bool
+    truncated: bool
+
+
+@dataclasses.dataclass
+class ScoringStats:
+    """What scoring did: truncation and batching counts.
+
+    Attributes:
+      truncation: Truncation counts per encoder input (by language).
+      examples: Examples scored.
+      model_inputs: Encoder inputs scored (more than examples when chunking
+        or scoring per sentence).
+      chunked_examples: Examples whose premise was split into chunks.
+      real_tokens: Non-padding tokens of the batches.
+      batch_tokens: All tokens of the batches, padding included.
+      batches: Batches run (per model).
+    """
+
+    truncation: TruncationStats = dataclasses.field(default_factory=TruncationStats)
+    examples: int = 0
+    model_inputs: int = 0
+    chunked_examples: int = 0
+    real_tokens: int = 0
+    batch_tokens: int = 0
+    batches: int = 0
+
+    def summary(self) -> dict:
+        """A JSON-ready report."""
+        return {
+            "examples": self.examples,
+            "model_inputs": self.model_inputs,
+            "chunked_examples": self.chunked_examples,
+            "truncation": self.truncation.summary(),
+            "batches": self.batches,
+            "padding_fraction": (1.0 - self.real_tokens / self.batch_tokens
+                                 if self.batch_tokens else 0.0),
+        }
+
+    def log(self, max_input_length: int) -> None:
+        """Logs the truncation counts (a warning when anything was cut)."""
+        self.truncation.log("scoring", max_input_length)
+        if self.chunked_examples:
+            logger.info("scoring: %d of %d examples were split into premise chunks",
+                        self.chunked_examples, self.examples)
+
+
+@dataclasses.dataclass
+class _Window:
+    """Scoring state of one window."""
+
+    examples: list[Example]
+    encoded: list[units_lib.EncodedExample]
+    log_probs: list[np.ndarray]  # per example: float32 [models, units, 2]
+    remaining: list[int]  # per example: units not scored yet
+
+
+class ScoringPipeline:
+    """Scores examples with one or more models sharing a tokenizer and mesh."""
+
+    def __init__(self, tokenizer: Tokenizer, runners: Sequence[ModelRunner],
+                 settings: units_lib.InputSettings, batching: BatchingConfig, pad_id: int):
+        """Args:
+          tokenizer: The models' SentencePiece tokenizer.
+          runners: One per model; all on the same mesh.
+          settings: Input and aggregation settings.
+          batching: Batch shapes (rows a multiple of the data-parallel devices).
+          pad_id: Padding id of the models.
+
+        Raises:
+          ValueError: if the runners' meshes differ or the batch rows do not
+            split over the devices.
+        """
+        if not runners:
+            raise ValueError("need at least one model runner")
+        if any(r.mesh != runners[0].mesh for r in runners[1:]):
+            raise ValueError("all models must run on the same device mesh")
+        if batching.row_multiple % runners[0].data_parallel:
+            raise ValueError(f"batch rows must be a multiple of the {runners[0].data_parallel} "
+                             f"data-parallel devices, got row_multiple={batching.row_multiple}")
+        self.tokenizer = tokenizer
+        self.runners = list(runners)
+        self.settings = settings
+        self.batching = batching
+        self.pad_id = pad_id
+
+    def run(self, windows: Iterable[Sequence[Example]],
+            stats: Optional[ScoringStats] = None) -> Iterator[list[ExampleResult]]:
+        """Scores windows of examples.
+
+        Args:
+          windows: Groups of examples sorted and batched together.
+          stats: Accumulates truncation and batching counts.
+
+        Yields:
+          After each batch, the results of the examples it completed.
+        """
+        stats = stats if stats is not None else ScoringStats()
+        in_flight = collections.deque()
+        for window, batch in self._batches(windows, stats):
+            tokens = self.runners[0].put(batch.tokens)
+            in_flight.append((window, batch, [runner(tokens) for runner in self.runners]))
+            stats.batches += 1
+            stats.real_tokens += batch.real_tokens
+            stats.batch_tokens += batch.tokens.size
+            # One batch queued behind the one computing keeps the devices busy.
+            if len(in_flight) > 1:
+                yield self._finish(*in_flight.popleft())
+        while in_flight:
+            yield self._finish(*in_flight.popleft())
+
+    def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
+        encoded = []
+        for example in examples:
+            item = units_lib.encode_example(self.tokenizer, example.premise, example.hypothesis,
+                                            self.settings)
+            for pair in item.pairs:
+                stats.truncation.add(pair, example.lang)
+            stats.examples += 1
+            stats.model_inputs += len(item.units)
+            stats.chunked_examples += int(item.chunked)
+            encoded.append(item)
+        models = len(self.runners)
+        return _Window(list(examples), encoded,
+                       [np.zeros((models, len(e.units), 2), np.float32) for e in encoded],
+                       [len(e.units) for e in encoded])
+
+    def _batches(self, windows: Iterable[Sequence[Example]],
+                 stats: ScoringStats) -> Iterator[tuple[_Window, Batch]]:
+        for examples in windows:
+            if not examples:
+                continue
+            window = self._encode_window(examples, stats)
+            keyed = [((position, unit), ids)
+                     for position, item in enumerate(window.encoded)
+                     for unit, ids in enumerate(item.units)]
+            for batch in plan_window(keyed, self.batching, self.pad_id):
+                yield window, batch
+
+    def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
+        log_probs = [np.asarray(output) for output in outputs]  # waits for the devices
+        finished = []
+        for row, (position, unit) in enumerate(batch.keys):
+            for model, values in enumerate(log_probs):
+                window.log_probs[position][model, unit] = values[row]
+            window.remaining[position] -= 1
+            if window.remaining[position] == 0:
+                finished.append(self._result(window, position))
+        return finished
+
+    def _result(self, window: _Window, position: int) -> ExampleResult:
+        item = window.encoded[position]
+        log_probs = window.log_probs[position]
+        num_sentences = len(item.sentences) if item.sentences is not None else 1
+        scores, sentence_scores = [], []
+        for model in range(len(self.runners)):
+            unit_scores = units_lib.unit_scores(log_probs[model, :, 0], log_probs[model, :, 1],
+                                                self.settings.normalize)
+            score, per_sentence = units_lib.aggregate(
+                unit_scores, item.sentence_of_unit, num_sentences, self.settings.sentence_aggregate)
+            scores.append(score)
+            sentence_scores.append(per_sentence)
+        # The window keeps only what is still needed.
+        window.log_probs[position] = None
+        return ExampleResult(
+            key=window.examples[position].key,
+            scores=np.asarray(scores),
+            sentence_scores=np.stack(sentence_scores) if item.sentences is not None else None,
+            sentences=item.sentences,
+            num_units=len(item.units),
+            chunked=item.chunked,
+            truncated=any(p.truncated for p in item.pairs))
+
+
+def windows_of(examples: Iterable[Example], window_size: int) -> Iterator[list[Example]]:
+    """Consecutive groups of `window_size` examples."""
+    window = []
+    for example in examples:
+        window.append(example)
+        if len(window) == window_size:
+            yield window
+            window = []
+    if window:
+        yield window
+
+
+def in_input_order(results: Iterable[list[ExampleResult]],
+                   pending_keys: "collections.deque[Hashable]") -> Iterator[ExampleResult]:
+    """Re-orders batched results into input order.
+
+    Args:
+      results: `ScoringPipeline.run` output.
+      pending_keys: Keys of the examples fed to the pipeline and not yet
+        returned, oldest first; the feeder appends as it reads examples.
+
+    Yields:
+      Results in the order of `pending_keys`, holding back only those that
+      arrived before an earlier example's.
+
+    Raises:
+      RuntimeError: if the pipeline dropped or invented an example (a bug).
+    """
+    waiting: dict[Hashable, ExampleResult] = {}
+    for group in results:
+        for result in group:
+            waiting[result.key] = result
+        while pending_keys and pending_keys[0] in waiting:
+            yield waiting.pop(pending_keys.popleft())
+    if pending_keys or waiting:
+        raise RuntimeError(f"scoring ended with {len(pending_keys)} examples unscored and "
+                           f"{len(waiting)} unexpected; this is a bug")

@@ -1,0 +1,49 @@
+"""Checking input records (dicts) before they are scored.
+
+A record is scorable when its premise and hypothesis fields hold non-empty
+text. Anything else is a bad row: it is reported and returned with an
+`error` field, never dropped silently.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+ERROR_FIELD = "error"
+
+
+class BadRecord(ValueError):
+    """A record that cannot be scored; the message says which field and why."""
+
+
+def _text(record: Mapping[str, Any], field: str) -> str:
+    if field not in record:
+        raise BadRecord(f"missing field {field!r}")
+    value = record[field]
+    if not isinstance(value, str):
+        kind = "null" if value is None else type(value).__name__
+        raise BadRecord(f"field {field!r} is not text (got {kind})")
+    if not value.strip():
+        raise BadRecord(f"field {field!r} is empty")
+    return value
+
+
+def record_texts(record: Any, premise_field: str, hypothesis_field: str,
+                 lang_field: Optional[str] = None) -> tuple[str, str, Optional[str]]:
+    """(premise, hypothesis, lang) of a record.
+
+    Args:
+      record: A mapping (one JSONL object or CSV row).
+      premise_field, hypothesis_field: Names of the text fields.
+      lang_field: Optional field with a language code (absent or non-text
+        values are ignored).
+
+    Raises:
+      BadRecord: when the record is not a mapping, or a text field is
+        missing, not a string, or blank.
+    """
+    if not isinstance(record, Mapping):
+        raise BadRecord(f"expected an object with fields, got {type(record).__name__}")
+    premise = _text(record, premise_field)
+    hypothesis = _text(record, hypothesis_field)
+    lang = record.get(lang_field) if lang_field else None
+    return premise, hypothesis, lang if isinstance(lang, str) and lang else None

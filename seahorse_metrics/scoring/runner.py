@@ -1,0 +1,174 @@
+"""One model's first-step scorer, compiled per batch shape, on a device mesh.
+
+The scorer reads log P("1") and log P("0") from the full-vocabulary softmax
+at the first decoder step (the decoder fed `config.decoder_start_id`), going
+through `EncoderDecoderModel.logits`, the network's one forward path.
+
+Batches are split over the `data` axis of the same mesh the trainer uses
+(`seahorse_metrics.model.partitioning`), parameters are placed by their
+logical axes; with every local device on `data` that is plain data
+parallelism. Rows come back in batch order whatever the device count.
+
+Compiled programs are cached per (model config, mesh, target ids, batch
+shape), so runners of equal configs (e.g. the q1-q6 metrics) share them and
+each shape compiles once per process.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from seahorse_metrics.model import partitioning
+from seahorse_metrics.model.model import EncoderDecoderModel
+
+logger = logging.getLogger(__name__)
+
+_COMPILED: dict[tuple, Any] = {}
+_COMPILE_LOCK = threading.Lock()
+_SHAPE_LOCKS: dict[tuple, threading.Lock] = {}
+
+
+def default_mesh() -> Mesh:
+    """A ('data', 'model') mesh with every local device on 'data'."""
+    return partitioning.make_mesh(model_parallel=1, devices=jax.local_devices())
+
+
+@contextlib.contextmanager
+def sharding_context(mesh: Mesh) -> Iterator[None]:
+    """The mesh and logical axis rules under which the network's sharding
+    constraints apply (as in the trainer)."""
+    with jax.set_mesh(mesh), nn.logical_axis_rules(list(partitioning.LOGICAL_AXIS_RULES)):
+        yield
+
+
+def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...], params: Any,
+                          encoder_input_tokens: jax.Array) -> jax.Array:
+    rows = encoder_input_tokens.shape[0]
+    batch = {
+        "encoder_input_tokens": encoder_input_tokens,
+        "decoder_input_tokens": jnp.full((rows, 1), model.config.decoder_start_id, jnp.int32),
+    }
+    logits_BxT = model.logits(params, batch)[:, 0].astype(jnp.float32)
+    log_z_Bx1 = jax.nn.logsumexp(logits_BxT, axis=-1, keepdims=True)
+    chosen_BxN = jnp.take(logits_BxT, jnp.asarray(token_ids, jnp.int32), axis=-1)
+    return chosen_BxN - log_z_Bx1
+
+
+class ModelRunner:
+    """Scores padded token batches with one model on a mesh.
+
+    Attributes:
+      model: The model object.
+      params: Parameters placed on the mesh.
+      mesh: The device mesh.
+      token_ids: Vocabulary ids read at the first step, e.g. ("1", "0")'s.
+    """
+
+    def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
+                 mesh: Optional[Mesh] = None,
+                 compiler_options: Optional[Mapping[str, Any]] = None):
+        """Places `params` on `mesh` (default: all local devices on `data`).
+
+        Args:
+          model: The model object.
+          params: Its parameters (host or device arrays).
+          token_ids: Vocabulary ids whose log-probabilities are read.
+          mesh: A ('data', 'model') mesh.
+          compiler_options: XLA options for compiling the scorer, e.g.
+            `{"xla_backend_optimization_level": 0}` compiles about twice as
+            fast and runs slower: for short jobs and tests.
+
+        Raises:
+          ValueError: for token ids outside the vocabulary.
+        """
+        self.model = model
+        self.mesh = mesh if mesh is not None else default_mesh()
+        self.token_ids = tuple(int(i) for i in token_ids)
+        self.compiler_options = dict(compiler_options or {})
+        bad = [i for i in self.token_ids if not 0 <= i < model.config.vocab_size]
+        if bad:
+            raise ValueError(f"token ids {bad} are outside the vocabulary "
+                             f"[0, {model.config.vocab_size})")
+        self._param_shardings = partitioning.logical_to_sharding(
+            model.param_logical_axes(), self.mesh)
+        self.params = jax.device_put(params, self._param_shardings)
+        self.batch_sharding = partitioning.data_sharding(self.mesh)
+
+    @property
+    def data_parallel(self) -> int:
+        """Devices a batch is split over (rows must be a multiple of it)."""
+        return int(self.mesh.shape[partitioning.DATA_AXIS])
+
+    def _key(self, rows: int, length: int) -> tuple:
+        return (self.model.config, self.mesh, self.token_ids,
+                tuple(sorted(self.compiler_options.items())), rows, length)
+
+    def compiled(self, rows: int, length: int):
+        """The compiled scorer of `[rows, length]` batches (compiled on first use)."""
+        key = self._key(rows, length)
+        executable = _COMPILED.get(key)
+        if executable is not None:
+            return executable
+        with _COMPILE_LOCK:
+            shape_lock = _SHAPE_LOCKS.setdefault(key, threading.Lock())
+        with shape_lock:  # Another thread may be compiling this very shape.
+            if key not in _COMPILED:
+                _COMPILED[key] = self._compile(rows, length)
+            return _COMPILED[key]
+
+    def _compile(self, rows: int, length: int):
+        if rows % self.data_parallel:
+            raise ValueError(f"batch rows {rows} must be a multiple of the {self.data_parallel} "
+                             "data-parallel devices")
+        start = time.perf_counter()
+        function = jax.jit(
+            lambda params, tokens: _first_step_log_probs(self.model, self.token_ids, params, tokens),
+            in_shardings=(self._param_shardings, self.batch_sharding),
+            out_shardings=NamedSharding(self.mesh, PartitionSpec(partitioning.DATA_AXIS)))
+        abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params)
+        tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
+        with sharding_context(self.mesh):
+            executable = function.lower(abstract_params, tokens).compile(
+                compiler_options=self.compiler_options or None)
+        logger.info("scorer program for batches of %d x %d tokens ready in %.1f s (compiled, "
+                    "or read from JAX's compilation cache)", rows, length,
+                    time.perf_counter() - start)
+        return executable
+
+    def precompile(self, shapes: Sequence[tuple[int, int]], threads: int = 2) -> None:
+        """Compiles the given `(rows, length)` shapes now, a few at a time."""
+        missing = [s for s in shapes if self._key(*s) not in _COMPILED]
+        if not missing:
+            return
+        with concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
+            for future in [pool.submit(self.compiled, *shape) for shape in missing]:
+                future.result()
+
+    def is_compiled(self, rows: int, length: int) -> bool:
+        """Whether the `[rows, length]` program exists already."""
+        return self._key(rows, length) in _COMPILED
+
+    def put(self, tokens: np.ndarray) -> jax.Array:
+        """Sends a host batch to the devices, split over `data`."""
+        return jax.device_put(np.asarray(tokens, np.int32), self.batch_sharding)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Starts scoring a placed batch; returns float32 [rows, len(token_ids)]
+        log-probabilities (asynchronously: reading them waits)."""
+        rows, length = tokens.shape
+        return self.compiled(rows, length)(self.params, tokens)
+
+
+def compiled_shape_count() -> int:
+    """Number of scorer programs compiled in this process (for tests and logs)."""
+    return len(_COMPILED)
