@@ -1,0 +1,60 @@
+"""Helpers shared by the benchmarks: the machine's float32 matmul peak, timing."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def best_time(function: Callable[[], object], repeats: int = 5) -> float:
+    """The fastest of `repeats` calls of `function`, in seconds (one warm-up
+    call first). The minimum is the least disturbed by other processes."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> dict[str, float]:
+    """Float32 FLOP/s of a large square matmul in JAX and in PyTorch.
+
+    What this machine's BLAS/XLA reach on dense float32 products: the
+    yardstick for a model's achieved FLOP/s, measured in the same process.
+
+    Args:
+      size: Side of the square matrices (2 * size^3 FLOPs per product).
+      repeats: Timed products per framework; the best counts.
+
+    Returns:
+      {"jax": FLOP/s, "torch": FLOP/s, "peak": the larger}; a framework
+      that is not installed is left out.
+    """
+    import numpy as np
+
+    flops = 2.0 * size ** 3
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    result = {}
+    try:
+        import jax
+
+        a_jax, b_jax = jax.device_put(a), jax.device_put(b)
+        product = jax.jit(lambda x, y: x @ y)
+        result["jax"] = flops / best_time(lambda: product(a_jax, b_jax).block_until_ready(),
+                                          repeats)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        a_torch, b_torch = torch.from_numpy(a), torch.from_numpy(b)
+        with torch.inference_mode():
+            result["torch"] = flops / best_time(lambda: a_torch @ b_torch, repeats)
+    except ImportError:
+        pass
+    if result:
+        result["peak"] = max(result.values())
+    return result
