@@ -188,6 +188,16 @@ def test_save_with_steps_loads_latest(tmp_path, tiny_hf_dir):
         save_checkpoint(str(tmp_path), config, params, step=20)
 
 
+def test_relative_paths_save_and_load(tmp_path, tiny_hf_dir, monkeypatch):
+    # `seahorse-metrics score --checkpoint runs/q4/best` passes a relative path.
+    config, params = load_checkpoint(tiny_hf_dir)
+    monkeypatch.chdir(tmp_path)
+    save_checkpoint(os.path.join("runs", "q4", "best"), config, params)
+    _, loaded = load_checkpoint(os.path.join("runs", "q4", "best"))
+    np.testing.assert_array_equal(flatten(loaded)["token_embedder/embedding"],
+                                  flatten(params)["token_embedder/embedding"])
+
+
 # ------------------------------------------------------------------ errors
 def _edit_safetensors(directory, edit):
     from safetensors.numpy import load_file, save_file

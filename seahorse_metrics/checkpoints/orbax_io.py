@@ -101,7 +101,9 @@ def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
     if checkpoint_dir is None:
         raise FileNotFoundError(f"{path}: no {CONFIG_FILE} (nor checkpoint_<step>/ holding one)")
     config = load_config(checkpoint_dir)
-    params_dir = os.path.join(checkpoint_dir, PARAMS_DIR)
+    # Orbax resolves relative paths against its own notion of the working
+    # directory and then finds no metadata; hand it an absolute path.
+    params_dir = os.path.abspath(os.path.join(checkpoint_dir, PARAMS_DIR))
     if not os.path.isdir(params_dir):
         raise FileNotFoundError(f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing")
     checkpointer = ocp.PyTreeCheckpointer()
