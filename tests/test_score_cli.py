@@ -180,7 +180,7 @@ def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, c
     ]
     source = tmp_path / "bad.jsonl"
     source.write_text("\n".join(lines) + "\n")
-    output = str(tmp_path / "bad_out.jsonl")
+    output = str(tmp_path / "not" / "yet" / "bad_out.jsonl")  # parents are created
     with caplog.at_level("WARNING"):
         assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source),
                          "--output", output] + SHAPE_ARGS) == 0

@@ -322,6 +322,7 @@ def score_file(scorer, input_path: str, output_path: str, *,
     fingerprint = _fingerprint(scorer, input_path, columns, premise_field, hypothesis_field,
                                lang_field, batch_size)
     partial_path, meta_path = output_path + PARTIAL_SUFFIX, output_path + META_SUFFIX
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     if _already_done(output_path, partial_path, meta_path, fingerprint, overwrite):
         with open(meta_path, encoding="utf-8") as handle:
             return json.load(handle)
