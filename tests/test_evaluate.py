@@ -176,6 +176,26 @@ def test_scores_file_aligned_by_id_and_benchmark(tmp_path):
     assert not np.allclose(metric.score_benchmark(other), got)
 
 
+def test_scored_prepared_split_aligns_with_the_seahorse_benchmark(tmp_path):
+    # `seahorse-metrics score` keeps a prepared split's gem_id/system/line
+    # fields; those name the SEAHORSE benchmark's items, and the q1..q6
+    # ratings are never mistaken for the score column.
+    records = [{"gem_id": f"xsum-test-{i}", "lang": "en", "source": "xsum", "system": "t5_base",
+                "article": f"Article {i}.", "summary": f"Summary {i}.",
+                **{f"q{q}": (i + q) % 2 == 0 for q in range(1, 7)}, "split": "test",
+                "line": i + 2, "q4_metric": i / 10} for i in range(8)]
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    with open(prepared / "test.jsonl", "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+    with open(tmp_path / "scored.jsonl", "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in reversed(records))
+    bench, = benchmarks_lib.load_benchmarks([f"seahorse:{prepared}:q4"])
+    metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{tmp_path}/scored.jsonl"))
+    expected = {f"{r['gem_id']}|{r['system']}|{r['line']}": r["q4_metric"] for r in records}
+    np.testing.assert_allclose(metric.score_benchmark(bench), [expected[i] for i in bench.ids])
+
+
 def test_scores_file_by_row_order_and_column_choice(tmp_path):
     bench = _bench(n=5)
     text = tmp_path / "plain.txt"
