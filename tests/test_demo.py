@@ -1,0 +1,24 @@
+"""`make demo` end to end, cut short: one question, a few steps."""
+from __future__ import annotations
+
+import json
+
+from seahorse_metrics import demo
+
+
+def test_demo_trains_scores_and_reports(tmp_path, capsys):
+    status = demo.main(["--output_dir", str(tmp_path), "--questions", "2",
+                        "--gin_bindings", "TrainConfig.train_steps = 8",
+                        "--gin_bindings", "TrainConfig.eval_every = 8",
+                        "--gin_bindings", "TrainConfig.eval_max_examples = 50"])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "| Q2 repetition |" in printed and "report.html" in printed
+    for path in ("prepared/test.jsonl", "metrics/q2/best/spiece.model", "scores/test.jsonl",
+                 "report/report.md", "report/report.html"):
+        assert (tmp_path / path).exists(), path
+    report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    cells = {(cell["metric"], cell["benchmark"]) for cell in report["results"]}
+    assert {("q2", "seahorse/q2"), ("rougeL", "seahorse/q2"), ("majority", "seahorse/q2")} <= cells
+    scored = [json.loads(line) for line in (tmp_path / "scores" / "test.jsonl").open()]
+    assert len(scored) == 1000 and all(0.0 <= row["q2"] <= 1.0 for row in scored)

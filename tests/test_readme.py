@@ -1,0 +1,139 @@
+"""The README's commands work: `run` blocks run on the sample, `parse` blocks parse.
+
+README.md marks each fenced block with an HTML comment on the line before it:
+`<!-- readme: run -->` (executed in order, in a scratch directory that sees
+the repository's `seahorse_metrics/` and `gin/`), or `<!-- readme: parse -->`
+(needs downloads or a cluster: every `seahorse-metrics` command goes through
+the real argument parser, every repository file it names must exist, and
+launch scripts get their arguments parsed as the trainer's).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(REPO_ROOT, "README.md")
+_BLOCK = re.compile(r"(?:<!-- readme: (run|parse) -->\n)?```(\w*)\n(.*?)```", re.S)
+
+
+def readme_blocks() -> list[tuple[str, str, str]]:
+    """(mark or '', language, body) of every fenced block, in order."""
+    with open(README, encoding="utf-8") as handle:
+        text = handle.read()
+    return [(mark or "", language, body) for mark, language, body in _BLOCK.findall(text)]
+
+
+def shell_commands(body: str) -> list[list[str]]:
+    """The commands of a shell block: continuation lines joined, comments and
+    `&&` chains split, leading VAR=value assignments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", body)
+    commands = []
+    for line in joined.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in line.split("&&"):
+            words = shlex.split(part)
+            while words and re.match(r"^[A-Z_]+=", words[0]):
+                words.pop(0)
+            if words:
+                commands.append(words)
+    return commands
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    mark, language, body = readme_blocks()[0]
+    with open(README, encoding="utf-8") as handle:
+        assert handle.readline().startswith("```")
+    commands = [line.split("#")[0].strip() for line in body.strip().splitlines()]
+    assert commands == ["make demo", "make test"]
+
+
+def test_every_other_code_block_is_marked():
+    unmarked = [body[:60] for mark, _, body in readme_blocks()[1:] if not mark]
+    assert not unmarked, f"README blocks without a <!-- readme: run|parse --> mark: {unmarked}"
+
+
+def _check_repository_paths(words: list[str]) -> None:
+    for word in words:
+        value = word.split("=", 1)[-1]
+        for candidate in (word, value):
+            if candidate.startswith(("gin/", "launch/", "bench/", "scripts/")):
+                assert os.path.exists(os.path.join(REPO_ROOT, candidate)), \
+                    f"README names {candidate}, which is not in the repository"
+
+
+def _parse_cli(arguments: list[str]) -> None:
+    from seahorse_metrics.cli import build_parser
+
+    try:
+        build_parser().parse_args(arguments)
+    except SystemExit as error:  # argparse's way of rejecting a command line
+        raise AssertionError(f"`seahorse-metrics {' '.join(arguments)}` does not parse") from error
+
+
+def test_parse_blocks_use_real_commands_and_files():
+    checked = 0
+    for mark, language, body in readme_blocks():
+        if mark != "parse":
+            continue
+        assert language == "sh", body[:60]
+        for words in shell_commands(body):
+            _check_repository_paths(words)
+            if words[0] == "sbatch":
+                words = words[next(i for i, w in enumerate(words) if w.startswith("launch/")):]
+            if words[0] == "seahorse-metrics":
+                _parse_cli(words[1:])
+            elif words[0].startswith("launch/"):
+                assert os.access(os.path.join(REPO_ROOT, words[0]), os.X_OK), words[0]
+                _parse_cli(["train", *words[1:]])
+            elif words[0] == "python":
+                assert words[1].startswith("bench/"), words
+            else:
+                assert words[0] in ("git", "pip"), f"unchecked README command {words}"
+            checked += 1
+    assert checked >= 10
+
+
+def test_every_subcommand_is_documented_with_its_help():
+    from seahorse_metrics.cli import SUBCOMMANDS
+
+    with open(README, encoding="utf-8") as handle:
+        text = handle.read()
+    for name in SUBCOMMANDS:
+        assert f"seahorse-metrics {name} " in text, name
+        result = subprocess.run([sys.executable, "-m", "seahorse_metrics", name, "--help"],
+                                capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "usage: seahorse-metrics " + name in result.stdout
+
+
+def test_run_blocks_work_on_the_sample(tmp_path):
+    """Runs the `run` blocks in README order, as a newcomer would."""
+    for name in ("seahorse_metrics", "gin"):
+        os.symlink(os.path.join(REPO_ROOT, name), tmp_path / name)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    ran = 0
+    for mark, language, body in readme_blocks():
+        if mark != "run":
+            continue
+        if language == "sh":
+            command = ["bash", "-euo", "pipefail", "-c", body]
+        else:
+            assert language == "python", language
+            command = [sys.executable, "-c", body]
+        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, f"README block failed:\n{body}\n{result.stderr[-3000:]}"
+        ran += 1
+    assert ran >= 3
+    assert (tmp_path / "scores" / "test.jsonl").is_file()
+    report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "seahorse/q4" in report and "true/frank" in report
