@@ -48,7 +48,7 @@ setuptools.setup(
     + ["seahorse_metrics.tasks"],
     package_dir={"seahorse_metrics.tasks": "tasks"},
     include_package_data=True,
-    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "assets/*"]},
+    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": ["seahorse-metrics=seahorse_metrics.cli:main"]},

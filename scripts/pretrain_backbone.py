@@ -9,7 +9,7 @@ bundled sample's *train* split only (articles and summaries, written as the
 metric's inputs `premise: <article> hypothesis: <summary>`); no rating is
 read. The result is written as a Hugging Face `MT5ForConditionalGeneration`
 directory (`config.json`, `model.safetensors`, `spiece.model`) in
-`seahorse_metrics/data/sample/backbone/`, and `gin/runs/demo.gin` fine-tunes
+`seahorse_metrics/data/backbone/`, and `gin/runs/demo.gin` fine-tunes
 from it, exactly as a real run fine-tunes from `google/mt5-large`.
 
 Two label-free objectives, both sequence-to-sequence on the same inputs:
@@ -49,7 +49,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 SAMPLE_DIR = os.path.join(REPO_ROOT, "seahorse_metrics", "data", "sample")
-DEFAULT_OUTPUT = os.path.join(SAMPLE_DIR, "backbone")
+DEFAULT_OUTPUT = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
 # Sentinels and padding room above the vocabulary's pieces, as mT5 keeps 100
 # extra ids after its 250k pieces; the embedding is a multiple of 128 rows.
 EXTRA_IDS = 100

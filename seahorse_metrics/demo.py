@@ -37,7 +37,7 @@ logger = logging.getLogger("seahorse_metrics.demo")
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sample")
 DEMO_GIN = "gin/runs/demo.gin"
-BACKBONE_DIR = os.path.join(SAMPLE_DIR, "backbone")
+BACKBONE_DIR = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
 # What the demo's metrics must reach on the synthetic test split (ROC-AUC):
 # the questions whose signal is in the summary alone, and those that need the
 # article.

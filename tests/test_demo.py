@@ -3,7 +3,17 @@ from __future__ import annotations
 
 import json
 
-from seahorse_metrics import demo
+import pytest
+
+from seahorse_metrics import demo, tasks
+
+
+@pytest.fixture(autouse=True)
+def _fresh_task_registry():
+    """The demo registers the seqio tasks over its own prepared directory;
+    leave the registry as other tests expect it."""
+    yield
+    tasks.unregister()
 
 
 def test_demo_trains_scores_and_reports(tmp_path, capsys):

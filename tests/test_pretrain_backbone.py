@@ -65,7 +65,7 @@ def test_grounded_swap_replaces_only_supported_tokens_with_unsupported_ones():
 def test_shipped_backbone_loads_with_the_sample_vocabulary():
     from seahorse_metrics.checkpoints import detect_format, load_checkpoint
 
-    backbone = os.path.join(SAMPLE_DIR, "backbone")
+    backbone = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
     assert detect_format(backbone) == "hf"
     config, params = load_checkpoint(backbone)
     import sentencepiece as spm

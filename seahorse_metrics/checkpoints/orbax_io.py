@@ -61,6 +61,7 @@ def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
       CheckpointError: if `params` do not fit `config`.
       FileExistsError: if the checkpoint directory already holds a checkpoint.
     """
+    import jax
     import orbax.checkpoint as ocp
 
     check_params(config, flatten(params), "params to save")
@@ -70,10 +71,13 @@ def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
     os.makedirs(target, exist_ok=True)
     checkpointer = ocp.PyTreeCheckpointer()
     checkpointer.save(os.path.join(target, PARAMS_DIR), params)
-    temporary = os.path.join(target, CONFIG_FILE + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(config.to_dict(), handle, indent=2, sort_keys=True)
-    os.replace(temporary, os.path.join(target, CONFIG_FILE))
+    # Every process takes part in the (collective) Orbax save; one writes the
+    # config, or two hosts would race on the same temporary file.
+    if jax.process_index() == 0:
+        temporary = os.path.join(target, CONFIG_FILE + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(config.to_dict(), handle, indent=2, sort_keys=True)
+        os.replace(temporary, os.path.join(target, CONFIG_FILE))
     logger.info("Saved checkpoint to %s", target)
     return target
 
