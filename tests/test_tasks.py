@@ -36,6 +36,13 @@ def data(tmp_path_factory):
     }
 
 
+@pytest.fixture(autouse=True)
+def _empty_registry():
+    """Every test starts from an empty registry, whatever ran before it."""
+    tasks.unregister()
+    yield
+
+
 @pytest.fixture
 def registered(data):
     names = tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=LONG, seed=5)
