@@ -32,3 +32,11 @@ def test_demo_trains_scores_and_reports(tmp_path, capsys):
     assert {("q2", "seahorse/q2"), ("rougeL", "seahorse/q2"), ("majority", "seahorse/q2")} <= cells
     scored = [json.loads(line) for line in (tmp_path / "scores" / "test.jsonl").open()]
     assert len(scored) == 1000 and all(0.0 <= row["q2"] <= 1.0 for row in scored)
+
+
+def test_unknown_question_is_refused_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo.main(["--output_dir", str(tmp_path), "--questions", "4,7"])
+    assert exit_info.value.code == 2
+    assert "no question [7]" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

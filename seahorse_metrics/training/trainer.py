@@ -362,24 +362,24 @@ def _summary(model_dir: str, final_step: int, best_record: Optional[dict[str, An
     )
 
 
-def _write_config(config: TrainConfig) -> None:
+def _write_run_file(config: TrainConfig, name: str, text: str) -> None:
+    """Writes MODEL_DIR/name atomically, from process 0 only."""
     if jax.process_index() != 0:
         return
     os.makedirs(config.model_dir, exist_ok=True)
-    path = os.path.join(config.model_dir, "train_config.json")
+    path = os.path.join(config.model_dir, name)
     with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        json.dump(config.to_json(), f, indent=2, sort_keys=True, default=str)
+        f.write(text)
     os.replace(f"{path}.tmp", path)
+
+
+def _write_config(config: TrainConfig) -> None:
+    _write_run_file(config, "train_config.json",
+                    json.dumps(config.to_json(), indent=2, sort_keys=True, default=str))
 
 
 def _write_operative_config(config: TrainConfig) -> None:
-    if jax.process_index() != 0:
-        return
-    os.makedirs(config.model_dir, exist_ok=True)
-    path = os.path.join(config.model_dir, "config.gin")
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        f.write(gin.operative_config_str())
-    os.replace(f"{path}.tmp", path)
+    _write_run_file(config, "config.gin", gin.operative_config_str())
 
 
 def train_from_gin(
