@@ -12,7 +12,7 @@ directory (`config.json`, `model.safetensors`, `spiece.model`) in
 `seahorse_metrics/data/backbone/`, and `gin/runs/demo.gin` fine-tunes
 from it, exactly as a real run fine-tunes from `google/mt5-large`.
 
-Two label-free objectives, both sequence-to-sequence on the same inputs:
+Three label-free objectives, all sequence-to-sequence on the same inputs:
 * span corruption as in T5: about 15% of the tokens, in spans of mean
   length 3, are replaced by sentinels (the highest ids of the embedding, as
   mT5's `extra_ids`), and the target spells out the dropped spans after
@@ -20,7 +20,16 @@ Two label-free objectives, both sequence-to-sequence on the same inputs:
 * grounded-token replacement (`--replace_rate`): some hypothesis tokens that
   the premise contains are replaced by such tokens of another pair, and the
   target is the original hypothesis (BART's token-replacement noise, aimed
-  at the tokens a summary takes from its article, as FactCC's swaps are).
+  at the tokens a summary takes from its article, as FactCC's swaps are);
+* noise detection (`--detect_rate`, see `detect_noise`): ELECTRA's
+  replaced-token detection for the hypothesis, with generic noises
+  (`--noise_kinds`: pieces from another pair, names and numbers swapped
+  within the premise, repeated spans, swapped words, other inflections);
+  the target lists the noisy pieces, so the first decoder step, the one a
+  metric reads, must notice them, and `--rtd_weight` adds ELECTRA's
+  per-piece discriminator on the encoder's outputs. `--noise_strength`
+  starts the noise heavy and makes it lighter: a tiny model does not learn
+  to compare pieces from one repeated or swapped piece, only from many.
 The run is deterministic for a given seed on one machine.
 
 The shipped backbone was made in two runs (about 40 + 12 minutes on 2 CPU
@@ -139,8 +148,119 @@ def swap_grounded(example: tuple[Sequence[int], Sequence[int]],
     return list(premise) + noisy + [1], list(hypothesis[prefix:]) + [1]
 
 
-def pad(rows: Sequence[Sequence[int]], length: int) -> np.ndarray:
-    out = np.zeros((len(rows), length), np.int32)
+NOISE_KINDS = ("replace_grounded", "swap_in_premise", "duplicate_span", "swap_words",
+               "replace_similar")
+
+
+def similar_pieces(pieces: Sequence[str]) -> dict[int, list[int]]:
+    """For each word piece, the other word pieces with the same first three
+    letters: mostly other inflections of the same word (`haben`/`hat`)."""
+    groups: dict[str, list[int]] = {}
+    for index, piece in enumerate(pieces):
+        if piece.startswith("\u2581") and len(piece) >= 4:
+            groups.setdefault(piece[:4], []).append(index)
+    return {index: [other for other in group if other != index]
+            for group in groups.values() if len(group) > 1 for index in group}
+
+
+def value_pieces(pieces: Sequence[str]) -> np.ndarray:
+    """Which pieces start a name or a number (capitalised or a digit)."""
+    return np.array([piece.startswith("\u2581") and len(piece) > 1
+                     and (piece[1].isupper() or piece[1].isdigit()) for piece in pieces], bool)
+
+
+def detect_noise(example: tuple[Sequence[int], Sequence[int]],
+                 donor: tuple[Sequence[int], Sequence[int]], prefix: int,
+                 rng: np.random.Generator, word_start: np.ndarray, is_value: np.ndarray,
+                 similar: dict[int, list[int]], input_length: int, target_length: int,
+                 clean_rate: float = 0.3, kinds: Sequence[str] = NOISE_KINDS,
+                 strength: float = 0.0) -> tuple[list[int], list[int], list[int]]:
+    """Noise detection, ELECTRA's replaced-token detection for a premise and
+    its hypothesis: the hypothesis gets one kind of noise (or none,
+    `clean_rate`); the target lists the pieces the noise put there (empty
+    when clean), so the first decoder step must tell whether anything in the
+    hypothesis is out of place, the step a metric reads; and every
+    hypothesis piece is labelled noise (1) or original (0) for a
+    discriminator on the encoder's outputs. The kinds are generic:
+    * `replace_grounded`: one or two hypothesis pieces the premise contains
+      become pieces of another pair that the premise lacks;
+    * `swap_in_premise`: a name or number the premise contains becomes
+      another name or number of the same premise (FactCC's entity swap);
+    * `duplicate_span`: 2-10 pieces are repeated, in place or at the end;
+    * `swap_words`: two adjacent words trade places;
+    * `replace_similar`: a word becomes another with the same first three
+      letters (another inflection, mostly).
+
+    `strength` (0-1) makes the noise heavier: that share of the candidate
+    pieces is replaced, of the words swapped, of the hypothesis repeated. A
+    tiny model only learns to compare pieces from strong signals (one
+    repeated piece in a sentence is not enough to start), so the run starts
+    strong and weakens to the lightest noise (`--noise_strength`).
+
+    Returns:
+      (inputs, targets, labels): inputs and targets end in EOS; labels has
+      one entry per input piece, -1 outside the hypothesis. The premise loses
+      its end when the whole does not fit `input_length`.
+    """
+    premise, hypothesis = example
+    body = list(hypothesis[prefix:])
+    flags = [0] * len(body)
+    noise: list[int] = []
+    if rng.random() >= clean_rate and len(body) > 2:
+        kind = kinds[rng.integers(len(kinds))]
+        if kind in ("replace_grounded", "swap_in_premise"):
+            positions = grounded_tokens(premise, body, 0)
+            if kind == "replace_grounded":
+                pool = sorted({donor[1][i] for i in grounded_tokens(*donor, prefix)} - set(premise))
+            else:
+                positions = [i for i in positions if is_value[body[i]]]
+                pool = sorted({piece for piece in premise if is_value[piece]})
+            if positions and pool:
+                count = max(1 + int(rng.integers(2)), int(round(strength * len(positions))))
+                chosen = sorted(rng.choice(positions, min(len(positions), count), replace=False))
+                for position in chosen:
+                    options = [piece for piece in pool if piece != body[position]]
+                    if options:
+                        body[position] = int(options[rng.integers(len(options))])
+                        flags[position] = 1
+                        noise.append(body[position])
+        elif kind == "duplicate_span":
+            longest = max(10, int(round(strength * len(body))))
+            span = int(rng.integers(2, min(longest, len(body)) + 1))
+            start = int(rng.integers(0, len(body) - span + 1))
+            copy = body[start:start + span]
+            at = start + span if rng.random() < 0.5 else len(body)
+            body[at:at] = copy
+            flags[at:at] = [1] * span
+            noise = copy
+        elif kind == "swap_words":
+            starts = [i for i in range(len(body)) if word_start[body[i]]] + [len(body)]
+            pairs = list(range(0, len(starts) - 2, 2))
+            count = max(1, int(round(strength * len(pairs))))
+            for k in sorted(rng.choice(pairs, min(count, len(pairs)), replace=False)) if pairs else []:
+                a, b, c = starts[k], starts[k + 1], starts[k + 2]
+                if body[a:b] != body[b:c]:
+                    body[a:c] = body[b:c] + body[a:b]
+                    flags[a:c] = [1] * (c - a)
+                    noise += body[a:c]
+        else:
+            positions = [i for i, piece in enumerate(body) if piece in similar]
+            count = max(1, int(round(strength * len(positions))))
+            for position in sorted(rng.choice(positions, min(count, len(positions)), replace=False)
+                                   ) if positions else []:
+                options = similar[body[position]]
+                body[position] = int(options[rng.integers(len(options))])
+                flags[position] = 1
+                noise.append(body[position])
+    noisy = list(hypothesis[:prefix]) + body
+    room = max(0, input_length - 1 - len(noisy))
+    inputs = list(premise[:room]) + noisy + [1]
+    labels = [-1] * (len(inputs) - 1 - len(body)) + flags + [-1]
+    return inputs, noise[:target_length - 1] + [1], labels
+
+
+def pad(rows: Sequence[Sequence[int]], length: int, fill: int = 0) -> np.ndarray:
+    out = np.full((len(rows), length), fill, np.int32)
     for i, row in enumerate(rows):
         row = row[:length]
         out[i, :len(row)] = row
@@ -160,14 +280,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--replace_rate", type=float, default=0.0,
                         help="Share of examples trained with grounded-token replacement in "
                              "the hypothesis instead of span corruption.")
+    parser.add_argument("--detect_rate", type=float, default=0.0,
+                        help="Share of examples trained with noise detection (see detect_noise) "
+                             "instead of span corruption.")
+    parser.add_argument("--noise_strength", type=float, nargs=2, default=(0.0, 0.0),
+                        metavar=("START", "END"),
+                        help="Noise detection's strength, decayed linearly over the run.")
+    parser.add_argument("--noise_kinds", default=",".join(NOISE_KINDS),
+                        help="Comma-separated noise kinds for noise detection.")
+    parser.add_argument("--rtd_weight", type=float, default=0.0,
+                        help="Weight of the per-piece discriminator loss on the encoder's outputs "
+                             "for noise-detection examples (ELECTRA); its head is not exported.")
     parser.add_argument("--init", default=None,
                         help="Continue from this backbone (a Hugging Face directory).")
     parser.add_argument("--export_every", type=int, default=0,
                         help="Also export the backbone every this many steps (0: only at the end).")
     args = parser.parse_args(argv)
+    noise_kinds = tuple(kind for kind in args.noise_kinds.split(",") if kind)
+    unknown = sorted(set(noise_kinds) - set(NOISE_KINDS))
+    if unknown:
+        parser.error(f"--noise_kinds: unknown {unknown}; choose from {list(NOISE_KINDS)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     import jax
+    import jax.numpy as jnp
     import optax
     import sentencepiece as spm
     from tqdm import tqdm
@@ -188,6 +324,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     split_texts = [(tokenizer.encode(f"premise: {article}"), tokenizer.encode(f"hypothesis: {summary}"))
                    for article, summary in pairs]
     split_texts = [(premise[:budget - len(hypothesis)], hypothesis) for premise, hypothesis in split_texts]
+    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
+    word_start = np.zeros(config.vocab_size, bool)
+    word_start[:len(pieces)] = [piece.startswith("\u2581") for piece in pieces]
+    is_value = np.zeros(config.vocab_size, bool)
+    is_value[:len(pieces)] = value_pieces(pieces)
+    similar = similar_pieces(pieces)
     logger.info("%d train-split texts, %d-%d tokens; model %s", len(texts),
                 min(map(len, texts)), max(map(len, texts)), config)
 
@@ -204,51 +346,95 @@ def main(argv: Sequence[str] | None = None) -> None:
     schedule = optax.warmup_cosine_decay_schedule(0.0, args.learning_rate, warmup, args.steps,
                                                   args.learning_rate * 0.1)
     optimizer = optax.adamw(schedule, weight_decay=1e-4)
-    opt_state = optimizer.init(params)
+    # The discriminator's head (a projection of the encoder's outputs to one
+    # logit per piece) trains with the backbone and is dropped at export.
+    trained = {"backbone": params, "discriminator": {"w": np.zeros(config.d_model, np.float32),
+                                                     "b": np.zeros((), np.float32)}}
+    opt_state = optimizer.init(trained)
+
+    def objective(trained, batch):
+        loss, aux = model.loss(trained["backbone"], batch)
+        if args.rtd_weight:
+            encoded = model.encode(trained["backbone"], batch["encoder_input_tokens"])
+            head = trained["discriminator"]
+            logits = encoded @ head["w"] + head["b"]
+            labels = batch["noise_labels"]
+            mask = (labels >= 0).astype(jnp.float32)
+            bce = optax.sigmoid_binary_cross_entropy(logits, jnp.maximum(labels, 0).astype(jnp.float32))
+            rtd = (bce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+            loss = loss + args.rtd_weight * rtd
+        else:
+            rtd = jnp.zeros(())
+        return loss, dict(aux, rtd=rtd)
 
     @jax.jit
-    def train_step(params, opt_state, batch):
-        (loss, aux), grads = jax.value_and_grad(model.loss, has_aux=True)(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, aux["accuracy"]
+    def train_step(trained, opt_state, batch):
+        (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(trained, batch)
+        updates, opt_state = optimizer.update(grads, opt_state, trained)
+        return optax.apply_updates(trained, updates), opt_state, loss, aux["accuracy"], aux["rtd"]
 
     rng = np.random.default_rng(args.seed)
     start, history = time.time(), []
     with tqdm(range(args.steps), desc="pretrain", mininterval=10) as bar:
         for step in bar:
             chosen = rng.integers(0, len(texts), args.batch_size)
-            examples = [swap_grounded(split_texts[i], split_texts[rng.integers(len(texts))], prefix, rng)
-                        if rng.random() < args.replace_rate
-                        else span_corrupt(texts[i], rng, config.vocab_size) for i in chosen]
-            targets = pad([t for _, t in examples], args.target_length)
+            examples = []
+            for i in chosen:
+                draw = rng.random()
+                donor = split_texts[rng.integers(len(texts))]
+                if draw < args.detect_rate:
+                    strength = np.interp(step, [0, args.steps - 1], args.noise_strength)
+                    examples.append(detect_noise(split_texts[i], donor, prefix, rng, word_start, is_value,
+                                                 similar, args.input_length, args.target_length,
+                                                 strength=strength, kinds=noise_kinds))
+                elif draw < args.detect_rate + args.replace_rate:
+                    examples.append(swap_grounded(split_texts[i], donor, prefix, rng) + (None,))
+                else:
+                    examples.append(span_corrupt(texts[i], rng, config.vocab_size) + (None,))
+            targets = pad([t for _, t, _ in examples], args.target_length)
             batch = {
-                "encoder_input_tokens": pad([i for i, _ in examples], args.input_length),
+                "encoder_input_tokens": pad([i for i, _, _ in examples], args.input_length),
                 "decoder_target_tokens": targets,
                 "decoder_input_tokens": np.concatenate(
                     [np.zeros((len(targets), 1), np.int32), targets[:, :-1]], axis=1),
+                "noise_labels": pad([[-1] * len(i) if labels is None else labels
+                                     for i, _, labels in examples], args.input_length, fill=-1),
             }
-            params, opt_state, loss, accuracy = train_step(params, opt_state, batch)
-            history.append((float(loss), float(accuracy)))
+            trained, opt_state, loss, accuracy, rtd = train_step(trained, opt_state, batch)
+            params = trained["backbone"]
+            history.append((float(loss), float(accuracy), float(rtd)))
             if (step + 1) % 100 == 0:
                 recent = np.mean(history[-100:], axis=0)
                 bar.set_postfix(loss=f"{recent[0]:.3f}", acc=f"{recent[1]:.3f}")
-                logger.info("step %d loss %.3f token accuracy %.3f (%.0f s)", step + 1,
-                            recent[0], recent[1], time.time() - start)
+                logger.info("step %d loss %.3f token accuracy %.3f discriminator loss %.3f (%.0f s)",
+                            step + 1, recent[0], recent[1], recent[2], time.time() - start)
             if args.export_every and (step + 1) % args.export_every == 0 and step + 1 < args.steps:
                 export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
     export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
     final = np.mean(history[-100:], axis=0)
+    objective = "+".join(name for name, used in (
+        ("span_corruption", args.detect_rate + args.replace_rate < 1),
+        ("grounded_replacement", args.replace_rate > 0),
+        ("noise_detection", args.detect_rate > 0)) if used)
+    record = {"objective": objective, "noise_density": 0.15, "mean_span": 3.0,
+              "replace_rate": args.replace_rate, "detect_rate": args.detect_rate,
+              "noise_strength": list(args.noise_strength), "rtd_weight": args.rtd_weight,
+              "init": args.init,
+              "data": "sample train split text (articles + summaries), no ratings",
+              "steps": args.steps, "batch_size": args.batch_size,
+              "input_length": args.input_length, "target_length": args.target_length,
+              "learning_rate": args.learning_rate, "seed": args.seed,
+              "final_loss": round(float(final[0]), 4),
+              "final_token_accuracy": round(float(final[1]), 4),
+              "final_discriminator_loss": round(float(final[2]), 4),
+              "seconds": round(time.time() - start)}
+    # A continued run keeps the record of the run it started from.
+    init_record = os.path.join(args.init, "pretraining.json") if args.init else ""
+    if os.path.exists(init_record):
+        with open(init_record, encoding="utf-8") as handle:
+            record["init_record"] = json.load(handle)
     with open(os.path.join(args.output, "pretraining.json"), "w", encoding="utf-8") as handle:
-        objective = "span_corruption" + ("+grounded_replacement" if args.replace_rate else "")
-        json.dump({"objective": objective, "noise_density": 0.15, "mean_span": 3.0,
-                   "replace_rate": args.replace_rate, "init": args.init,
-                   "data": "sample train split text (articles + summaries), no ratings",
-                   "steps": args.steps, "batch_size": args.batch_size,
-                   "input_length": args.input_length, "target_length": args.target_length,
-                   "learning_rate": args.learning_rate, "seed": args.seed,
-                   "final_loss": round(float(final[0]), 4),
-                   "final_token_accuracy": round(float(final[1]), 4),
-                   "seconds": round(time.time() - start)}, handle, indent=2)
+        json.dump(record, handle, indent=2)
     logger.info("wrote %s", args.output)
 
 

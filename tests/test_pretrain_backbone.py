@@ -79,3 +79,112 @@ def test_shipped_backbone_loads_with_the_sample_vocabulary():
         record = json.load(handle)
     assert "no ratings" in record["data"]
     assert np.isfinite(params["token_embedder"]["embedding"]).all()
+
+
+def _noise_tables():
+    script = _script()
+    pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis",
+              "\u2581Anna", "\u2581Berlin", "\u25817", "\u2581opened", "\u2581opens", "\u2581a",
+              "\u2581plant", "\u2581in", "\u2581Paris", "\u25819", "s"]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    word_start = np.array([p.startswith("\u2581") for p in pieces])
+    return script, vocab, word_start, script.value_pieces(pieces), script.similar_pieces(pieces)
+
+
+def test_similar_and_value_pieces():
+    script, vocab, _, is_value, similar = _noise_tables()
+    assert similar[vocab["\u2581opened"]] == [vocab["\u2581opens"]]
+    assert vocab["\u2581plant"] not in similar
+    assert {i for i in np.flatnonzero(is_value)} == {vocab[p] for p in (
+        "\u2581Anna", "\u2581Berlin", "\u25817", "\u2581Paris", "\u25819")}
+
+
+def test_noise_detection_labels_exactly_the_pieces_the_noise_put_there():
+    script, vocab, word_start, is_value, similar = _noise_tables()
+    ids = lambda words: [vocab[w] for w in words.split()]
+    premise = ids("\u2581premise : \u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin \u25817")
+    hypothesis = ids("\u2581hypothesis : \u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin")
+    donor = (ids("\u2581premise : \u2581Paris \u25819"), ids("\u2581hypothesis : \u2581Paris \u25819"))
+    rng = np.random.default_rng(0)
+    for kind in script.NOISE_KINDS:
+        seen_noise = 0
+        for _ in range(20):
+            inputs, targets, labels = script.detect_noise(
+                (premise, hypothesis), donor, 2, rng, word_start, is_value, similar,
+                input_length=64, target_length=12, clean_rate=0.0, kinds=(kind,))
+            assert len(labels) == len(inputs) and inputs[-1] == 1 and targets[-1] == 1
+            assert inputs[:len(premise)] == premise and labels[:len(premise) + 2] == [-1] * (len(premise) + 2)
+            noisy = [token for token, label in zip(inputs, labels) if label == 1]
+            # The target spells out the noisy pieces, in order; clean rows have an empty target.
+            assert targets[:-1] == noisy
+            body = inputs[len(premise) + 2:-1]
+            if noisy:
+                seen_noise += 1
+                assert body != hypothesis[2:]
+            if kind == "replace_grounded":
+                assert all(token in (vocab["\u2581Paris"], vocab["\u25819"]) for token in noisy)
+            if kind == "swap_in_premise":
+                assert all(token in premise and is_value[token] for token in noisy)
+            if kind == "duplicate_span":
+                assert len(body) == len(hypothesis) - 2 + len(noisy)
+            if kind in ("swap_words", "replace_similar"):
+                assert len(body) == len(hypothesis) - 2
+            if kind == "replace_similar" and noisy:
+                assert noisy == [vocab["\u2581opens"]]
+        assert seen_noise == 20, kind
+    inputs, targets, labels = script.detect_noise(
+        (premise, hypothesis), donor, 2, rng, word_start, is_value, similar,
+        input_length=64, target_length=12, clean_rate=1.0)
+    assert targets == [1] and inputs == premise + hypothesis + [1] and 1 not in labels
+
+
+def test_noise_detection_keeps_the_hypothesis_and_cuts_the_premise():
+    script, vocab, word_start, is_value, similar = _noise_tables()
+    premise = [vocab["\u2581premise"], vocab[":"]] + [vocab["\u2581plant"]] * 30
+    hypothesis = [vocab["\u2581hypothesis"], vocab[":"]] + [vocab["\u2581Anna"], vocab["\u2581opened"]] * 5
+    inputs, _, labels = script.detect_noise(
+        (premise, hypothesis), (premise, hypothesis), 2, np.random.default_rng(1), word_start,
+        is_value, similar, input_length=24, target_length=12, clean_rate=0.0, kinds=("duplicate_span",))
+    assert len(inputs) == 24 and len(labels) == 24
+    assert inputs[-1] == 1 and sum(label == 1 for label in labels) >= 2
+
+
+def test_noise_strength_makes_the_noise_heavier():
+    script, vocab, word_start, is_value, similar = _noise_tables()
+    premise = [vocab["\u2581premise"], vocab[":"]] + [vocab["\u2581plant"]] * 4
+    hypothesis = [vocab["\u2581hypothesis"], vocab[":"]] + [vocab["\u2581Anna"], vocab["\u2581opened"],
+                                                           vocab["\u2581a"], vocab["\u2581plant"]] * 6
+    rng = np.random.default_rng(2)
+
+    def noisy_pieces(kind, strength):
+        _, _, labels = script.detect_noise(
+            (premise, hypothesis), (premise, hypothesis), 2, rng, word_start, is_value, similar,
+            input_length=128, target_length=64, clean_rate=0.0, kinds=(kind,), strength=strength)
+        return sum(label == 1 for label in labels)
+
+    for kind in ("duplicate_span", "swap_words", "replace_similar"):
+        light = np.mean([noisy_pieces(kind, 0.0) for _ in range(20)])
+        heavy = np.mean([noisy_pieces(kind, 0.8) for _ in range(20)])
+        assert heavy > 1.4 * light, (kind, light, heavy)
+
+
+def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_path):
+    from seahorse_metrics.checkpoints import load_checkpoint
+
+    script = _script()
+    shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
+    output = tmp_path / "backbone"
+    script.main(["--init", shipped, "--steps", "2", "--batch_size", "4", "--input_length", "64",
+                 "--target_length", "8", "--detect_rate", "0.5", "--rtd_weight", "1.0",
+                 "--noise_strength", "0.8", "0.2", "--output", str(output)])
+    config, params = load_checkpoint(str(output))
+    _, shipped_params = load_checkpoint(shipped)
+    assert config == load_checkpoint(shipped)[0]
+    # The discriminator's head is not part of the exported model.
+    assert set(params) == set(shipped_params)
+    with open(output / "pretraining.json", encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["objective"] == "span_corruption+noise_detection"
+    assert record["noise_strength"] == [0.8, 0.2] and record["steps"] == 2
+    assert np.isfinite(record["final_loss"]) and np.isfinite(record["final_discriminator_loss"])
+    assert record["init_record"]["data"] == record["data"]
