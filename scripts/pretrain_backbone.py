@@ -298,8 +298,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     noise_kinds = tuple(kind for kind in args.noise_kinds.split(",") if kind)
     unknown = sorted(set(noise_kinds) - set(NOISE_KINDS))
-    if unknown:
-        parser.error(f"--noise_kinds: unknown {unknown}; choose from {list(NOISE_KINDS)}")
+    if unknown or not noise_kinds:
+        parser.error(f"--noise_kinds: unknown {unknown or args.noise_kinds!r}; "
+                     f"choose from {list(NOISE_KINDS)}")
+    if not all(0.0 <= value <= 1.0 for value in args.noise_strength):
+        parser.error(f"--noise_strength: {list(args.noise_strength)} must lie in [0, 1]")
+    if not (0.0 <= args.detect_rate and 0.0 <= args.replace_rate
+            and args.detect_rate + args.replace_rate <= 1.0):
+        parser.error(f"--detect_rate {args.detect_rate} and --replace_rate {args.replace_rate} "
+                     "must be shares that add up to at most 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     import jax
@@ -378,16 +385,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tqdm(range(args.steps), desc="pretrain", mininterval=10) as bar:
         for step in bar:
             chosen = rng.integers(0, len(texts), args.batch_size)
+            strength = float(np.interp(step, [0, max(args.steps - 1, 1)], args.noise_strength))
             examples = []
             for i in chosen:
+                # Draws in this order so that runs without noise detection
+                # repeat those made before it existed (the shipped backbone).
                 draw = rng.random()
-                donor = split_texts[rng.integers(len(texts))]
                 if draw < args.detect_rate:
-                    strength = np.interp(step, [0, args.steps - 1], args.noise_strength)
+                    donor = split_texts[rng.integers(len(texts))]
                     examples.append(detect_noise(split_texts[i], donor, prefix, rng, word_start, is_value,
                                                  similar, args.input_length, args.target_length,
                                                  strength=strength, kinds=noise_kinds))
                 elif draw < args.detect_rate + args.replace_rate:
+                    donor = split_texts[rng.integers(len(texts))]
                     examples.append(swap_grounded(split_texts[i], donor, prefix, rng) + (None,))
                 else:
                     examples.append(span_corrupt(texts[i], rng, config.vocab_size) + (None,))
@@ -412,11 +422,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
     export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
     final = np.mean(history[-100:], axis=0)
-    objective = "+".join(name for name, used in (
+    objectives = "+".join(name for name, used in (
         ("span_corruption", args.detect_rate + args.replace_rate < 1),
         ("grounded_replacement", args.replace_rate > 0),
         ("noise_detection", args.detect_rate > 0)) if used)
-    record = {"objective": objective, "noise_density": 0.15, "mean_span": 3.0,
+    record = {"objective": objectives, "noise_density": 0.15, "mean_span": 3.0,
               "replace_rate": args.replace_rate, "detect_rate": args.detect_rate,
               "noise_strength": list(args.noise_strength), "rtd_weight": args.rtd_weight,
               "init": args.init,

@@ -188,3 +188,19 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
     assert record["noise_strength"] == [0.8, 0.2] and record["steps"] == 2
     assert np.isfinite(record["final_loss"]) and np.isfinite(record["final_discriminator_loss"])
     assert record["init_record"]["data"] == record["data"]
+
+
+def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
+    import pytest
+
+    script = _script()
+    for flags, named in (
+            (["--noise_kinds", "replace_grounded,typo"], "--noise_kinds: unknown ['typo']"),
+            (["--noise_kinds", ","], "--noise_kinds"),
+            (["--noise_strength", "1.5", "0.1"], "--noise_strength: [1.5, 0.1]"),
+            (["--detect_rate", "0.7", "--replace_rate", "0.5"], "--detect_rate 0.7 and --replace_rate 0.5")):
+        with pytest.raises(SystemExit) as exit_info:
+            script.main(flags + ["--steps", "1", "--output", str(tmp_path / "backbone")])
+        assert exit_info.value.code == 2
+        assert named in capsys.readouterr().err
+    assert not (tmp_path / "backbone").exists()
