@@ -37,8 +37,7 @@ inputs:
   within the premise, repeated spans, swapped words, other inflections);
   the target lists the noisy pieces, so the first decoder step, the one a
   metric reads, must notice them, and `--rtd_weight` adds ELECTRA's
-  per-piece discriminator on the encoder's outputs (`--align_weight`: and
-  the alignment facts of `alignment_labels`). `--noise_strength`
+  per-piece discriminator on the encoder's outputs. `--noise_strength`
   starts the noise heavy and makes it lighter: a tiny model does not learn
   to compare pieces from one repeated or swapped piece, only from many.
 The run is deterministic for a given seed on one machine.
@@ -270,51 +269,9 @@ def detect_noise(example: tuple[Sequence[int], Sequence[int]],
     return inputs, noise[:target_length - 1] + [1], labels
 
 
-ALIGNMENT_CHANNELS = ("in_premise", "in_lead", "repeated")
-
-
-def lead_end(premise: Sequence[int], sentence_end: np.ndarray, word_start: np.ndarray) -> int:
-    """Where the premise's first sentence ends: after the first piece that
-    closes a sentence and is followed by a new word (so "1.900" does not end
-    one); the whole premise when no sentence ends."""
-    for i in range(len(premise) - 1):
-        if sentence_end[premise[i]] and word_start[premise[i + 1]]:
-            return i + 1
-    return len(premise)
-
-
-def alignment_labels(premise: Sequence[int], body: Sequence[int], lead: int,
-                     ngram: int = 3) -> np.ndarray:
-    """Dense, label-free alignment facts about each hypothesis piece, one
-    column per `ALIGNMENT_CHANNELS` entry:
-    * in_premise: the piece occurs in the premise;
-    * in_lead: it occurs in the premise's first sentence (`premise[:lead]`);
-    * repeated: it lies in an `ngram`-piece span that the hypothesis says twice.
-
-    These are what a summary's checks are made of (is this name in the
-    article? does the summary restate the lead? does it repeat itself?), and
-    each piece carries its own label, so a tiny model gets a strong signal
-    from every example instead of one bit per pair.
-    """
-    seen, lead_seen = set(premise), set(premise[:lead])
-    labels = np.zeros((len(body), len(ALIGNMENT_CHANNELS)), np.int32)
-    labels[:, 0] = [piece in seen for piece in body]
-    labels[:, 1] = [piece in lead_seen for piece in body]
-    grams: dict[tuple[int, ...], list[int]] = {}
-    for i in range(len(body) - ngram + 1):
-        grams.setdefault(tuple(body[i:i + ngram]), []).append(i)
-    for starts in grams.values():
-        if len(starts) > 1:
-            for i in starts:
-                labels[i:i + ngram, 2] = 1
-    return labels
-
-
 def elsewhere_labels(inputs: Sequence[int]) -> np.ndarray:
     """1 for each piece that occurs at another position of the input too: the
-    plainest matching fact, labelled at every piece (the "elsewhere" channel,
-    which teaches the encoder to find equal pieces before it learns which
-    matches matter)."""
+    matching stage's label."""
     ids = np.asarray(inputs)
     _, index, counts = np.unique(ids, return_inverse=True, return_counts=True)
     return (counts[index] > 1).astype(np.int32)
@@ -431,10 +388,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rtd_weight", type=float, default=0.0,
                         help="Weight of the per-piece discriminator loss on the encoder's outputs "
                              "for noise-detection examples (ELECTRA); its head is not exported.")
-    parser.add_argument("--align_weight", type=float, default=0.0,
-                        help="Weight of the per-piece alignment losses (see alignment_labels) on "
-                             "the encoder's outputs for noise-detection examples; their head is "
-                             "not exported.")
     parser.add_argument("--matching_steps", type=int, default=0,
                         help="Steps of the matching stage (see matching_example) before the "
                              "text objectives: the encoder learns to find equal pieces.")
@@ -488,8 +441,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     is_value = np.zeros(config.vocab_size, bool)
     is_value[:len(pieces)] = value_pieces(pieces)
     similar = similar_pieces(pieces)
-    sentence_end = np.zeros(config.vocab_size, bool)
-    sentence_end[:len(pieces)] = [piece[-1:] in (".", "!", "?") for piece in pieces]
     logger.info("%d train-split texts, %d-%d tokens; model %s", len(texts),
                 min(map(len, texts)), max(map(len, texts)), config)
 
@@ -509,52 +460,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     schedule = optax.warmup_cosine_decay_schedule(0.0, args.learning_rate, warmup,
                                                   max(args.steps, 1), args.learning_rate * 0.1)
     optimizer = optax.adamw(schedule, weight_decay=1e-4)
-    # The per-piece heads (a projection of the encoder's outputs to one logit
-    # per channel: the discriminator's noise flag, ALIGNMENT_CHANNELS, then
-    # "elsewhere" for every piece) train with the backbone and are dropped
-    # at export.
-    channels = 1 + len(ALIGNMENT_CHANNELS) + 1
-    trained = {"backbone": params,
-               "discriminator": {"w": np.zeros((config.d_model, channels), np.float32),
-                                 "b": np.zeros(channels, np.float32)}}
+    # The discriminator's head (a projection of the encoder's outputs to one
+    # logit per piece) trains with the backbone and is dropped at export.
+    trained = {"backbone": params, "discriminator": {"w": np.zeros(config.d_model, np.float32),
+                                                     "b": np.zeros((), np.float32)}}
     opt_state = optimizer.init(trained)
-    channel_weights = jnp.array([args.rtd_weight] + [args.align_weight] * (channels - 1))
 
     def objective(trained, batch):
         loss, aux = model.loss(trained["backbone"], batch)
-        if args.rtd_weight or args.align_weight:
+        if args.rtd_weight:
             encoded = model.encode(trained["backbone"], batch["encoder_input_tokens"])
             head = trained["discriminator"]
             logits = encoded @ head["w"] + head["b"]
-            labels = batch["piece_labels"]
+            labels = batch["noise_labels"]
             mask = (labels >= 0).astype(jnp.float32)
             bce = optax.sigmoid_binary_cross_entropy(logits, jnp.maximum(labels, 0).astype(jnp.float32))
-            per_channel = (bce * mask).sum((0, 1)) / jnp.maximum(mask.sum((0, 1)), 1.0)
-            loss = loss + (channel_weights * per_channel).sum()
+            rtd = (bce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+            loss = loss + args.rtd_weight * rtd
         else:
-            per_channel = jnp.zeros(channels)
-        return loss, dict(aux, per_channel=per_channel)
+            rtd = jnp.zeros(())
+        return loss, dict(aux, rtd=rtd)
 
     @jax.jit
     def train_step(trained, opt_state, batch):
         (loss, aux), grads = jax.value_and_grad(objective, has_aux=True)(trained, batch)
         updates, opt_state = optimizer.update(grads, opt_state, trained)
-        return (optax.apply_updates(trained, updates), opt_state, loss, aux["accuracy"],
-                aux["per_channel"])
-
-    def piece_labels(inputs: Sequence[int], noise: Sequence[int] | None) -> np.ndarray:
-        """[input pieces, channels] labels of a noise-detection example: its
-        noise flags, and the alignment facts of its (noisy) hypothesis."""
-        labels = np.full((len(inputs), channels), -1, np.int32)
-        if noise is None:
-            return labels
-        labels[:, 0] = noise
-        body = [i for i, flag in enumerate(noise) if flag >= 0]
-        if body and args.align_weight:
-            premise = inputs[:max(0, body[0] - prefix)]
-            labels[body, 1:-1] = alignment_labels(premise, [inputs[i] for i in body],
-                                                  lead_end(premise, sentence_end, word_start))
-        return labels
+        return optax.apply_updates(trained, updates), opt_state, loss, aux["accuracy"], aux["rtd"]
 
     rng = np.random.default_rng(args.seed)
     start, history = time.time(), []
@@ -578,40 +509,26 @@ def main(argv: Sequence[str] | None = None) -> None:
                 else:
                     examples.append(span_corrupt(texts[i], rng, config.vocab_size) + (None,))
             targets = pad([t for _, t, _ in examples], args.target_length)
-            labels = np.full((len(examples), args.input_length, channels), -1, np.int32)
-            for row, (inputs, _, extra) in enumerate(examples):
-                extra = piece_labels(inputs, extra)
-                if args.align_weight:
-                    extra[:-1, -1] = elsewhere_labels(inputs[:-1])
-                labels[row, :len(extra)] = extra[:args.input_length]
             batch = {
                 "encoder_input_tokens": pad([i for i, _, _ in examples], args.input_length),
                 "decoder_target_tokens": targets,
                 "decoder_input_tokens": np.concatenate(
                     [np.zeros((len(targets), 1), np.int32), targets[:, :-1]], axis=1),
-                "piece_labels": labels,
+                "noise_labels": pad([[-1] * len(i) if labels is None else labels
+                                     for i, _, labels in examples], args.input_length, fill=-1),
             }
-            trained, opt_state, loss, accuracy, per_channel = train_step(trained, opt_state, batch)
+            trained, opt_state, loss, accuracy, rtd = train_step(trained, opt_state, batch)
             params = trained["backbone"]
-            history.append((float(loss), float(accuracy)) + tuple(map(float, per_channel)))
+            history.append((float(loss), float(accuracy), float(rtd)))
             if (step + 1) % 100 == 0:
                 recent = np.mean(history[-100:], axis=0)
                 bar.set_postfix(loss=f"{recent[0]:.3f}", acc=f"{recent[1]:.3f}")
-                logger.info("step %d loss %.3f token accuracy %.3f discriminator loss %.3f "
-                            "alignment losses %s (%.0f s)", step + 1, recent[0], recent[1],
-                            recent[2], " ".join(f"{name} {value:.3f}" for name, value in
-                                                zip(ALIGNMENT_CHANNELS + ("elsewhere",), recent[3:])),
-                            time.time() - start)
+                logger.info("step %d loss %.3f token accuracy %.3f discriminator loss %.3f (%.0f s)",
+                            step + 1, recent[0], recent[1], recent[2], time.time() - start)
             if args.export_every and (step + 1) % args.export_every == 0 and step + 1 < args.steps:
                 export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
     export_hf(args.output, config, jax.device_get(params), vocab_path=vocab_path)
-    if args.rtd_weight or args.align_weight:
-        # The per-piece heads, outside the model's files, to inspect what the
-        # encoder's outputs carry.
-        head = jax.device_get(trained["discriminator"])
-        np.savez(os.path.join(args.output, "piece_heads.npz"), w=head["w"], b=head["b"],
-                 channels=np.array(("noise",) + ALIGNMENT_CHANNELS + ("elsewhere",)))
-    final = np.mean(history[-100:], axis=0) if history else np.full(2 + channels, np.nan)
+    final = np.mean(history[-100:], axis=0) if history else np.full(3, np.nan)
 
     def rounded(value: float):
         return None if np.isnan(value) else round(float(value), 4)
@@ -620,12 +537,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         ("matching", args.matching_steps > 0),
         ("span_corruption", args.steps > 0 and args.detect_rate + args.replace_rate < 1),
         ("grounded_replacement", args.replace_rate > 0),
-        ("noise_detection", args.detect_rate > 0),
-        ("alignment", args.align_weight > 0)) if used)
+        ("noise_detection", args.detect_rate > 0)) if used)
     record = {"objective": objectives, "noise_density": 0.15, "mean_span": 3.0,
               "replace_rate": args.replace_rate, "detect_rate": args.detect_rate,
               "noise_strength": list(args.noise_strength), "rtd_weight": args.rtd_weight,
-              "align_weight": args.align_weight, "matching_steps": args.matching_steps,
+              "matching_steps": args.matching_steps,
               "matching_learning_rate": args.matching_learning_rate,
               "init": args.init,
               "data": "sample train split text (articles + summaries), no ratings",
@@ -635,9 +551,6 @@ def main(argv: Sequence[str] | None = None) -> None:
               "final_loss": rounded(final[0]),
               "final_token_accuracy": rounded(final[1]),
               "final_discriminator_loss": rounded(final[2]),
-              "final_alignment_losses": {name: rounded(value)
-                                         for name, value in zip(ALIGNMENT_CHANNELS + ("elsewhere",),
-                                                                final[3:])},
               "matching": matching_record,
               "seconds": round(time.time() - start)}
     # A continued run keeps the record of the run it started from.

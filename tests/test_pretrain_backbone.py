@@ -176,7 +176,7 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
     output = tmp_path / "backbone"
     script.main(["--init", shipped, "--steps", "2", "--batch_size", "4", "--input_length", "64",
                  "--target_length", "8", "--detect_rate", "0.5", "--rtd_weight", "1.0",
-                 "--matching_steps", "2", "--align_weight", "1.0",
+                 "--matching_steps", "2",
                  "--noise_strength", "0.8", "0.2", "--output", str(output)])
     config, params = load_checkpoint(str(output))
     _, shipped_params = load_checkpoint(shipped)
@@ -185,18 +185,13 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
     assert set(params) == set(shipped_params)
     with open(output / "pretraining.json", encoding="utf-8") as handle:
         record = json.load(handle)
-    assert record["objective"] == "matching+span_corruption+noise_detection+alignment"
+    assert record["objective"] == "matching+span_corruption+noise_detection"
     assert record["noise_strength"] == [0.8, 0.2] and record["steps"] == 2
-    assert record["matching_steps"] == 2 and record["align_weight"] == 1.0
+    assert record["matching_steps"] == 2
     matching = record["matching"]
     assert matching["steps"] == 2 and 0.0 <= matching["held_out_roc_auc"] <= 1.0
     assert np.isfinite(matching["final_loss"])
     assert np.isfinite(record["final_loss"]) and np.isfinite(record["final_discriminator_loss"])
-    # Each alignment loss was computed on labelled pieces (a channel without
-    # any would report 0).
-    losses = record["final_alignment_losses"]
-    assert set(losses) == set(script.ALIGNMENT_CHANNELS) | {"elsewhere"}
-    assert all(0.3 < value < 2.0 for value in losses.values()), losses
     assert record["init_record"]["data"] == record["data"]
 
 
@@ -236,32 +231,6 @@ def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
         assert exit_info.value.code == 2
         assert named in capsys.readouterr().err
     assert not (tmp_path / "backbone").exists()
-
-
-def test_alignment_labels_mark_premise_lead_and_repeated_pieces():
-    script = _script()
-    # Premise: two sentences, ids 10-13 then 20-22 (40 closes a sentence).
-    premise = [10, 11, 12, 40, 20, 21, 22, 40]
-    sentence_end = np.zeros(64, bool)
-    sentence_end[40] = True
-    word_start = np.ones(64, bool)
-    lead = script.lead_end(premise, sentence_end, word_start)
-    assert lead == 4
-    # A "1.900"-style number: the dot is followed by a piece that continues
-    # the word, so it does not end the sentence.
-    word_start[30] = False
-    assert script.lead_end([10, 40, 30, 11, 40, 12], sentence_end, word_start) == 5
-    assert script.lead_end([10, 11], sentence_end, word_start) == 2
-    # Hypothesis: a lead piece, a later piece, an absent piece, then a
-    # 3-piece span said twice.
-    body = [11, 21, 50, 5, 6, 7, 5, 6, 7]
-    labels = script.alignment_labels(premise, body, lead)
-    assert labels.shape == (len(body), len(script.ALIGNMENT_CHANNELS))
-    assert list(labels[:, 0]) == [1, 1, 0, 0, 0, 0, 0, 0, 0]
-    assert list(labels[:, 1]) == [1, 0, 0, 0, 0, 0, 0, 0, 0]
-    assert list(labels[:, 2]) == [0, 0, 0, 1, 1, 1, 1, 1, 1]
-    # Two pieces said twice are not a repeated span.
-    assert not script.alignment_labels(premise, [5, 6, 9, 5, 6], lead)[:, 2].any()
 
 
 def test_elsewhere_marks_pieces_that_occur_twice():
