@@ -300,14 +300,51 @@ def matching_example(rng: np.random.Generator, pieces: int, length: int = 96
     return inputs, labels
 
 
-def train_matching(model, params, args: argparse.Namespace, pieces: int):
-    """The matching stage: `args.matching_steps` AdamW steps (constant rate)
-    of the encoder alone, with a per-piece logit from a head on its outputs
-    (dropped afterwards), on `matching_example` sequences.
+def word_noise_example(ids: Sequence[int], rng: np.random.Generator, word_start: np.ndarray,
+                       similar: dict[int, list[int]], replace_rate: float = 0.3,
+                       swap_rate: float = 0.1) -> tuple[list[int], list[int]]:
+    """A text for the word-noise stage, ELECTRA's replaced-token detection
+    with a rule in place of the generator, and heavy: word by word, a word
+    trades places with the next one (`swap_rate`; both are labelled), or,
+    when its first piece has other inflections (`similar_pieces`), becomes
+    one of them (`replace_rate`; the new piece is labelled). Many noisy words
+    per text, as the matching stage has many copies: a tiny model learns to
+    tell words that do not fit their context from many, not from one.
+
+    Returns:
+      (inputs, labels): inputs are the noisy text and EOS; labels has one 0/1
+      per input piece.
+    """
+    ids, labels = list(ids), [0] * len(ids)
+    starts = [i for i in range(len(ids)) if word_start[ids[i]]] + [len(ids)]
+    k = 0
+    while k < len(starts) - 2:
+        draw = rng.random()
+        if draw < swap_rate:
+            a, b, c = starts[k], starts[k + 1], starts[k + 2]
+            if ids[a:b] != ids[b:c]:
+                ids[a:c] = ids[b:c] + ids[a:b]
+                labels[a:c] = [1] * (c - a)
+            k += 2
+            continue
+        if draw < swap_rate + replace_rate and ids[starts[k]] in similar:
+            options = similar[ids[starts[k]]]
+            ids[starts[k]] = int(options[rng.integers(len(options))])
+            labels[starts[k]] = 1
+        k += 1
+    return ids + [1], labels + [0]
+
+
+def train_piece_stage(model, params, name: str, steps: int, learning_rate: float,
+                      batch_of, batch_size: int, seed: int):
+    """An encoder-only stage: `steps` AdamW steps (constant rate) of a
+    per-piece logit from a head on the encoder's outputs (dropped
+    afterwards), on batches of `batch_size` that `batch_of(rng, size)` draws (tokens, and
+    0/1 labels with -1 where no label, e.g. padding).
 
     Returns:
       (params, record): the updated backbone, and the stage's final loss and
-      ROC-AUC on 200 held-out sequences.
+      ROC-AUC on 200 held-out examples.
     """
     import jax
     import jax.numpy as jnp
@@ -315,21 +352,18 @@ def train_matching(model, params, args: argparse.Namespace, pieces: int):
     from sklearn.metrics import roc_auc_score
     from tqdm import tqdm
 
-    rng = np.random.default_rng(args.seed)
-
-    def batch_of(size: int) -> tuple[np.ndarray, np.ndarray]:
-        examples = [matching_example(rng, pieces) for _ in range(size)]
-        return np.array([inputs for inputs, _ in examples], np.int32), np.stack(
-            [labels for _, labels in examples])
+    rng = np.random.default_rng(seed)
 
     def logits_of(trained, tokens):
         return model.encode(trained["backbone"], tokens) @ trained["head"]["w"] + trained["head"]["b"]
 
     def objective(trained, tokens, labels):
-        return optax.sigmoid_binary_cross_entropy(logits_of(trained, tokens),
-                                                  labels.astype(jnp.float32)).mean()
+        mask = (labels >= 0).astype(jnp.float32)
+        loss = optax.sigmoid_binary_cross_entropy(logits_of(trained, tokens),
+                                                  jnp.maximum(labels, 0).astype(jnp.float32))
+        return (loss * mask).sum() / jnp.maximum(mask.sum(), 1.0)
 
-    optimizer = optax.adamw(args.matching_learning_rate)
+    optimizer = optax.adamw(learning_rate)
     trained = {"backbone": params, "head": {"w": jnp.zeros(model.config.d_model), "b": jnp.zeros(())}}
     opt_state = optimizer.init(trained)
 
@@ -339,21 +373,50 @@ def train_matching(model, params, args: argparse.Namespace, pieces: int):
         updates, opt_state = optimizer.update(grads, opt_state, trained)
         return optax.apply_updates(trained, updates), opt_state, loss
 
-    held_out = batch_of(200)
+    held_out = batch_of(rng, 200)
     start, history = time.time(), []
-    for index in tqdm(range(args.matching_steps), desc="matching", mininterval=10):
-        trained, opt_state, loss = step(trained, opt_state, *batch_of(args.batch_size))
+    for index in tqdm(range(steps), desc=name, mininterval=10):
+        trained, opt_state, loss = step(trained, opt_state, *batch_of(rng, batch_size))
         history.append(float(loss))
         if (index + 1) % 100 == 0:
-            logger.info("matching step %d loss %.3f (%.0f s)", index + 1,
+            logger.info("%s step %d loss %.3f (%.0f s)", name, index + 1,
                         np.mean(history[-100:]), time.time() - start)
-    auc = round(float(roc_auc_score(held_out[1].ravel(),
-                                    np.asarray(logits_of(trained, held_out[0])).ravel())), 4)
-    logger.info("matching stage: held-out ROC-AUC %.4f", auc)
-    record = {"steps": args.matching_steps, "learning_rate": args.matching_learning_rate,
+    labelled = held_out[1] >= 0
+    held_out_logits = np.asarray(jax.jit(logits_of)(trained, held_out[0]))
+    auc = round(float(roc_auc_score(held_out[1][labelled], held_out_logits[labelled])), 4)
+    logger.info("%s stage: held-out ROC-AUC %.4f", name, auc)
+    record = {"steps": steps, "learning_rate": learning_rate,
               "final_loss": round(float(np.mean(history[-100:])), 4),
               "held_out_roc_auc": auc, "seconds": round(time.time() - start)}
     return trained["backbone"], record
+
+
+def train_matching(model, params, args: argparse.Namespace, pieces: int):
+    """The matching stage (`train_piece_stage`) on `matching_example`
+    sequences, `args.matching_steps` steps."""
+    def batch_of(rng, size):
+        examples = [matching_example(rng, pieces) for _ in range(size)]
+        return np.array([inputs for inputs, _ in examples], np.int32), np.stack(
+            [labels for _, labels in examples])
+
+    return train_piece_stage(model, params, "matching", args.matching_steps,
+                             args.matching_learning_rate, batch_of, args.batch_size, args.seed)
+
+
+def train_word_noise(model, params, args: argparse.Namespace, texts: Sequence[Sequence[int]],
+                     word_start: np.ndarray, similar: dict[int, list[int]]):
+    """The word-noise stage (`train_piece_stage`) on `word_noise_example`
+    texts of the train split, `args.word_noise_steps` steps."""
+    replace_rate, swap_rate = args.word_noise_rates
+
+    def batch_of(rng, size):
+        examples = [word_noise_example(texts[i], rng, word_start, similar, replace_rate, swap_rate)
+                    for i in rng.integers(0, len(texts), size)]
+        return (pad([inputs for inputs, _ in examples], args.input_length),
+                pad([labels for _, labels in examples], args.input_length, fill=-1))
+
+    return train_piece_stage(model, params, "word_noise", args.word_noise_steps,
+                             args.word_noise_learning_rate, batch_of, args.batch_size, args.seed)
 
 
 def pad(rows: Sequence[Sequence[int]], length: int, fill: int = 0) -> np.ndarray:
@@ -392,6 +455,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="Steps of the matching stage (see matching_example) before the "
                              "text objectives: the encoder learns to find equal pieces.")
     parser.add_argument("--matching_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--word_noise_steps", type=int, default=0,
+                        help="Steps of the word-noise stage (see word_noise_example), after the "
+                             "matching stage and before the text objectives: the encoder learns "
+                             "to spot swapped words and wrong inflections.")
+    parser.add_argument("--word_noise_rates", type=float, nargs=2, default=(0.3, 0.1),
+                        metavar=("REPLACE", "SWAP"),
+                        help="Per word: the chance of another inflection, and of trading places "
+                             "with the next word.")
+    parser.add_argument("--word_noise_learning_rate", type=float, default=1e-3)
     parser.add_argument("--init", default=None,
                         help="Continue from this backbone (a Hugging Face directory).")
     parser.add_argument("--export_every", type=int, default=0,
@@ -408,9 +480,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             and args.detect_rate + args.replace_rate <= 1.0):
         parser.error(f"--detect_rate {args.detect_rate} and --replace_rate {args.replace_rate} "
                      "must be shares that add up to at most 1")
-    if args.steps < 0 or args.matching_steps < 0 or args.steps + args.matching_steps == 0:
-        parser.error(f"--steps {args.steps} and --matching_steps {args.matching_steps} must be "
-                     ">= 0 and not both 0")
+    stages = {"--steps": args.steps, "--matching_steps": args.matching_steps,
+              "--word_noise_steps": args.word_noise_steps}
+    if min(stages.values()) < 0 or sum(stages.values()) == 0:
+        parser.error(", ".join(f"{name} {value}" for name, value in stages.items())
+                     + ": each must be >= 0 and not all 0")
+    replace_rate, swap_rate = args.word_noise_rates
+    if min(replace_rate, swap_rate) < 0 or replace_rate + swap_rate > 1:
+        parser.error(f"--word_noise_rates {replace_rate} {swap_rate} must be shares that add up "
+                     "to at most 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     import jax
@@ -456,6 +534,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     matching_record = {}
     if args.matching_steps:
         params, matching_record = train_matching(model, params, args, len(pieces))
+    word_noise_record = {}
+    if args.word_noise_steps:
+        params, word_noise_record = train_word_noise(model, params, args, texts, word_start, similar)
     warmup = min(100, args.steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(0.0, args.learning_rate, warmup,
                                                   max(args.steps, 1), args.learning_rate * 0.1)
@@ -535,6 +616,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     objectives = "+".join(name for name, used in (
         ("matching", args.matching_steps > 0),
+        ("word_noise", args.word_noise_steps > 0),
         ("span_corruption", args.steps > 0 and args.detect_rate + args.replace_rate < 1),
         ("grounded_replacement", args.replace_rate > 0),
         ("noise_detection", args.detect_rate > 0)) if used)
@@ -552,6 +634,10 @@ def main(argv: Sequence[str] | None = None) -> None:
               "final_token_accuracy": rounded(final[1]),
               "final_discriminator_loss": rounded(final[2]),
               "matching": matching_record,
+              "word_noise_steps": args.word_noise_steps,
+              "word_noise_rates": list(args.word_noise_rates),
+              "word_noise_learning_rate": args.word_noise_learning_rate,
+              "word_noise": word_noise_record,
               "seconds": round(time.time() - start)}
     # A continued run keeps the record of the run it started from.
     init_record = os.path.join(args.init, "pretraining.json") if args.init else ""

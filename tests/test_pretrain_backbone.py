@@ -225,7 +225,9 @@ def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
             (["--noise_kinds", ","], "--noise_kinds"),
             (["--noise_strength", "1.5", "0.1"], "--noise_strength: [1.5, 0.1]"),
             (["--detect_rate", "0.7", "--replace_rate", "0.5"], "--detect_rate 0.7 and --replace_rate 0.5"),
-            (["--steps", "0"], "--steps 0 and --matching_steps 0")):
+            (["--steps", "0"], "--steps 0, --matching_steps 0, --word_noise_steps 0: each must"),
+            (["--word_noise_steps", "-1"], "--word_noise_steps -1"),
+            (["--word_noise_rates", "0.8", "0.3"], "--word_noise_rates 0.8 0.3")):
         with pytest.raises(SystemExit) as exit_info:
             script.main(["--steps", "1"] + flags + ["--output", str(tmp_path / "backbone")])
         assert exit_info.value.code == 2
@@ -254,3 +256,48 @@ def test_matching_sequences_are_distinct_pieces_with_labelled_copies():
     # Between none and 23 copies, spread out.
     assert min(copies) == 0 or min(copies) < 5
     assert max(copies) <= 23 and np.mean(copies) > 6
+
+
+def test_word_noise_labels_exactly_the_swapped_and_reinflected_words():
+    script, vocab, word_start, _, similar = _noise_tables()
+    text = [vocab[w] for w in ("\u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin s "
+                               "\u2581opens \u2581a \u2581plant \u2581in \u2581Paris").split()]
+    rng = np.random.default_rng(0)
+    inputs, labels = script.word_noise_example(text, rng, word_start, similar, 0.0, 0.0)
+    assert inputs == text + [1] and labels == [0] * (len(text) + 1)
+    kinds = set()
+    for _ in range(200):
+        inputs, labels = script.word_noise_example(text, rng, word_start, similar, 0.3, 0.1)
+        assert len(inputs) == len(labels) == len(text) + 1 and inputs[-1] == 1 and labels[-1] == 0
+        # Same pieces in the same words: the noise only moves words and changes inflections.
+        assert sorted(i for i in inputs[:-1] if i not in similar) == sorted(
+            i for i in text if i not in similar)
+        for position, (noisy, clean, label) in enumerate(zip(inputs, text, labels)):
+            if label == 0:
+                assert noisy == clean, position
+            elif clean in similar and noisy in similar[clean]:
+                kinds.add("inflection")
+            else:
+                kinds.add("swap")
+    assert kinds == {"inflection", "swap"}
+
+
+def test_a_word_noise_stage_alone_trains_the_encoder_only(tmp_path):
+    from seahorse_metrics.checkpoints import load_checkpoint
+
+    script = _script()
+    shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
+    output = tmp_path / "word_noise"
+    script.main(["--init", shipped, "--word_noise_steps", "3", "--steps", "0", "--batch_size", "4",
+                 "--input_length", "64", "--output", str(output)])
+    _, params = load_checkpoint(str(output))
+    _, before = load_checkpoint(shipped)
+    assert not np.allclose(params["encoder"]["layers_2"]["mlp"]["wo"]["kernel"],
+                           before["encoder"]["layers_2"]["mlp"]["wo"]["kernel"])
+    np.testing.assert_allclose(params["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"],
+                               before["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"], rtol=1e-5)
+    with open(output / "pretraining.json", encoding="utf-8") as handle:
+        record = json.load(handle)
+    assert record["objective"] == "word_noise" and record["final_loss"] is None
+    assert record["word_noise"]["steps"] == 3 and record["word_noise_rates"] == [0.3, 0.1]
+    assert 0.0 <= record["word_noise"]["held_out_roc_auc"] <= 1.0
