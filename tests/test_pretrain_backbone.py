@@ -7,6 +7,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_DIR = os.path.join(REPO_ROOT, "seahorse_metrics", "data", "sample")
@@ -195,25 +196,33 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
     assert record["init_record"]["data"] == record["data"]
 
 
-def test_a_matching_stage_alone_trains_the_encoder_only(tmp_path):
+@pytest.mark.parametrize("stage, flags, changed", [
+    ("matching", ["--matching_steps", "3"], ("layers_0", "attention", "query")),
+    ("word_noise", ["--word_noise_steps", "3", "--input_length", "64"], ("layers_2", "mlp", "wo")),
+])
+def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     from seahorse_metrics.checkpoints import load_checkpoint
 
     script = _script()
     shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
-    output = tmp_path / "matched"
-    script.main(["--init", shipped, "--matching_steps", "3", "--steps", "0", "--batch_size", "4",
-                 "--output", str(output)])
+    output = tmp_path / stage
+    script.main(["--init", shipped, "--steps", "0", "--batch_size", "4"] + flags
+                + ["--output", str(output)])
     _, params = load_checkpoint(str(output))
     _, before = load_checkpoint(shipped)
-    assert not np.allclose(params["encoder"]["layers_0"]["attention"]["query"]["kernel"],
-                           before["encoder"]["layers_0"]["attention"]["query"]["kernel"])
+    layer, block, name = changed
+    assert not np.allclose(params["encoder"][layer][block][name]["kernel"],
+                           before["encoder"][layer][block][name]["kernel"])
     # The decoder gets no gradient; only AdamW's weight decay touches it.
     np.testing.assert_allclose(params["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"],
                                before["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"], rtol=1e-5)
     with open(output / "pretraining.json", encoding="utf-8") as handle:
         record = json.load(handle)
-    assert record["objective"] == "matching" and record["final_loss"] is None
-    assert record["matching"]["steps"] == 3
+    assert record["objective"] == stage and record["final_loss"] is None
+    assert record[stage]["steps"] == 3
+    assert 0.0 <= record[stage]["held_out_roc_auc"] <= 1.0
+    if stage == "word_noise":
+        assert record["word_noise_rates"] == [0.3, 0.1]
 
 
 def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
@@ -280,24 +289,3 @@ def test_word_noise_labels_exactly_the_swapped_and_reinflected_words():
             else:
                 kinds.add("swap")
     assert kinds == {"inflection", "swap"}
-
-
-def test_a_word_noise_stage_alone_trains_the_encoder_only(tmp_path):
-    from seahorse_metrics.checkpoints import load_checkpoint
-
-    script = _script()
-    shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
-    output = tmp_path / "word_noise"
-    script.main(["--init", shipped, "--word_noise_steps", "3", "--steps", "0", "--batch_size", "4",
-                 "--input_length", "64", "--output", str(output)])
-    _, params = load_checkpoint(str(output))
-    _, before = load_checkpoint(shipped)
-    assert not np.allclose(params["encoder"]["layers_2"]["mlp"]["wo"]["kernel"],
-                           before["encoder"]["layers_2"]["mlp"]["wo"]["kernel"])
-    np.testing.assert_allclose(params["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"],
-                               before["decoder"]["layers_0"]["mlp"]["wi_0"]["kernel"], rtol=1e-5)
-    with open(output / "pretraining.json", encoding="utf-8") as handle:
-        record = json.load(handle)
-    assert record["objective"] == "word_noise" and record["final_loss"] is None
-    assert record["word_noise"]["steps"] == 3 and record["word_noise_rates"] == [0.3, 0.1]
-    assert 0.0 <= record["word_noise"]["held_out_roc_auc"] <= 1.0
