@@ -199,6 +199,8 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
 @pytest.mark.parametrize("stage, flags, changed", [
     ("matching", ["--matching_steps", "3"], ("layers_0", "attention", "query")),
     ("word_noise", ["--word_noise_steps", "3", "--input_length", "64"], ("layers_2", "mlp", "wo")),
+    ("alignment", ["--alignment_steps", "3", "--input_length", "64", "--alignment_shuffle", "0.5",
+                   "--alignment_swap", "0.5"], ("layers_1", "attention", "key")),
 ])
 def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     from seahorse_metrics.checkpoints import load_checkpoint
@@ -223,6 +225,10 @@ def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     assert 0.0 <= record[stage]["held_out_roc_auc"] <= 1.0
     if stage == "word_noise":
         assert record["word_noise_rates"] == [0.3, 0.1]
+    if stage == "alignment":
+        assert record["alignment_shuffle"] == record["alignment_swap"] == 0.5
+        assert len(record["alignment"]["held_out_roc_auc_per_column"]) == len(
+            script.ALIGNMENT_HEADS)
 
 
 def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
@@ -234,9 +240,13 @@ def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
             (["--noise_kinds", ","], "--noise_kinds"),
             (["--noise_strength", "1.5", "0.1"], "--noise_strength: [1.5, 0.1]"),
             (["--detect_rate", "0.7", "--replace_rate", "0.5"], "--detect_rate 0.7 and --replace_rate 0.5"),
-            (["--steps", "0"], "--steps 0, --matching_steps 0, --word_noise_steps 0: each must"),
+            (["--steps", "0"], "--steps 0, --matching_steps 0, --word_noise_steps 0, "
+                               "--alignment_steps 0: each must"),
             (["--word_noise_steps", "-1"], "--word_noise_steps -1"),
-            (["--word_noise_rates", "0.8", "0.3"], "--word_noise_rates 0.8 0.3")):
+            (["--word_noise_rates", "0.8", "0.3"], "--word_noise_rates 0.8 0.3"),
+            (["--alignment_noise_rates", "0.9", "0.2"], "--alignment_noise_rates 0.9 0.2"),
+            (["--alignment_swap", "1.5"], "--alignment_swap 1.5 must lie in [0, 1]"),
+            (["--alignment_shuffle", "-0.1"], "--alignment_shuffle -0.1 must lie in [0, 1]")):
         with pytest.raises(SystemExit) as exit_info:
             script.main(["--steps", "1"] + flags + ["--output", str(tmp_path / "backbone")])
         assert exit_info.value.code == 2
@@ -289,3 +299,92 @@ def test_word_noise_labels_exactly_the_swapped_and_reinflected_words():
             else:
                 kinds.add("swap")
     assert kinds == {"inflection", "swap"}
+
+
+def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_contain():
+    script = _script()
+    pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis", "\u2581Anna",
+              "\u2581opened", "\u2581a", "\u2581plant", "\u2581in", "\u2581Paris", "\u2581Tom",
+              "\u2581left", ".", "\u25813.", "70"]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    ends, starts_word = script.sentence_ends(pieces), script.word_boundaries(pieces)
+    is_value = script.value_pieces(pieces)
+    assert [p for p, end in zip(pieces, ends) if end] == ["."]
+    assert not starts_word[vocab["70"]] and starts_word[vocab["."]]
+    tables = (ends, 64, starts_word, is_value)
+    ids = lambda words: [vocab[w] for w in words.split()]
+    premise = ids("\u2581premise : \u2581Tom \u2581left \u25813. 70 . \u2581Anna \u2581opened "
+                  "\u2581a \u2581plant \u2581in \u2581Paris .")
+    hypothesis = ids("\u2581hypothesis : \u2581Anna \u2581left \u2581a \u2581plant \u2581a "
+                     "\u2581plant \u2581Tom")
+    inputs, labels = script.alignment_example((premise, hypothesis), 2, 2, *tables)
+    assert inputs == premise + hypothesis + [1]
+    assert labels.shape == (len(inputs), len(script.ALIGNMENT_HEADS))
+    premise_part, hypothesis_part = labels[2:len(premise)], labels[len(premise) + 2:-1]
+    # Columns that do not apply, the prefixes and EOS are unlabelled.
+    assert (labels[[0, 1, len(premise), len(premise) + 1, -1]] == -1).all()
+    assert (premise_part[:, :2] == -1).all() and (hypothesis_part[:, 2:4] == -1).all()
+    in_premise, in_lead = hypothesis_part[:, 0].tolist(), hypothesis_part[:, 1].tolist()
+    assert in_premise == [1, 1, 1, 1, 1, 1, 1]
+    assert in_lead == [0, 1, 0, 0, 0, 0, 1]       # the lead is "Tom left 3.70 ."
+    in_hypothesis, lead_position = premise_part[:, 2].tolist(), premise_part[:, 3].tolist()
+    assert in_hypothesis == [1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0]
+    assert lead_position == [1] * 5 + [0] * 7    # the dot of "3.70" ends no sentence
+    assert hypothesis_part[:, 4].tolist() == [0, 0, 1, 1, 1, 1, 0]
+    assert premise_part[:, 4].tolist() == [0] * 12
+    # Names and numbers only; the premise has them all; no noise was given.
+    assert hypothesis_part[:, 5].tolist() == [0, -1, -1, -1, -1, -1, 0]
+    assert (premise_part[:, 5:] == -1).all() and hypothesis_part[:, 6].tolist() == [0] * 7
+    assert hypothesis_part[:, 7].tolist() == [0] * 7
+    # Words the premise lacks ("3." alone, it has "3.70"; "Anna70"), and the
+    # word noise's flags.
+    noisy = ids("\u2581hypothesis : \u2581Tom \u2581Paris \u25813. \u2581Anna 70")
+    _, labels = script.alignment_example((premise, noisy), 2, 2, *tables, [1, 1, 0, 0, 0])
+    assert labels[len(premise) + 2:-1, 5].tolist() == [0, 0, 1, 1, 1]
+    assert labels[len(premise) + 2:-1, 6].tolist() == [1, 1, 0, 0, 0]
+    # Two of its four names and numbers are unsupported: every piece says so.
+    assert labels[len(premise) + 2:-1, 7].tolist() == [0.5] * 5
+    # A long premise loses its end so the whole hypothesis fits; the labels
+    # describe what is left ("premise: Tom left").
+    inputs, labels = script.alignment_example((premise, hypothesis), 2, 2, ends, 14,
+                                              starts_word, is_value)
+    assert len(inputs) == 14 and inputs[-10:-1] == hypothesis
+    assert labels[len(inputs) - 8:-1, 0].tolist() == [0, 1, 0, 0, 0, 0, 1]
+
+
+def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the_donor():
+    script = _script()
+    pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis", "\u2581Anna",
+              "\u2581left", ".", "\u2581Tom", "\u2581came", "\u2581Eve", "\u2581sang", "\u25817",
+              "\u2581and", "\u2581Bob"]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    ids = lambda words: [vocab[w] for w in words.split()]
+    ends, starts_word = script.sentence_ends(pieces), script.word_boundaries(pieces)
+    is_value = script.value_pieces(pieces)
+    premise = ids("\u2581premise : \u2581Anna \u2581left . \u2581Tom \u2581came . \u2581Eve "
+                  "\u2581sang . \u2581Bob")
+    sentences = {tuple(ids(s)) for s in ("\u2581Anna \u2581left .", "\u2581Tom \u2581came .",
+                                          "\u2581Eve \u2581sang .")}
+    rng = np.random.default_rng(0)
+    leads = set()
+    for _ in range(30):
+        shuffled = script.shuffle_sentences(premise, 2, ends, rng)
+        assert shuffled[:2] == premise[:2] and shuffled[-1] == vocab["\u2581Bob"]
+        assert {tuple(shuffled[k:k + 3]) for k in (2, 5, 8)} == sentences
+        leads.add(tuple(shuffled[2:5]))
+    assert leads == sentences
+    hypothesis = ids("\u2581hypothesis : \u2581Anna \u2581and \u2581Tom \u2581left")
+    donor = ids("\u2581hypothesis : \u2581Eve \u2581sang \u25817")
+    swapped_counts = set()
+    for _ in range(30):
+        swapped = script.swap_values(hypothesis, donor, 2, starts_word, is_value, rng)
+        assert len(swapped) == len(hypothesis) and swapped[3] == vocab["\u2581and"]
+        assert swapped[5] == vocab["\u2581left"]
+        values = [swapped[2], swapped[4]]
+        assert all(v in (vocab["\u2581Anna"], vocab["\u2581Tom"], vocab["\u2581Eve"],
+                         vocab["\u25817"]) for v in values)
+        swapped_counts.add(sum(v in (vocab["\u2581Eve"], vocab["\u25817"]) for v in values))
+    assert swapped_counts == {1, 2}
+    # Nothing to swap: unchanged.
+    plain = ids("\u2581hypothesis : \u2581left \u2581and \u2581came")
+    assert script.swap_values(plain, donor, 2, starts_word, is_value, rng) == plain
