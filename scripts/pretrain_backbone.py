@@ -36,8 +36,9 @@ Measured on the demo (test split ROC-AUC, README), from the span-corruption
 backbone (Q1-Q6 0.90 0.51 0.54 0.48 0.51 0.89): matching alone gives Q2
 0.81 but costs Q1 (0.77); matching then word noise keeps Q1 and loses Q2
 again (validation 0.95 and 0.60); the alignment stage after them gives the
-shipped backbone, 0.89 0.92 0.54 0.72 0.98 0.96 (without shuffling and
-swapping, Q4 stays at 0.66). Grammar (Q3) is learnt by none of them: the
+shipped backbone, 0.89 0.92 0.54 0.72 0.98 0.96 (210 fine-tuning steps
+each; without shuffling and swapping, Q4 stays at 0.66; the demo gives Q4
+630 steps, 0.73). Grammar (Q3) is learnt by none of them: the
 word-noise heads reach a per-piece ROC-AUC of only 0.68-0.78.
 
 Then three label-free text objectives, all sequence-to-sequence on the same
