@@ -402,8 +402,8 @@ def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_pref
                       hypothesis_prefix: int, ends_sentence: np.ndarray, input_length: int,
                       starts_word: np.ndarray, is_value: np.ndarray,
                       noise_flags: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
-    """A premise and its hypothesis, unchanged, with per-piece labels that
-    the text itself gives (no rating, no noise), one column per
+    """A premise and its hypothesis as given, with per-piece labels that
+    the text itself gives (no rating is read), one column per
     `ALIGNMENT_HEADS` entry, -1 where a column does not apply:
     * `in_premise` (hypothesis pieces): the premise contains the piece;
     * `in_lead` (hypothesis pieces): the premise's first sentence, its lead,
@@ -541,16 +541,16 @@ def train_piece_stage(model, params, name: str, steps: int, learning_rate: float
     held_out_logits = np.asarray(jax.jit(logits_of)(trained, held_out[0]))
     auc = round(float(roc_auc_score(positive[labelled], held_out_logits[labelled])), 4)
     logger.info("%s stage: held-out ROC-AUC %.4f", name, auc)
-    if heads:
-        columns = [positive[..., k][labelled[..., k]] for k in range(heads[0])]
-        per_head = [round(float(roc_auc_score(column, held_out_logits[..., k][labelled[..., k]])), 4)
-                    if len(set(column.tolist())) == 2 else None for k, column in enumerate(columns)]
-        logger.info("%s stage: held-out ROC-AUC per column %s", name, per_head)
     record = {"steps": steps, "learning_rate": learning_rate,
               "final_loss": round(float(np.mean(history[-100:])), 4),
               "held_out_roc_auc": auc, "seconds": round(time.time() - start)}
     if heads:
-        record["held_out_roc_auc_per_column"] = per_head
+        columns = [positive[..., k][labelled[..., k]] for k in range(heads[0])]
+        record["held_out_roc_auc_per_column"] = [
+            round(float(roc_auc_score(column, held_out_logits[..., k][labelled[..., k]])), 4)
+            if len(set(column.tolist())) == 2 else None for k, column in enumerate(columns)]
+        logger.info("%s stage: held-out ROC-AUC per column %s", name,
+                    record["held_out_roc_auc_per_column"])
     return trained["backbone"], record
 
 
@@ -678,10 +678,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--alignment_learning_rate", type=float, default=1e-3)
     parser.add_argument("--alignment_noise", type=float, default=0.5,
                         help="Share of the alignment stage's hypotheses that get word noise.")
-    parser.add_argument("--alignment_shuffle", type=float, default=0.0,
+    parser.add_argument("--alignment_shuffle", type=float, default=0.5,
                         help="Share of the alignment stage's premises whose sentences are "
                              "shuffled.")
-    parser.add_argument("--alignment_swap", type=float, default=0.0,
+    parser.add_argument("--alignment_swap", type=float, default=0.3,
                         help="Share of the alignment stage's hypotheses given names and numbers "
                              "of another hypothesis.")
     parser.add_argument("--alignment_noise_rates", type=float, nargs=2, default=(0.15, 0.05),
