@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import gzip
 import io
 import json
 import os
@@ -1992,8 +1993,40 @@ def make_ratings(rng: random.Random, n_rows: int) -> tuple[list[dict], dict]:
 # ---------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------
+# Unlabelled article-summary pairs (the summarisation datasets' train split).
+# ---------------------------------------------------------------------------
+
+# What a journalist's summary gets wrong, per question: never incomprehensible
+# or ungrammatical, otherwise as often repetitive, unfaithful, off the lead or
+# padded as the sample's references.
+CORPUS_ERROR_RATES = (0.0,) + SYSTEM_ERROR_RATES["reference"][1:2] + (0.0,) + \
+    SYSTEM_ERROR_RATES["reference"][3:]
+CORPUS_PAIRS_PER_LANG = 1500
+
+
+def make_corpus(rng: random.Random, pairs_per_lang: int) -> tuple[list[dict], dict]:
+    """Unlabelled (article, summary) pairs per language, as the train splits of
+    XL-Sum, MLSum and WikiLingua are: the text a model learns the languages
+    and the task from before any rating is seen. Nobody rated them; the
+    summaries are fluent and grammatical, and otherwise as imperfect as the
+    references (`CORPUS_ERROR_RATES`)."""
+    records, applied = [], []
+    for lang in sorted(LANG_WEIGHTS):
+        for index in range(pairs_per_lang):
+            article, pool = make_article(rng, lang)
+            corrupt = [rng.random() < p for p in CORPUS_ERROR_RATES]
+            summary = draw_summary(rng, article, pool, corrupt)
+            applied.extend(summary.corruptions)
+            records.append({"id": f"{lang}-train-{index}", "lang": lang, "text": article.text,
+                            "summary": summary.text})
+    return records, {"pairs": len(records), "langs": _count(r["lang"] for r in records),
+                     "corruptions": _count(applied)}
+
+
 def build_sample(seed: int, split_rows: dict[str, int], mface_docs_per_lang: int = 12,
-                 ratings_rows: int = 200) -> dict[str, str]:
+                 ratings_rows: int = 200,
+                 corpus_pairs_per_lang: int = CORPUS_PAIRS_PER_LANG) -> dict[str, str | bytes]:
     """Every file of the sample: {relative path: content}. Pure function of its args."""
 
     def rng_for(part: str) -> random.Random:
@@ -2018,16 +2051,23 @@ def build_sample(seed: int, split_rows: dict[str, int], mface_docs_per_lang: int
         files[f"true/{name}.csv"] = csv_text(("grounding", "generated_text", "label"), rows)
     records, stats["ratings"] = make_ratings(rng_for("ratings"), ratings_rows)
     files["ratings/squality_style.jsonl"] = jsonl_text(records)
+    corpus, stats["corpus"] = make_corpus(rng_for("corpus"), corpus_pairs_per_lang)
+    # Compressed as the datasets ship; mtime 0 keeps the bytes reproducible.
+    files["corpus/train.jsonl.gz"] = gzip.compress(jsonl_text(corpus).encode("utf-8"), mtime=0)
     files["stats.json"] = json.dumps(stats, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     return files
 
 
-def write_atomic(path: str, content: str) -> None:
+def write_atomic(path: str, content: str | bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(content)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -2036,7 +2076,7 @@ def write_atomic(path: str, content: str) -> None:
         raise
 
 
-def write_sample(output_dir: str, files: dict[str, str]) -> None:
+def write_sample(output_dir: str, files: dict[str, str | bytes]) -> None:
     for relative, content in sorted(files.items()):
         write_atomic(os.path.join(output_dir, relative), content)
 
@@ -2057,7 +2097,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "test": args.test_rows}
     files = build_sample(args.seed, split_rows)
     write_sample(args.output_dir, files)
-    total = sum(len(c.encode("utf-8")) for c in files.values())
+    total = sum(len(c if isinstance(c, bytes) else c.encode("utf-8")) for c in files.values())
     print(f"wrote {len(files)} files ({total / 1e6:.2f} MB) to {args.output_dir}")
     return 0
 
