@@ -12,7 +12,7 @@ directory (`config.json`, `model.safetensors`, `spiece.model`) in
 `seahorse_metrics/data/backbone/`, and `gin/runs/demo.gin` fine-tunes
 from it, exactly as a real run fine-tunes from `google/mt5-large`.
 
-Three encoder stages, each a per-piece head on the encoder's outputs that
+Four encoder stages, each a per-piece head on the encoder's outputs that
 is dropped afterwards, can come before the text objectives of the same run
 (in this order):
 * matching (`--matching_steps`, see `matching_example`): for every piece of
@@ -22,11 +22,21 @@ is dropped afterwards, can come before the text objectives of the same run
 * word noise (`--word_noise_steps`, see `word_noise_example`): which words
   of a train-split text were swapped with their neighbour or turned into
   another inflection, many per text;
+* grammar (`--grammar_steps`, see `grammar_example`): on the sample's
+  unlabelled corpus (`corpus/train.jsonl.gz`, 9,000 article-summary pairs
+  that nobody rated, standing in for the summarisation datasets' train
+  splits and the web text that taught mT5 the languages) and on the train
+  split's pairs, which summary words make a word pair that the corpus never
+  has, once a bigram generator has swapped words or put others in their
+  place (ELECTRA with n-gram statistics in both roles), and whether the
+  summary has any such word;
 * alignment (`--alignment_steps`, see `alignment_example`): on the train
-  split's pairs as they are, which summary pieces the article contains, and
-  its lead; which article pieces the summary contains and which lie in the
-  lead; which pieces repeat; which names and numbers the article lacks; and
-  which words the word noise changed. Shuffling the article's sentences
+  split's pairs as they are (and `--alignment_corpus` of the time the
+  corpus'), which summary pieces the article contains, and its lead; which
+  article pieces the summary contains and which lie in the lead; which
+  pieces repeat; which names and numbers the article lacks; and which words
+  the word noise changed (with `--alignment_grammar`, the grammar stage's
+  noise and verdicts). Shuffling the article's sentences
   (`--alignment_shuffle`) and giving the summary names and numbers of
   another summary (`--alignment_swap`) keep the encoder comparing rather
   than remembering the 3,600 pairs.
@@ -80,6 +90,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import logging
 import os
@@ -361,7 +372,7 @@ def word_noise_example(ids: Sequence[int], rng: np.random.Generator, word_start:
 
 
 ALIGNMENT_HEADS = ("in_premise", "in_lead", "in_hypothesis", "lead_position", "repeated",
-                   "unsupported_value", "noisy_word", "unsupported_share")
+                   "unsupported_value", "noisy_word", "unsupported_share", "any_noisy_word")
 
 
 def sentence_ends(pieces: Sequence[str]) -> np.ndarray:
@@ -401,7 +412,8 @@ def words_of(body: Sequence[int], starts_word: np.ndarray) -> list[tuple[int, in
 def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_prefix: int,
                       hypothesis_prefix: int, ends_sentence: np.ndarray, input_length: int,
                       starts_word: np.ndarray, is_value: np.ndarray,
-                      noise_flags: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
+                      noise_flags: Sequence[int] | None = None, wording_verdict: bool = False
+                      ) -> tuple[list[int], np.ndarray]:
     """A premise and its hypothesis as given, with per-piece labels that
     the text itself gives (no rating is read), one column per
     `ALIGNMENT_HEADS` entry, -1 where a column does not apply:
@@ -420,7 +432,10 @@ def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_pref
     * `unsupported_share` (every hypothesis piece, the same soft label): the
       share of the hypothesis' names and numbers that the premise lacks (one
       minus the entity-level precision of Nan et al., 2021; 0 without any),
-      so that each piece carries the whole hypothesis' verdict.
+      so that each piece carries the whole hypothesis' verdict;
+    * `any_noisy_word` (every hypothesis piece, the same label; only with
+      `wording_verdict`): whether `noise_flags` flags any piece, the verdict
+      on the hypothesis' wording.
     The encoder learns to align a summary with its article, sentence by
     sentence, and to notice repeats; the metric's fine-tune then reads those
     alignments instead of discovering them from a few thousand ratings.
@@ -454,6 +469,8 @@ def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_pref
             labels[start + a:start + b, 5] = unsupported[-1]
     labels[start:start + len(body), 6] = list(noise_flags) if noise_flags is not None else 0
     labels[start:start + len(body), 7] = np.mean(unsupported) if unsupported else 0.0
+    if wording_verdict:
+        labels[start:start + len(body), 8] = max(noise_flags or [0])
     return inputs, labels
 
 
@@ -484,6 +501,167 @@ def swap_values(hypothesis: Sequence[int], donor: Sequence[int], prefix: int,
         a, b = ours[k]
         body[a:b] = theirs[rng.integers(len(theirs))]
     return list(hypothesis[:prefix]) + body
+
+
+def read_corpus(sample_dir: str) -> list[tuple[str, str]]:
+    """(article, summary) pairs of the sample's unlabelled corpus
+    (`corpus/train.jsonl.gz`, the summarisation datasets' train split)."""
+    path = os.path.join(sample_dir, "corpus", "train.jsonl.gz")
+    pairs = []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                record = json.loads(line)
+                pairs.append((record["text"], record["summary"]))
+            except (json.JSONDecodeError, KeyError) as error:
+                raise ValueError(f"{path}:{number}: not a corpus record ({error})") from error
+    return pairs
+
+
+# Word pairs mark a text's start and end with this word (no piece has id -1).
+EDGE = (-1,)
+
+
+def text_words(body: Sequence[int], starts_word: np.ndarray) -> list[tuple[int, ...]]:
+    """The words of `body` (`words_of`), each as its tuple of piece ids."""
+    return [tuple(body[a:b]) for a, b in words_of(body, starts_word)]
+
+
+# Words with a digit share one key in word pairs: `in 3.700` is as
+# grammatical as `in 3.600`.
+NUMBER = (-2,)
+
+
+class WordPairs:
+    """The word pairs a corpus has (`word_pairs`), numbers as `NUMBER`."""
+
+    def __init__(self, has_digit: np.ndarray):
+        self.has_digit = has_digit
+        self.seen: set = set()
+
+    def key(self, word: tuple[int, ...]) -> tuple[int, ...]:
+        return NUMBER if word != EDGE and any(self.has_digit[i] for i in word) else word
+
+    def add(self, left: tuple[int, ...], right: tuple[int, ...]) -> None:
+        self.seen.add((self.key(left), self.key(right)))
+
+    def has(self, left: tuple[int, ...], right: tuple[int, ...]) -> bool:
+        return (self.key(left), self.key(right)) in self.seen
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+
+def word_pairs(bodies: Sequence[Sequence[int]], starts_word: np.ndarray, pieces: Sequence[str]
+               ) -> tuple[WordPairs, dict[tuple[int, ...], list[tuple[int, ...]]]]:
+    """The word pairs that `bodies` contain (their start and end marked by
+    `EDGE`, numbers as `NUMBER`), and for each word of letters its
+    substitutes: the other words of letters seen next to one of its
+    neighbour words (after its left one or before its right one), the words
+    a bigram generator would put in its place: other inflections,
+    auxiliaries, articles and pronouns among them. Only neighbours with a
+    letter and no digit count, so that a number or a full stop does not make
+    the words of two languages substitutes."""
+    has_digit = np.array([any(c.isdigit() for c in piece) for piece in pieces], bool)
+    is_letter = np.array([any(c.isalpha() for c in piece) for piece in pieces], bool)
+
+    def is_word(word):
+        return word != EDGE and is_letter[list(word)].any() and not has_digit[list(word)].any()
+
+    pairs, raw = WordPairs(has_digit), set()
+    for body in bodies:
+        words = [EDGE] + text_words(body, starts_word) + [EDGE]
+        raw.update(zip(words, words[1:]))
+    after, before = {}, {}
+    for left, right in raw:
+        pairs.add(left, right)
+        if is_word(left) and is_word(right):
+            after.setdefault(left, set()).add(right)
+            before.setdefault(right, set()).add(left)
+    substitutes = {}
+    for word in sorted(set(after) | set(before)):
+        options = set()
+        for right in after.get(word, ()):
+            options |= before[right]
+        for left in before.get(word, ()):
+            options |= after[left]
+        options.discard(word)
+        if options:
+            substitutes[word] = sorted(options)
+    return pairs, substitutes
+
+
+def noisy_words(words: Sequence[tuple[int, ...]], rng: np.random.Generator, substitutes: dict,
+                replace_rate: float, swap_rate: float) -> list[tuple[int, ...]]:
+    """`words` with a bigram generator's noise: word by word, a word trades
+    places with the next one (`swap_rate`) or a substitute (`word_pairs`)
+    takes its place (`replace_rate`)."""
+    words = list(words)
+    k = 0
+    while k < len(words):
+        draw = rng.random()
+        if draw < swap_rate and k + 1 < len(words) and words[k] != words[k + 1]:
+            words[k], words[k + 1] = words[k + 1], words[k]
+            k += 2
+            continue
+        if draw < swap_rate + replace_rate and words[k] in substitutes:
+            options = substitutes[words[k]]
+            words[k] = options[rng.integers(len(options))]
+        k += 1
+    return words
+
+
+def novel_pair_flags(words: Sequence[tuple[int, ...]], pairs: WordPairs
+                     ) -> tuple[list[int], list[int]]:
+    """The pieces of `words` and, for each, 1 when its word makes a word pair
+    that `pairs` lacks with its neighbour on either side (the text's start
+    and end count as `EDGE`), else 0."""
+    edged = [EDGE] + list(words) + [EDGE]
+    body, flags = [], []
+    for k, word in enumerate(words, 1):
+        novel = not pairs.has(edged[k - 1], word) or not pairs.has(word, edged[k + 1])
+        body += word
+        flags += [int(novel)] * len(word)
+    return body, flags
+
+
+GRAMMAR_HEADS = ("novel_pair", "any_novel_pair")
+
+
+def grammar_example(example: tuple[Sequence[int], Sequence[int]], hypothesis_prefix: int,
+                    rng: np.random.Generator, starts_word: np.ndarray, pairs: WordPairs,
+                    substitutes: dict, input_length: int, replace_rate: float,
+                    swap_rate: float) -> tuple[list[int], np.ndarray]:
+    """A premise and a noisy hypothesis for the grammar stage, ELECTRA's
+    replaced-token detection with a bigram model in both roles: the
+    hypothesis gets `noisy_words` noise, and its pieces are labelled, one
+    column per `GRAMMAR_HEADS` entry, by `novel_pair_flags` against the
+    corpus' word pairs (`pairs`): `novel_pair`, the piece's word makes a
+    pair the corpus never has; `any_novel_pair`, some word of the hypothesis
+    does (the same label on every hypothesis piece, so that each carries the
+    verdict on the whole). Premise pieces are not labelled (-1). A noise
+    that keeps the text grammatical (a name for a name) is no error, and an
+    error that the text had already is one.
+
+    Returns:
+      (inputs, labels): premise, noisy hypothesis and EOS, the premise cut
+      at its end to fit `input_length`; labels is float [len(inputs),
+      len(GRAMMAR_HEADS)].
+    """
+    premise, hypothesis = example
+    words = noisy_words(text_words(hypothesis[hypothesis_prefix:], starts_word), rng, substitutes,
+                        replace_rate, swap_rate)
+    body, flags = novel_pair_flags(words, pairs)
+    keep = input_length - 1 - hypothesis_prefix
+    body, flags = body[:keep], flags[:keep]
+    room = max(0, input_length - 1 - hypothesis_prefix - len(body))
+    premise = list(premise[:room])
+    inputs = premise + list(hypothesis[:hypothesis_prefix]) + body + [1]
+    labels = np.full((len(inputs), len(GRAMMAR_HEADS)), -1, np.float32)
+    start = len(premise) + hypothesis_prefix
+    labels[start:start + len(body), 0] = flags
+    labels[start:start + len(body), 1] = max(flags, default=0)
+    return inputs, labels
 
 
 def train_piece_stage(model, params, name: str, steps: int, learning_rate: float,
@@ -586,10 +764,15 @@ def train_alignment(model, params, args: argparse.Namespace,
                     split_texts: Sequence[tuple[Sequence[int], Sequence[int]]],
                     premise_prefix: int, hypothesis_prefix: int, ends_sentence: np.ndarray,
                     word_start: np.ndarray, starts_word: np.ndarray, is_value: np.ndarray,
-                    similar: dict[int, list[int]]):
+                    similar: dict[int, list[int]],
+                    corpus_texts: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
+                    grammar: tuple[WordPairs, dict] | None = None):
     """The alignment stage (`train_piece_stage`) on `alignment_example` pairs
-    of the train split, `args.alignment_steps` steps; `args.alignment_noise`
-    of the hypotheses get word noise (`word_noise_example`, at
+    of the train split, and `args.alignment_corpus` of the time of the
+    corpus (`corpus_texts`), `args.alignment_steps` steps;
+    `args.alignment_noise` of the hypotheses get word noise
+    (`word_noise_example`, or with `grammar`, the word pairs and substitutes
+    of `word_pairs`, `noisy_words` judged by `novel_pair_flags`, at
     `args.alignment_noise_rates`); `args.alignment_shuffle` of the premises
     have their sentences shuffled (`shuffle_sentences`) and
     `args.alignment_swap` of the hypotheses values of another
@@ -598,21 +781,33 @@ def train_alignment(model, params, args: argparse.Namespace,
     replace_rate, swap_rate = args.alignment_noise_rates
 
     def example_of(rng, index):
-        premise, hypothesis = split_texts[index]
+        texts = split_texts
+        if args.alignment_corpus and rng.random() < args.alignment_corpus:
+            texts = corpus_texts
+            index = rng.integers(len(texts))
+        premise, hypothesis = texts[index]
         if rng.random() < args.alignment_shuffle:
             premise = shuffle_sentences(premise, premise_prefix, ends_sentence, rng)
         if rng.random() < args.alignment_swap:
-            donor = split_texts[rng.integers(len(split_texts))][1]
+            donor = texts[rng.integers(len(texts))][1]
             hypothesis = swap_values(hypothesis, donor, hypothesis_prefix, starts_word, is_value,
                                      rng)
         flags = None
-        if rng.random() < args.alignment_noise:
+        if grammar is not None:
+            pairs, substitutes = grammar
+            words = text_words(hypothesis[hypothesis_prefix:], starts_word)
+            if rng.random() < args.alignment_noise:
+                words = noisy_words(words, rng, substitutes, replace_rate, swap_rate)
+            body, flags = novel_pair_flags(words, pairs)
+            hypothesis = list(hypothesis[:hypothesis_prefix]) + body
+        elif rng.random() < args.alignment_noise:
             body, flags = word_noise_example(hypothesis[hypothesis_prefix:], rng, word_start,
                                              similar, replace_rate, swap_rate)
             hypothesis = list(hypothesis[:hypothesis_prefix]) + body[:-1]
             flags = flags[:-1]
         return alignment_example((premise, hypothesis), premise_prefix, hypothesis_prefix,
-                                 ends_sentence, args.input_length, starts_word, is_value, flags)
+                                 ends_sentence, args.input_length, starts_word, is_value, flags,
+                                 wording_verdict=grammar is not None)
 
     def batch_of(rng, size):
         examples = [example_of(rng, i) for i in rng.integers(0, len(split_texts), size)]
@@ -623,6 +818,36 @@ def train_alignment(model, params, args: argparse.Namespace,
 
     return train_piece_stage(model, params, "alignment", args.alignment_steps,
                              args.alignment_learning_rate, batch_of, args.batch_size, args.seed)
+
+
+def train_grammar(model, params, args: argparse.Namespace,
+                  corpus_texts: Sequence[tuple[Sequence[int], Sequence[int]]],
+                  split_texts: Sequence[tuple[Sequence[int], Sequence[int]]],
+                  hypothesis_prefix: int, starts_word: np.ndarray, grammar: tuple[WordPairs, dict]):
+    """The grammar stage (`train_piece_stage`) on `grammar_example` pairs,
+    `args.grammar_steps` steps: the corpus' pairs, and `args.grammar_split`
+    of the time the train split's (whose summaries bring their own errors),
+    judged by the corpus' word pairs (`grammar`, from `word_pairs`);
+    `args.grammar_noise` of the hypotheses get noise, the others are judged
+    as they are."""
+    replace_rate, swap_rate = args.grammar_rates
+    pairs, substitutes = grammar
+
+    def batch_of(rng, size):
+        examples = []
+        for _ in range(size):
+            texts = split_texts if rng.random() < args.grammar_split else corpus_texts
+            noisy = rng.random() < args.grammar_noise
+            examples.append(grammar_example(
+                texts[rng.integers(len(texts))], hypothesis_prefix, rng, starts_word, pairs,
+                substitutes, args.input_length, replace_rate * noisy, swap_rate * noisy))
+        labels = np.full((size, args.input_length, len(GRAMMAR_HEADS)), -1, np.float32)
+        for row, (_, columns) in enumerate(examples):
+            labels[row, :len(columns)] = columns[:args.input_length]
+        return pad([inputs for inputs, _ in examples], args.input_length), labels
+
+    return train_piece_stage(model, params, "grammar", args.grammar_steps,
+                             args.grammar_learning_rate, batch_of, args.batch_size, args.seed)
 
 
 def pad(rows: Sequence[Sequence[int]], length: int, fill: int = 0) -> np.ndarray:
@@ -670,6 +895,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="Per word: the chance of another inflection, and of trading places "
                              "with the next word.")
     parser.add_argument("--word_noise_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--grammar_steps", type=int, default=0,
+                        help="Steps of the grammar stage (see grammar_example), after the "
+                             "word-noise stage and before the alignment stage: on the sample's "
+                             "unlabelled corpus, the encoder learns which words make a word pair "
+                             "that grammatical text never has.")
+    parser.add_argument("--grammar_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--grammar_rates", type=float, nargs=2, default=(0.1, 0.05),
+                        metavar=("REPLACE", "SWAP"),
+                        help="The grammar stage's noise per hypothesis word: the chance of a "
+                             "substitute, and of trading places with the next word.")
+    parser.add_argument("--grammar_noise", type=float, default=0.5,
+                        help="Share of the grammar stage's hypotheses that get noise.")
+    parser.add_argument("--grammar_split", type=float, default=0.3,
+                        help="Share of the grammar stage's pairs taken from the train split "
+                             "(the rest from the corpus).")
     parser.add_argument("--alignment_steps", type=int, default=0,
                         help="Steps of the alignment stage (see alignment_example), after the "
                              "word-noise stage and before the text objectives: the encoder "
@@ -684,6 +924,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--alignment_swap", type=float, default=0.3,
                         help="Share of the alignment stage's hypotheses given names and numbers "
                              "of another hypothesis.")
+    parser.add_argument("--alignment_corpus", type=float, default=0.0,
+                        help="Share of the alignment stage's pairs taken from the sample's "
+                             "unlabelled corpus (the rest from the train split).")
+    parser.add_argument("--alignment_grammar", action="store_true",
+                        help="The alignment stage's hypothesis noise is the grammar stage's, and "
+                             "its noisy_word column marks the words of word pairs the corpus "
+                             "never has (see grammar_example), noise or not.")
     parser.add_argument("--alignment_noise_rates", type=float, nargs=2, default=(0.15, 0.05),
                         metavar=("REPLACE", "SWAP"),
                         help="The alignment stage's word noise, as --word_noise_rates.")
@@ -705,16 +952,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                      "must be shares that add up to at most 1")
     stages = {"--steps": args.steps, "--matching_steps": args.matching_steps,
               "--word_noise_steps": args.word_noise_steps,
+              "--grammar_steps": args.grammar_steps,
               "--alignment_steps": args.alignment_steps}
     if min(stages.values()) < 0 or sum(stages.values()) == 0:
         parser.error(", ".join(f"{name} {value}" for name, value in stages.items())
                      + ": each must be >= 0 and not all 0")
     for name, (replace_rate, swap_rate) in (("--word_noise_rates", args.word_noise_rates),
-                                            ("--alignment_noise_rates", args.alignment_noise_rates)):
+                                            ("--alignment_noise_rates", args.alignment_noise_rates),
+                                            ("--grammar_rates", args.grammar_rates)):
         if min(replace_rate, swap_rate) < 0 or replace_rate + swap_rate > 1:
             parser.error(f"{name} {replace_rate} {swap_rate} must be shares that add up to at "
                          "most 1")
-    for name in ("alignment_noise", "alignment_shuffle", "alignment_swap"):
+    for name in ("alignment_noise", "alignment_shuffle", "alignment_swap", "alignment_corpus",
+                 "grammar_noise", "grammar_split"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             parser.error(f"--{name} {getattr(args, name)} must lie in [0, 1]")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -765,14 +1015,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     word_noise_record = {}
     if args.word_noise_steps:
         params, word_noise_record = train_word_noise(model, params, args, texts, word_start, similar)
+    ends_sentence, starts_word = np.zeros((2, config.vocab_size), bool)
+    ends_sentence[:len(pieces)] = sentence_ends(pieces)
+    starts_word[:len(pieces)] = word_boundaries(pieces)
+    corpus_texts, grammar = [], None
+    if args.grammar_steps or args.alignment_corpus or args.alignment_grammar:
+        corpus = read_corpus(args.sample_dir)
+        corpus_texts = [(tokenizer.encode(f"premise: {article}"),
+                         tokenizer.encode(f"hypothesis: {summary}")) for article, summary in corpus]
+        corpus_texts = [(premise[:budget - len(hypothesis)], hypothesis)
+                        for premise, hypothesis in corpus_texts]
+        # The corpus' word pairs: its articles and summaries, whole.
+        bodies = [tokenizer.encode(article) for article, _ in corpus]
+        bodies += [hypothesis[prefix:] for _, hypothesis in corpus_texts]
+        grammar = word_pairs(bodies, starts_word, pieces)
+        logger.info("%d corpus pairs: %d word pairs, %d words with substitutes (median %d)",
+                    len(corpus), len(grammar[0]), len(grammar[1]),
+                    int(np.median([len(v) for v in grammar[1].values()])))
+    grammar_record = {}
+    if args.grammar_steps:
+        params, grammar_record = train_grammar(model, params, args, corpus_texts, split_texts,
+                                               prefix, starts_word, grammar)
     alignment_record = {}
     if args.alignment_steps:
-        ends_sentence, starts_word = np.zeros((2, config.vocab_size), bool)
-        ends_sentence[:len(pieces)] = sentence_ends(pieces)
-        starts_word[:len(pieces)] = word_boundaries(pieces)
         params, alignment_record = train_alignment(
             model, params, args, split_texts, len(tokenizer.encode("premise:")), prefix,
-            ends_sentence, word_start, starts_word, is_value, similar)
+            ends_sentence, word_start, starts_word, is_value, similar, corpus_texts,
+            grammar if args.alignment_grammar else None)
     warmup = min(100, args.steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(0.0, args.learning_rate, warmup,
                                                   max(args.steps, 1), args.learning_rate * 0.1)
@@ -853,6 +1122,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     objectives = "+".join(name for name, used in (
         ("matching", args.matching_steps > 0),
         ("word_noise", args.word_noise_steps > 0),
+        ("grammar", args.grammar_steps > 0),
         ("alignment", args.alignment_steps > 0),
         ("span_corruption", args.steps > 0 and args.detect_rate + args.replace_rate < 1),
         ("grounded_replacement", args.replace_rate > 0),
@@ -863,7 +1133,8 @@ def main(argv: Sequence[str] | None = None) -> None:
               "matching_steps": args.matching_steps,
               "matching_learning_rate": args.matching_learning_rate,
               "init": args.init,
-              "data": "sample train split text (articles + summaries), no ratings",
+              "data": "sample train split text (articles + summaries)"
+                      + (" and corpus pairs" if corpus_texts else "") + ", no ratings",
               "steps": args.steps, "batch_size": args.batch_size,
               "input_length": args.input_length, "target_length": args.target_length,
               "learning_rate": args.learning_rate, "seed": args.seed,
@@ -875,12 +1146,20 @@ def main(argv: Sequence[str] | None = None) -> None:
               "word_noise_rates": list(args.word_noise_rates),
               "word_noise_learning_rate": args.word_noise_learning_rate,
               "word_noise": word_noise_record,
+              "grammar_steps": args.grammar_steps,
+              "grammar_learning_rate": args.grammar_learning_rate,
+              "grammar_rates": list(args.grammar_rates),
+              "grammar_split": args.grammar_split,
+              "grammar_noise": args.grammar_noise,
+              "grammar": grammar_record,
               "alignment_steps": args.alignment_steps,
               "alignment_learning_rate": args.alignment_learning_rate,
               "alignment_noise": args.alignment_noise,
               "alignment_noise_rates": list(args.alignment_noise_rates),
               "alignment_shuffle": args.alignment_shuffle,
               "alignment_swap": args.alignment_swap,
+              "alignment_corpus": args.alignment_corpus,
+              "alignment_grammar": args.alignment_grammar,
               "alignment": alignment_record,
               "seconds": round(time.time() - start)}
     # A continued run keeps the record of the run it started from.

@@ -199,8 +199,12 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
 @pytest.mark.parametrize("stage, flags, changed", [
     ("matching", ["--matching_steps", "3"], ("layers_0", "attention", "query")),
     ("word_noise", ["--word_noise_steps", "3", "--input_length", "64"], ("layers_2", "mlp", "wo")),
+    ("grammar", ["--grammar_steps", "3", "--input_length", "64", "--grammar_split", "0.5"],
+     ("layers_2", "attention", "out")),
     ("alignment", ["--alignment_steps", "3", "--input_length", "64", "--alignment_shuffle", "0.5",
                    "--alignment_swap", "0.5"], ("layers_1", "attention", "key")),
+    ("alignment", ["--alignment_steps", "3", "--input_length", "64", "--alignment_corpus", "0.5",
+                   "--alignment_grammar"], ("layers_0", "mlp", "wo")),
 ])
 def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     from seahorse_metrics.checkpoints import load_checkpoint
@@ -225,7 +229,11 @@ def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     assert 0.0 <= record[stage]["held_out_roc_auc"] <= 1.0
     if stage == "word_noise":
         assert record["word_noise_rates"] == [0.3, 0.1]
-    if stage == "alignment":
+    if stage == "grammar":
+        assert record["grammar_rates"] == [0.1, 0.05] and record["grammar_split"] == 0.5
+    if stage == "alignment" and record["alignment_grammar"]:
+        assert record["alignment_corpus"] == 0.5 and "corpus" in record["data"]
+    elif stage == "alignment":
         assert record["alignment_shuffle"] == record["alignment_swap"] == 0.5
         assert len(record["alignment"]["held_out_roc_auc_per_column"]) == len(
             script.ALIGNMENT_HEADS)
@@ -241,7 +249,10 @@ def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
             (["--noise_strength", "1.5", "0.1"], "--noise_strength: [1.5, 0.1]"),
             (["--detect_rate", "0.7", "--replace_rate", "0.5"], "--detect_rate 0.7 and --replace_rate 0.5"),
             (["--steps", "0"], "--steps 0, --matching_steps 0, --word_noise_steps 0, "
-                               "--alignment_steps 0: each must"),
+                               "--grammar_steps 0, --alignment_steps 0: each must"),
+            (["--grammar_rates", "0.9", "0.2"], "--grammar_rates 0.9 0.2"),
+            (["--grammar_split", "1.5"], "--grammar_split 1.5 must lie in [0, 1]"),
+            (["--alignment_corpus", "2"], "--alignment_corpus 2.0 must lie in [0, 1]"),
             (["--word_noise_steps", "-1"], "--word_noise_steps -1"),
             (["--word_noise_rates", "0.8", "0.3"], "--word_noise_rates 0.8 0.3"),
             (["--alignment_noise_rates", "0.9", "0.2"], "--alignment_noise_rates 0.9 0.2"),
@@ -335,15 +346,18 @@ def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_conta
     # Names and numbers only; the premise has them all; no noise was given.
     assert hypothesis_part[:, 5].tolist() == [0, -1, -1, -1, -1, -1, 0]
     assert (premise_part[:, 5:] == -1).all() and hypothesis_part[:, 6].tolist() == [0] * 7
-    assert hypothesis_part[:, 7].tolist() == [0] * 7
+    assert hypothesis_part[:, 7].tolist() == [0] * 7 and (labels[:, 8] == -1).all()
     # Words the premise lacks ("3." alone, it has "3.70"; "Anna70"), and the
     # word noise's flags.
     noisy = ids("\u2581hypothesis : \u2581Tom \u2581Paris \u25813. \u2581Anna 70")
-    _, labels = script.alignment_example((premise, noisy), 2, 2, *tables, [1, 1, 0, 0, 0])
+    _, labels = script.alignment_example((premise, noisy), 2, 2, *tables, [1, 1, 0, 0, 0],
+                                         wording_verdict=True)
     assert labels[len(premise) + 2:-1, 5].tolist() == [0, 0, 1, 1, 1]
     assert labels[len(premise) + 2:-1, 6].tolist() == [1, 1, 0, 0, 0]
     # Two of its four names and numbers are unsupported: every piece says so.
     assert labels[len(premise) + 2:-1, 7].tolist() == [0.5] * 5
+    # The noise flags a word, so every piece says the wording has a fault.
+    assert labels[len(premise) + 2:-1, 8].tolist() == [1] * 5
     # A long premise loses its end so the whole hypothesis fits; the labels
     # describe what is left ("premise: Tom left").
     inputs, labels = script.alignment_example((premise, hypothesis), 2, 2, ends, 14,
@@ -388,3 +402,92 @@ def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the
     # Nothing to swap: unchanged.
     plain = ids("\u2581hypothesis : \u2581left \u2581and \u2581came")
     assert script.swap_values(plain, donor, 2, starts_word, is_value, rng) == plain
+
+
+def _grammar_tables():
+    pieces = ["<pad>", "</s>", "<unk>", "\u2581police", "\u2581have", "\u2581has", "\u2581arrested",
+              "\u2581a", "\u2581storm", "\u2581damaged", "\u2581homes", "\u25813", ".",
+              "\u2581people", "\u2581been", "\u2581Mia", "\u25817"]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    script = _script()
+    starts_word = script.word_boundaries(pieces)
+
+    def ids(text):
+        return [vocab[piece] for piece in text.split()]
+
+    bodies = [ids("\u2581police \u2581have \u2581arrested \u25813 \u2581people ."),
+              ids("\u2581a \u2581storm \u2581has \u2581damaged \u25813 \u2581homes ."),
+              ids("\u2581police \u2581have \u2581been \u2581arrested ."),
+              ids("\u2581a \u2581storm \u2581has \u2581been .")]
+    return script, pieces, ids, starts_word, bodies
+
+
+def test_word_pairs_know_what_follows_what_and_which_words_can_stand_in():
+    script, pieces, ids, starts_word, bodies = _grammar_tables()
+    pairs, substitutes = script.word_pairs(bodies, starts_word, pieces)
+    word = {piece: (index,) for index, piece in enumerate(pieces)}
+    assert pairs.has(script.EDGE, word["\u2581police"])
+    assert pairs.has(word["\u2581people"], word["."]) and pairs.has(word["."], script.EDGE)
+    assert not pairs.has(word["\u2581police"], word["\u2581has"])
+    # Any number stands where a number was seen.
+    assert pairs.has(word["\u2581arrested"], word["\u25817"])
+    assert not pairs.has(word["\u2581police"], word["\u25817"])
+    # `has` and `have` both come before `been`: each stands in for the other.
+    assert word["\u2581have"] in substitutes[word["\u2581has"]]
+    assert word["\u2581has"] in substitutes[word["\u2581have"]]
+    # A number neither gets substitutes nor makes them: `arrested` and
+    # `damaged` only share the `3` after them.
+    assert word["\u25813"] not in substitutes and word["."] not in substitutes
+    assert word["\u2581damaged"] not in substitutes.get(word["\u2581arrested"], [])
+
+
+def test_grammar_labels_mark_the_words_of_pairs_the_corpus_never_has():
+    script, pieces, ids, starts_word, bodies = _grammar_tables()
+    pairs, substitutes = script.word_pairs(bodies, starts_word, pieces)
+    premise = ids("\u2581Mia \u2581a \u2581storm \u2581has \u2581damaged \u25813 \u2581homes .")
+    prefix = 1  # one piece stands for `hypothesis:`
+    clean = [0] + ids("\u2581police \u2581have \u2581arrested \u25813 \u2581people .")
+    rng = np.random.default_rng(0)
+    inputs, labels = script.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
+                                            substitutes, 64, 0.0, 0.0)
+    assert inputs == premise + clean + [1]
+    body = slice(len(premise) + prefix, len(inputs) - 1)
+    assert (labels[:body.start] == -1).all() and (labels[body] == 0).all()
+    assert (labels[-1] == -1).all()
+    # An error that the text brings is found without any noise: `police has`;
+    # every hypothesis piece says that the hypothesis has one.
+    broken = [0] + ids("\u2581police \u2581has \u2581arrested \u25813 \u2581people .")
+    _, labels = script.grammar_example((premise, broken), prefix, rng, starts_word, pairs,
+                                       substitutes, 64, 0.0, 0.0)
+    assert labels[body, 0].tolist() == [1, 1, 1, 0, 0, 0] and (labels[body, 1] == 1).all()
+    # Noise: whatever it did, a piece is labelled 1 exactly when its word
+    # makes a pair the corpus lacks; the premise is cut to fit the length.
+    changed = 0
+    for _ in range(100):
+        inputs, labels = script.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
+                                                substitutes, 10, 0.3, 0.2)
+        assert len(inputs) == len(labels) <= 10 and inputs[-1] == 1
+        start = inputs.index(0) + 1
+        noisy = inputs[start:-1]
+        assert len(noisy) == len(clean) - prefix
+        assert inputs[:start - 1] == premise[:len(inputs) - len(clean) - 1]
+        words = [script.EDGE] + [(piece,) for piece in noisy] + [script.EDGE]
+        expected = [int(not pairs.has(words[k - 1], words[k]) or not pairs.has(words[k], words[k + 1]))
+                    for k in range(1, len(words) - 1)]
+        assert labels[start:-1, 0].tolist() == expected
+        assert (labels[start:-1, 1] == max(expected)).all()
+        changed += noisy != clean[prefix:]
+    assert changed > 50
+
+
+def test_the_corpus_reader_names_the_line_of_a_bad_record(tmp_path):
+    import gzip
+
+    script = _script()
+    pairs = script.read_corpus(SAMPLE_DIR)
+    assert len(pairs) == 9000 and all(article and summary for article, summary in pairs)
+    (tmp_path / "corpus").mkdir()
+    with gzip.open(tmp_path / "corpus" / "train.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write('{"text": "A.", "summary": "B."}\n{"text": "C."}\n')
+    with pytest.raises(ValueError, match=r"train.jsonl.gz:2: not a corpus record"):
+        script.read_corpus(str(tmp_path))
