@@ -4,8 +4,7 @@
 
 1. prepares the sample's SEAHORSE-format release with its local articles
    (`seahorse-metrics prepare`);
-2. fine-tunes one tiny metric per question with `gin/runs/demo.gin` (a
-   question's own `gin/runs/demo_q<N>.gin` where there is one: Q4), starting
+2. fine-tunes one tiny metric per question with `gin/runs/demo.gin`, starting
    from the sample's backbone (a tiny mT5-shaped model pretrained without
    labels by `scripts/pretrain_backbone.py`, shipped as a Hugging Face
    directory), as a real run fine-tunes `google/mt5-large`
@@ -38,19 +37,6 @@ logger = logging.getLogger("seahorse_metrics.demo")
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sample")
 DEMO_GIN = "gin/runs/demo.gin"
-
-
-def demo_gin(question: int) -> str:
-    """The question's own demo configuration (gin/runs/demo_q<N>.gin, which
-    includes demo.gin) where there is one, else demo.gin."""
-    from seahorse_metrics.training.config import resolve_gin_file
-
-    own = DEMO_GIN.replace(".gin", f"_q{question}.gin")
-    try:
-        resolve_gin_file(own)
-    except FileNotFoundError:
-        return DEMO_GIN
-    return own
 BACKBONE_DIR = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
 # What the demo's metrics must reach on the synthetic test split (ROC-AUC):
 # the questions whose signal is in the summary alone, and those that need the
@@ -90,7 +76,7 @@ def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
         bindings = [f"MODEL_DIR = '{model_dir}'", f"TASK = 'seahorse_q{question}'",
                     f"DATA_DIR = '{prepared}'", f"INIT_CHECKPOINT = '{BACKBONE_DIR}'",
                     *extra_bindings]
-        result = trainer.train_from_gin([demo_gin(question)], bindings)
+        result = trainer.train_from_gin([DEMO_GIN], bindings)
         if result.best_checkpoint is None:
             raise RuntimeError(f"training q{question} kept no best checkpoint ({model_dir})")
         auc = (result.best_metrics or {}).get("roc_auc")
@@ -173,8 +159,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     prepared = prepare_sample(output_dir)
     print(f"  -> {prepared} ({time.time() - t:.0f} s)")
 
-    t = _step(f"2/4 fine-tune a tiny metric per question ({DEMO_GIN}; Q4: "
-              f"{demo_gin(4)})")
+    t = _step(f"2/4 fine-tune a tiny metric per question ({DEMO_GIN})")
     checkpoints = train_metrics(output_dir, prepared, questions, args.bindings)
     print(f"  ({time.time() - t:.0f} s)")
 

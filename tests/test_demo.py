@@ -40,18 +40,3 @@ def test_unknown_question_is_refused_before_any_work(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "no question [7]" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
-
-
-def test_attribution_trains_three_times_as_long_from_its_own_demo_configuration(tmp_path, monkeypatch):
-    from seahorse_metrics.training.config import config_from_gin
-
-    # Found from any working directory, as the trainer finds gin files.
-    monkeypatch.chdir(tmp_path)
-    assert demo.demo_gin(4) == "gin/runs/demo_q4.gin"
-    assert [demo.demo_gin(q) for q in (1, 2, 3, 5, 6)] == [demo.DEMO_GIN] * 5
-    required = ["MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"]
-    base = config_from_gin([demo.DEMO_GIN], required)
-    attribution = config_from_gin([demo.demo_gin(4)], required)
-    assert (base.train_steps, attribution.train_steps) == (210, 630)
-    assert attribution.eval_every == 315 and attribution.checkpoint_every == 630
-    assert attribution.optimizer == base.optimizer and attribution.batch_size == base.batch_size
