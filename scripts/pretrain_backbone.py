@@ -822,10 +822,7 @@ def train_alignment(model, params, args: argparse.Namespace,
 
     def batch_of(rng, size):
         examples = [example_of(rng, i) for i in rng.integers(0, len(split_texts), size)]
-        labels = np.full((size, args.input_length, len(ALIGNMENT_HEADS)), -1, np.float32)
-        for row, (_, columns) in enumerate(examples):
-            labels[row, :len(columns)] = columns[:args.input_length]
-        return pad([inputs for inputs, _ in examples], args.input_length), labels
+        return column_batch(examples, args.input_length)
 
     return train_piece_stage(model, params, "alignment", args.alignment_steps,
                              args.alignment_learning_rate, batch_of, args.batch_size, args.seed)
@@ -852,13 +849,21 @@ def train_grammar(model, params, args: argparse.Namespace,
             examples.append(grammar_example(
                 texts[rng.integers(len(texts))], hypothesis_prefix, rng, starts_word, pairs,
                 substitutes, args.input_length, replace_rate * noisy, swap_rate * noisy))
-        labels = np.full((size, args.input_length, len(GRAMMAR_HEADS)), -1, np.float32)
-        for row, (_, columns) in enumerate(examples):
-            labels[row, :len(columns)] = columns[:args.input_length]
-        return pad([inputs for inputs, _ in examples], args.input_length), labels
+        return column_batch(examples, args.input_length)
 
     return train_piece_stage(model, params, "grammar", args.grammar_steps,
                              args.grammar_learning_rate, batch_of, args.batch_size, args.seed)
+
+
+def column_batch(examples: Sequence[tuple[Sequence[int], np.ndarray]], length: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Examples with labels in columns ([pieces, columns]) as one batch:
+    tokens padded to `length`, and labels [batch, length, columns] with -1
+    where there is no piece."""
+    labels = np.full((len(examples), length, examples[0][1].shape[1]), -1, np.float32)
+    for row, (_, columns) in enumerate(examples):
+        labels[row, :len(columns)] = columns[:length]
+    return pad([inputs for inputs, _ in examples], length), labels
 
 
 def pad(rows: Sequence[Sequence[int]], length: int, fill: int = 0) -> np.ndarray:
