@@ -928,7 +928,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "(the rest from the corpus).")
     parser.add_argument("--alignment_steps", type=int, default=0,
                         help="Steps of the alignment stage (see alignment_example), after the "
-                             "word-noise stage and before the text objectives: the encoder "
+                             "grammar stage and before the text objectives: the encoder "
                              "learns which summary pieces its article (and its lead) contains, "
                              "and which pieces repeat.")
     parser.add_argument("--alignment_learning_rate", type=float, default=1e-3)
