@@ -1004,9 +1004,15 @@ def main(argv: Sequence[str] | None = None) -> None:
              for article, summary in pairs]
     # The same texts in two parts, for token-replacement denoising of the hypothesis.
     prefix = len(tokenizer.encode("hypothesis:"))
-    split_texts = [(tokenizer.encode(f"premise: {article}"), tokenizer.encode(f"hypothesis: {summary}"))
-                   for article, summary in pairs]
-    split_texts = [(premise[:budget - len(hypothesis)], hypothesis) for premise, hypothesis in split_texts]
+
+    def in_two_parts(article_summary_pairs):
+        """(premise, hypothesis) pieces, the premise cut to fit the budget."""
+        parts = [(tokenizer.encode(f"premise: {article}"),
+                  tokenizer.encode(f"hypothesis: {summary}"))
+                 for article, summary in article_summary_pairs]
+        return [(premise[:budget - len(hypothesis)], hypothesis) for premise, hypothesis in parts]
+
+    split_texts = in_two_parts(pairs)
     pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.get_piece_size())]
     word_start = np.zeros(config.vocab_size, bool)
     word_start[:len(pieces)] = [piece.startswith("\u2581") for piece in pieces]
@@ -1037,10 +1043,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     corpus_texts, grammar = [], None
     if args.grammar_steps or args.alignment_corpus or args.alignment_grammar:
         corpus = read_corpus(args.sample_dir)
-        corpus_texts = [(tokenizer.encode(f"premise: {article}"),
-                         tokenizer.encode(f"hypothesis: {summary}")) for article, summary in corpus]
-        corpus_texts = [(premise[:budget - len(hypothesis)], hypothesis)
-                        for premise, hypothesis in corpus_texts]
+        corpus_texts = in_two_parts(corpus)
         # The corpus' word pairs: its articles and summaries, whole.
         bodies = [tokenizer.encode(article) for article, _ in corpus]
         bodies += [hypothesis[prefix:] for _, hypothesis in corpus_texts]
