@@ -518,14 +518,18 @@ def read_corpus(sample_dir: str) -> list[tuple[str, str]]:
     """(article, summary) pairs of the sample's unlabelled corpus
     (`corpus/train.jsonl.gz`, the summarisation datasets' train split)."""
     path = os.path.join(sample_dir, "corpus", "train.jsonl.gz")
-    pairs = []
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                record = json.loads(line)
-                pairs.append((record["text"], record["summary"]))
-            except (json.JSONDecodeError, KeyError) as error:
-                raise ValueError(f"{path}:{number}: not a corpus record ({error})") from error
+    pairs, number = [], 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                try:
+                    record = json.loads(line)
+                    pairs.append((record["text"], record["summary"]))
+                except (json.JSONDecodeError, KeyError, TypeError) as error:
+                    raise ValueError(f"{path}:{number}: not a corpus record ({error!r})") from error
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: unreadable after line {number} ({error!r}); regenerate it with "
+                         "scripts/make_sample.py") from error
     return pairs
 
 

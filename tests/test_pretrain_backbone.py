@@ -493,3 +493,11 @@ def test_the_corpus_reader_names_the_line_of_a_bad_record(tmp_path):
         handle.write('{"text": "A.", "summary": "B."}\n{"text": "C."}\n')
     with pytest.raises(ValueError, match=r"train.jsonl.gz:2: not a corpus record"):
         script.read_corpus(str(tmp_path))
+    # A file that is not gzip, and one cut short, are named too.
+    (tmp_path / "corpus" / "train.jsonl.gz").write_text('{"text": "A.", "summary": "B."}\n')
+    with pytest.raises(ValueError, match=r"train.jsonl.gz: unreadable after line 0"):
+        script.read_corpus(str(tmp_path))
+    whole = gzip.compress(('{"text": "A.", "summary": "B."}\n' * 400).encode())
+    (tmp_path / "corpus" / "train.jsonl.gz").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(ValueError, match=r"train.jsonl.gz: unreadable after line \d+"):
+        script.read_corpus(str(tmp_path))
