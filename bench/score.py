@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     from seahorse_metrics.data.vocab import SentencePieceTokenizer
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.predict import Scorer
+    from seahorse_metrics.scoring.scorer import Scorer
 
     torch.set_num_threads(os.cpu_count() or 1)
     wall = time.perf_counter()

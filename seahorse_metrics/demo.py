@@ -87,7 +87,7 @@ def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
 
 
 def score_test_split(output_dir: str, prepared: str, checkpoints: dict[int, str]) -> str:
-    from seahorse_metrics.predict import MultiScorer
+    from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
     scorer = MultiScorer.load({f"q{q}": path for q, path in checkpoints.items()},

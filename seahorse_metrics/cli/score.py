@@ -104,7 +104,7 @@ def checkpoint_names(specs: list[str]) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from seahorse_metrics.predict import MultiScorer
+    from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]

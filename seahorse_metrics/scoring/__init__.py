@@ -1,5 +1,9 @@
-"""The machinery behind `seahorse_metrics.Scorer` (see `seahorse_metrics.predict`).
+"""Scoring: `Scorer` and `MultiScorer` (`scorer`) and the machinery they use.
 
+`seahorse_metrics.predict` and the package root are their public face.
+
+* `scorer`: `MultiScorer` (several metrics, one tokenisation) and `Scorer`
+  (one metric): loading, settings, `score`, `score_records`.
 * `units`: from a (premise, hypothesis) pair to encoder inputs: truncation
   (via `seahorse_metrics.data.inputs`), premise chunks, summary sentences.
 * `batching`: length buckets and the deterministic batch plan of a window.

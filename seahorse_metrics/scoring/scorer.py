@@ -1,0 +1,595 @@
+"""Score summaries with SEAHORSE-style metrics: P("1") at the first decoder step.
+
+    from seahorse_metrics import Scorer
+    scorer = Scorer.load("path/to/checkpoint")      # ours, Hugging Face or T5X
+    probs = scorer.score(articles, summaries)       # float32 numpy array, input order
+
+    from seahorse_metrics import MultiScorer         # several questions at once
+    multi = MultiScorer.load({"q4": "ckpt/q4", "q6": "ckpt/q6"})
+    scores = multi.score(articles, summaries)       # {"q4": array, "q6": array}
+
+Each pair is read as `premise: {premise} hypothesis: {hypothesis}`, tokenised
+with the checkpoint's SentencePiece vocabulary and cut to `max_input_length`
+tokens as the data module does (`seahorse_metrics.data.inputs.encode_pair`:
+the summary is kept whole, `truncation="joint"` cuts the whole string); cuts
+are counted and logged. The score is P("1") from the full-vocabulary softmax
+at the first decoder step (`normalize="full"`, as TRUE-style metrics do), or
+P("1") / (P("1") + P("0")) with `normalize="pair"`; the two are not
+rank-identical, so the choice is part of `metadata()`. Long premises can be
+chunked (`long_inputs="chunk"`, max over chunks) and summaries scored per
+sentence (`per_sentence=True`, min or mean over sentences); see
+`seahorse_metrics.scoring.units`.
+
+Inputs are batched by length bucket within windows (each batch shape compiles
+once) and split over all local devices; results always come back in input
+order.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import logging
+import os
+from typing import Any, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from seahorse_metrics.data.inputs import encode_pair
+from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.scoring import batching as batching_lib
+from seahorse_metrics.scoring.pipeline import (Example, ExampleResult, ScoringPipeline,
+                                               ScoringStats, in_input_order, windows_of)
+from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_texts
+from seahorse_metrics.scoring.units import InputSettings
+
+logger = logging.getLogger(__name__)
+
+VOCAB_FILE = "spiece.model"
+SCORE_FIELD = "score"
+SENTENCES_FIELD = "sentences"
+
+
+def find_vocabulary(checkpoint_path: str) -> Optional[str]:
+    """Returns `spiece.model` in the checkpoint directory (or, for a step
+    directory, in its parent), or None."""
+    for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
+        candidate = os.path.join(directory, VOCAB_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
+    vocab_path = vocab or find_vocabulary(path)
+    if vocab_path is None:
+        raise FileNotFoundError(
+            f"no {VOCAB_FILE} in {path}; pass the SentencePiece model as vocab=...")
+    if not os.path.isfile(vocab_path):
+        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
+    return vocab_path
+
+
+def _load_model(path: str, dtype: str):
+    from seahorse_metrics.checkpoints import load_checkpoint
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    config, params = load_checkpoint(path)
+    return EncoderDecoderModel(config.replace(dtype=dtype)), params
+
+
+def _file_digest(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+@dataclasses.dataclass
+class ScoreOutput:
+    """Scores of a list of pairs with everything that describes them.
+
+    Attributes:
+      scores: Per model name: float32 [n] scores in input order.
+      sentence_scores: With `per_sentence`, per model name: a float32 array of
+        sentence scores per pair; else None.
+      sentences: With `per_sentence`, the sentences of each summary; else None.
+      stats: Truncation and batching counts of this call.
+      metadata: The scorer's settings (`MultiScorer.metadata()`).
+    """
+
+    scores: dict[str, np.ndarray]
+    sentence_scores: Optional[dict[str, list[np.ndarray]]]
+    sentences: Optional[list[list[str]]]
+    stats: ScoringStats
+    metadata: dict
+
+
+class MultiScorer:
+    """Scores (premise, hypothesis) pairs with several metrics at once.
+
+    All metrics share one vocabulary, so every input is tokenised once and
+    each batch is run through every model (models of equal size also share
+    their compiled programs).
+
+    Attributes:
+      names: The metrics' names, in order (the output fields).
+      settings: Input and aggregation settings (`InputSettings`).
+      positive_id, negative_id: Vocabulary ids of "1" and "0".
+      stats: Counts accumulated over every call.
+    """
+
+    def __init__(self, models: Mapping[str, tuple[Any, Any]], vocab_path: str, *,
+                 max_input_length: int = 2048, batch_size: int = 16,
+                 truncation: str = "summary_first", normalize: str = "full",
+                 long_inputs: str = "truncate", chunk_overlap: int = 128,
+                 per_sentence: bool = False, sentence_aggregate: str = "min",
+                 bucket_lengths: Optional[Sequence[int]] = None,
+                 max_batch_tokens: int = batching_lib.DEFAULT_MAX_BATCH_TOKENS,
+                 window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
+                 compiler_options: Optional[Mapping[str, Any]] = None,
+                 checkpoints: Optional[Mapping[str, str]] = None):
+        """Builds a scorer from loaded models.
+
+        Args:
+          models: name -> (`EncoderDecoderModel`, parameters).
+          vocab_path: The SentencePiece model the metrics were trained with.
+          max_input_length: Token budget of one input, EOS included.
+          batch_size: Most rows of a batch (default of `score`).
+          truncation: `summary_first` or `joint` (see the module docstring).
+          normalize: `full` or `pair`.
+          long_inputs: `truncate` or `chunk`.
+          chunk_overlap: Premise pieces shared by consecutive chunks.
+          per_sentence: Score each summary sentence against the premise.
+          sentence_aggregate: `min` or `mean` over sentences.
+          bucket_lengths: Batch lengths (default `batching.DEFAULT_BUCKET_LENGTHS`
+            up to `max_input_length`).
+          max_batch_tokens: Rows of a bucket are about this many tokens / length.
+          window_size: Pairs sorted by length together.
+          mesh: A ('data', 'model') device mesh (default: every local device
+            on 'data').
+          compiler_options: XLA compile options (see `ModelRunner`).
+          checkpoints: name -> checkpoint path, for `metadata()`.
+
+        Raises:
+          ValueError: for bad settings, or a vocabulary that does not fit a
+            model or cannot tell "1" from "0".
+        """
+        if not models:
+            raise ValueError("need at least one model")
+        self.names = list(models)
+        self.vocab_path = vocab_path
+        self.tokenizer = SentencePieceTokenizer(vocab_path)
+        self.positive_id, self.negative_id, self.pad_id = self._check_models(models)
+        self.settings = InputSettings(
+            max_input_length=int(max_input_length), truncation=truncation,
+            long_inputs=long_inputs, chunk_overlap=int(chunk_overlap),
+            per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
+            normalize=normalize)
+        self.runners = self._place_models(models, mesh, compiler_options)
+        self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
+        self.batch_size = int(batch_size)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.window_size = int(window_size)
+        self.batching()  # Validates the batch settings now.
+        self.checkpoints = dict(checkpoints or {})
+        self.stats = ScoringStats()
+
+    # ------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, checkpoints: Union[Mapping[str, str], Sequence[str]], vocab: Optional[str] = None,
+             dtype: str = "float32", max_input_length: int = 2048, **kwargs) -> "MultiScorer":
+        """Loads several checkpoints (any format `load_checkpoint` reads).
+
+        Args:
+          checkpoints: name -> directory, or directories (named by their
+            base name, made unique).
+          vocab: SentencePiece model; default: `spiece.model` in each
+            checkpoint directory (they must be identical).
+          dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs).
+          max_input_length: Token budget of one input, EOS included.
+          **kwargs: Any other argument of `MultiScorer(...)`.
+
+        Raises:
+          FileNotFoundError: if a checkpoint or vocabulary is missing.
+          ValueError: if the checkpoints' vocabularies differ.
+        """
+        named = _name_checkpoints(checkpoints)
+        vocab_paths = {name: _resolve_vocabulary(path, vocab) for name, path in named.items()}
+        digests = {name: _file_digest(path) for name, path in vocab_paths.items()}
+        if len(set(digests.values())) > 1:
+            raise ValueError(
+                "the checkpoints have different vocabularies "
+                f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
+                "separately or pass the shared one as vocab=...")
+        models = {name: _load_model(path, dtype) for name, path in named.items()}
+        return cls(models, next(iter(vocab_paths.values())), max_input_length=max_input_length,
+                   checkpoints=named, **kwargs)
+
+    # ------------------------------------------------------------ checks
+    def _check_models(self, models: Mapping[str, tuple[Any, Any]]) -> tuple[int, int, int]:
+        """Checks the vocabulary against every model; returns the ids of "1",
+        "0" and padding."""
+        configs = {name: model.config for name, (model, _) in models.items()}
+        for name, config in configs.items():
+            self._check_vocabulary(name, config)
+        positive_id, negative_id = self._target_ids()
+        return positive_id, negative_id, self._shared_pad_id(configs)
+
+    def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
+                      compiler_options: Optional[Mapping[str, Any]]) -> list:
+        """One `ModelRunner` per model, its parameters placed on `mesh`."""
+        from seahorse_metrics.scoring.runner import ModelRunner, default_mesh
+
+        mesh = mesh if mesh is not None else default_mesh()
+        return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
+                            compiler_options)
+                for model, params in models.values()]
+
+    def _check_vocabulary(self, name: str, config: T5Config) -> None:
+        if self.tokenizer.vocab_size > config.vocab_size:
+            raise ValueError(
+                f"{self.vocab_path}: {self.tokenizer.vocab_size} pieces do not fit model {name!r} "
+                f"with vocab_size {config.vocab_size}; is it the checkpoint's vocabulary?")
+        for role, vocab_id, model_id in (("eos", self.tokenizer.eos_id, config.eos_id),
+                                         ("pad", self.tokenizer.pad_id, config.pad_id)):
+            if vocab_id >= 0 and vocab_id != model_id:
+                raise ValueError(f"{self.vocab_path}: {role} id {vocab_id} differs from model "
+                                 f"{name!r}'s {model_id}")
+
+    def _target_ids(self) -> tuple[int, int]:
+        try:
+            return target_token_ids(self.tokenizer)
+        except ValueError as error:
+            raise ValueError(f"{self.vocab_path}: {error}. Use the vocabulary the metric was "
+                             "trained with.") from None
+
+    @staticmethod
+    def _shared_pad_id(configs: Mapping[str, T5Config]) -> int:
+        pad_ids = {config.pad_id for config in configs.values()}
+        if len(pad_ids) > 1:
+            raise ValueError(f"the models disagree on the pad id: {pad_ids}")
+        return pad_ids.pop()
+
+    # ------------------------------------------------------------- setup
+    def batching(self, batch_size: Optional[int] = None) -> batching_lib.BatchingConfig:
+        """The batch shapes used for `batch_size` rows (default: the scorer's)."""
+        data_parallel = self.runners[0].data_parallel
+        return batching_lib.BatchingConfig(
+            buckets=self.buckets, batch_size=int(batch_size or self.batch_size),
+            max_batch_tokens=self.max_batch_tokens, row_multiple=data_parallel,
+            window_size=self.window_size)
+
+    def pipeline(self, batch_size: Optional[int] = None) -> ScoringPipeline:
+        """The scoring pipeline for `batch_size` rows."""
+        return ScoringPipeline(self.tokenizer, self.runners, self.settings,
+                               self.batching(batch_size), self.pad_id)
+
+    def precompile(self, batch_size: Optional[int] = None,
+                   max_length: Optional[int] = None) -> None:
+        """Compiles every batch shape up to `max_length` tokens now (two at a
+        time) instead of on first use."""
+        config = self.batching(batch_size)
+        longest = config.buckets[-1] if max_length is None else config.bucket(
+            min(int(max_length), config.buckets[-1]))
+        shapes = [(rows, length) for rows, length in config.shapes() if length <= longest]
+        for runner in self.runners:
+            runner.precompile(shapes)
+
+    def metadata(self) -> dict:
+        """What produced the scores: settings, checkpoints, vocabulary, batching."""
+        return {
+            "score": 'P("1") at the first decoder step',
+            "normalize": self.settings.normalize,
+            "settings": self.settings.to_dict(),
+            "metrics": self.names,
+            "checkpoints": {name: os.path.abspath(path) for name, path in self.checkpoints.items()},
+            "vocabulary": os.path.abspath(self.vocab_path),
+            "target_ids": {"1": self.positive_id, "0": self.negative_id},
+            "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
+                         "max_batch_tokens": self.max_batch_tokens,
+                         "window_size": self.window_size,
+                         "data_parallel": self.runners[0].data_parallel},
+        }
+
+    # ----------------------------------------------------------- scoring
+    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[list[int]]:
+        """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
+        _check_pairs(premises, hypotheses)
+        return [encode_pair(self.tokenizer, p, h, self.settings.max_input_length,
+                            self.settings.truncation).ids
+                for p, h in zip(premises, hypotheses)]
+
+    def run(self, windows: Iterable[Sequence[Example]], batch_size: Optional[int] = None,
+            stats: Optional[ScoringStats] = None) -> Iterator[list[ExampleResult]]:
+        """Scores windows of `Example`s; yields each batch's finished results
+        (completion order). The building block of `score` and the CLI."""
+        stats = stats if stats is not None else ScoringStats()
+        yield from self.pipeline(batch_size).run(windows, stats)
+
+    def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
+                       batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
+                       langs: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
+        """Scores pairs; returns scores, per-sentence scores and counts.
+
+        Args:
+          premises: Articles (or other grounding texts).
+          hypotheses: Summaries, one per premise.
+          batch_size: Most rows of a batch (default: the scorer's).
+          show_progress: Show a progress bar (default: when on a terminal).
+          langs: Language codes, for the truncation counts by language.
+
+        Raises:
+          ValueError: if the lists differ in length or hold non-strings.
+        """
+        from tqdm.auto import tqdm
+
+        _check_pairs(premises, hypotheses)
+        langs = list(langs) if langs is not None else [None] * len(premises)
+        examples = [Example(i, p, h, lang)
+                    for i, (p, h, lang) in enumerate(zip(premises, hypotheses, langs))]
+        stats = ScoringStats()
+        scores = np.zeros((len(self.names), len(examples)), np.float32)
+        per_sentence = [None] * len(examples)
+        sentences = [None] * len(examples)
+        with tqdm(total=len(examples), desc="scoring", unit="ex", dynamic_ncols=True,
+                  disable=(None if show_progress is None else not show_progress)) as progress:
+            for group in self.run(windows_of(examples, self.window_size), batch_size, stats):
+                for result in group:
+                    scores[:, result.key] = result.scores
+                    per_sentence[result.key] = result.sentence_scores
+                    sentences[result.key] = result.sentences
+                progress.update(len(group))
+        stats.log(self.settings.max_input_length)
+        self._merge_stats(stats)
+        sentence_scores = None
+        if self.settings.per_sentence:
+            sentence_scores = {name: [np.asarray(s[m], np.float32) for s in per_sentence]
+                               for m, name in enumerate(self.names)}
+        return ScoreOutput(
+            scores={name: scores[m] for m, name in enumerate(self.names)},
+            sentence_scores=sentence_scores,
+            sentences=sentences if self.settings.per_sentence else None,
+            stats=stats, metadata=self.metadata())
+
+    def score(self, premises: Sequence[str], hypotheses: Sequence[str],
+              batch_size: Optional[int] = None,
+              show_progress: Optional[bool] = None) -> dict[str, np.ndarray]:
+        """Returns {name: float32 [n] scores} for each (premise, hypothesis) pair."""
+        return self.score_detailed(premises, hypotheses, batch_size, show_progress).scores
+
+    def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
+                      hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
+                      fields: Optional[Mapping[str, str]] = None,
+                      batch_size: Optional[int] = None) -> Iterator[dict]:
+        """Streams records through the metrics, yielding them in input order.
+
+        Each yielded record is a copy of the input with a score field per
+        metric (`fields[name]`, default the metric name), and with
+        `per_sentence` a `<field>_sentences` list and a `sentences` list.
+        A record that cannot be scored (missing, empty or non-text field)
+        is yielded with an `error` field instead, and logged. Memory stays
+        bounded: about one window of records is held at a time.
+
+        Args:
+          records: Mappings with the text fields (e.g. JSONL objects).
+          premise_field, hypothesis_field: Names of the text fields.
+          lang_field: Field with a language code, for the counts (optional).
+          fields: metric name -> output field.
+          batch_size: Most rows of a batch.
+        """
+        fields = dict(fields or {name: name for name in self.names})
+        stats = ScoringStats()
+        held: dict[Hashable, Any] = {}
+        pending: collections.deque = collections.deque()
+        errors: dict[Hashable, str] = {}
+
+        def examples() -> Iterator[Example]:
+            for index, record in enumerate(records):
+                held[index] = record
+                pending.append(index)
+                try:
+                    premise, hypothesis, lang = record_texts(
+                        record, premise_field, hypothesis_field, lang_field)
+                except BadRecord as error:
+                    errors[index] = str(error)
+                    logger.warning("record %d: %s; it is returned with an %r field", index, error,
+                                   ERROR_FIELD)
+                    continue
+                yield Example(index, premise, hypothesis, lang)
+
+        results = self.run(windows_of(examples(), self.window_size), batch_size, stats)
+        for result in in_input_order(_with_errors(results, errors), pending):
+            record = dict(held.pop(result.key)) if isinstance(held[result.key], Mapping) else {
+                "record": held.pop(result.key)}
+            if result.key in errors:
+                record[ERROR_FIELD] = errors.pop(result.key)
+            else:
+                record.update(self._result_fields(result, fields))
+            yield record
+        stats.log(self.settings.max_input_length)
+        self._merge_stats(stats)
+
+    def _result_fields(self, result: ExampleResult, fields: Mapping[str, str]) -> dict:
+        values = {}
+        for m, name in enumerate(self.names):
+            values[fields[name]] = float(result.scores[m])
+            if result.sentence_scores is not None:
+                values[f"{fields[name]}_sentences"] = [float(s) for s in result.sentence_scores[m]]
+        if result.sentences is not None:
+            values[SENTENCES_FIELD] = list(result.sentences)
+        return values
+
+    def _merge_stats(self, stats: ScoringStats) -> None:
+        """Adds one call's counts to `self.stats`."""
+        total = self.stats
+        total.truncation.merge(stats.truncation)
+        for name in ("examples", "model_inputs", "chunked_examples", "real_tokens",
+                     "batch_tokens", "batches"):
+            setattr(total, name, getattr(total, name) + getattr(stats, name))
+
+
+def _with_errors(results: Iterable[list[ExampleResult]],
+                 errors: Mapping[Hashable, str]) -> Iterator[list[ExampleResult]]:
+    """Adds placeholder results for bad records so they keep their place in order."""
+    reported: set = set()
+
+    def placeholders() -> list[ExampleResult]:
+        fresh = [key for key in errors if key not in reported]
+        reported.update(fresh)
+        return [ExampleResult(key, np.zeros(0), None, None, 0, False, False) for key in fresh]
+
+    for group in results:
+        yield placeholders() + group
+    yield placeholders()
+
+
+def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any]) -> None:
+    if len(premises) != len(hypotheses):
+        raise ValueError(
+            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
+    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
+        if not isinstance(premise, str) or not isinstance(hypothesis, str):
+            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
+                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
+
+
+def _name_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]]) -> dict[str, str]:
+    if isinstance(checkpoints, Mapping):
+        named = {str(name): str(path) for name, path in checkpoints.items()}
+    else:
+        if isinstance(checkpoints, (str, os.PathLike)):
+            checkpoints = [checkpoints]
+        named = {}
+        for path in checkpoints:
+            base = os.path.basename(os.path.normpath(str(path))) or "metric"
+            name, suffix = base, 2
+            while name in named:
+                name, suffix = f"{base}_{suffix}", suffix + 1
+            named[name] = str(path)
+    if not named:
+        raise ValueError("no checkpoints given")
+    return named
+
+
+class Scorer:
+    """Scores (premise, hypothesis) pairs with one encoder-decoder metric.
+
+    A `MultiScorer` with a single metric named `score`, whose `score`
+    returns one array.
+
+    Attributes:
+      model: The `EncoderDecoderModel`.
+      params: Its parameters, placed on the devices.
+      positive_id, negative_id: Vocabulary ids of "1" and "0".
+      max_input_length: Token budget of one input, EOS included.
+      settings: Input and aggregation settings.
+      stats: Counts accumulated over every call.
+    """
+
+    def __init__(self, model: Any, params: Any, vocab_path: str, max_input_length: int = 2048,
+                 batch_size: int = 16, checkpoint: Optional[str] = None, **kwargs):
+        """Builds a scorer from a loaded model.
+
+        Args:
+          model: The `EncoderDecoderModel`.
+          params: Parameters matching `model.config`.
+          vocab_path: SentencePiece model.
+          max_input_length: Token budget of one input, EOS included.
+          batch_size: Default most rows of a batch.
+          checkpoint: Where the model came from (for `metadata()`).
+          **kwargs: The options of `MultiScorer(...)` (normalize, truncation,
+            long_inputs, per_sentence, bucket_lengths, ...).
+        """
+        checkpoints = {SCORE_FIELD: checkpoint} if checkpoint else None
+        self._multi = MultiScorer({SCORE_FIELD: (model, params)}, vocab_path,
+                                  max_input_length=max_input_length, batch_size=batch_size,
+                                  checkpoints=checkpoints, **kwargs)
+        self.model = model
+        self.params = self._multi.runners[0].params
+        self.vocab_path = vocab_path
+        self.positive_id = self._multi.positive_id
+        self.negative_id = self._multi.negative_id
+        self.max_input_length = self._multi.settings.max_input_length
+        self.batch_size = self._multi.batch_size
+
+    @classmethod
+    def load(cls, path: str, vocab: Optional[str] = None, dtype: str = "float32",
+             max_input_length: int = 2048, batch_size: int = 16, **kwargs) -> "Scorer":
+        """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
+
+        Args:
+          path: Checkpoint directory (ours, Hugging Face, T5X model or step dir).
+          vocab: SentencePiece model; defaults to `spiece.model` in `path`.
+          dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs);
+            parameters stay float32.
+          max_input_length: Token budget of one input, EOS included.
+          batch_size: Default most rows of a batch.
+          **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
+            "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
+            per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
+            max_batch_tokens, window_size, mesh, compiler_options (see
+            `MultiScorer`).
+
+        Raises:
+          FileNotFoundError: if no vocabulary is given or found.
+        """
+        vocab_path = _resolve_vocabulary(path, vocab)
+        model, params = _load_model(path, dtype)
+        return cls(model, params, vocab_path, max_input_length=max_input_length,
+                   batch_size=batch_size, checkpoint=path, **kwargs)
+
+    @property
+    def settings(self) -> InputSettings:
+        return self._multi.settings
+
+    @property
+    def stats(self) -> ScoringStats:
+        return self._multi.stats
+
+    @property
+    def multi(self) -> MultiScorer:
+        """This scorer as a one-metric `MultiScorer` (named `score`)."""
+        return self._multi
+
+    def metadata(self) -> dict:
+        """What produced the scores (see `MultiScorer.metadata`)."""
+        return self._multi.metadata()
+
+    def precompile(self, batch_size: Optional[int] = None, max_length: Optional[int] = None) -> None:
+        """Compiles every batch shape now (see `MultiScorer.precompile`)."""
+        self._multi.precompile(batch_size, max_length)
+
+    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[list[int]]:
+        """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
+        return self._multi.encode_inputs(premises, hypotheses)
+
+    def score(self, premises: Sequence[str], hypotheses: Sequence[str],
+              batch_size: Optional[int] = None, show_progress: Optional[bool] = None) -> np.ndarray:
+        """Returns the score of each (premise, hypothesis) pair.
+
+        Args:
+          premises: Articles (or other grounding texts).
+          hypotheses: Summaries, one per premise.
+          batch_size: Most rows of a batch (default: the scorer's).
+          show_progress: Show a progress bar (default: when on a terminal).
+
+        Returns:
+          float32 array [len(premises)], in input order.
+        """
+        return self._multi.score(premises, hypotheses, batch_size, show_progress)[SCORE_FIELD]
+
+    def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
+                       batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
+                       langs: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
+        """Scores with per-sentence scores and counts (see `MultiScorer.score_detailed`);
+        the metric is named `score`."""
+        return self._multi.score_detailed(premises, hypotheses, batch_size, show_progress, langs)
+
+    def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
+                      hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
+                      score_field: str = SCORE_FIELD,
+                      batch_size: Optional[int] = None) -> Iterator[dict]:
+        """Streams records, yielding each with a `score_field` (or `error`) in
+        input order (see `MultiScorer.score_records`)."""
+        return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
+                                         {SCORE_FIELD: score_field}, batch_size)
