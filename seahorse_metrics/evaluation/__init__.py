@@ -7,6 +7,8 @@ Modules:
   benchmarks: SEAHORSE, mFACE, TRUE and ratings files as report columns.
   metrics: checkpoint, baseline and precomputed-scores metrics (report rows).
   cache: on-disk scores per (metric, benchmark).
+  results: the result types (`EvaluationConfig`, `MetricResult`,
+    `EvaluationReport`) that `run` computes and `report` writes.
   run: scoring and statistics (`evaluate`, `run_evaluation`).
   report: report.json, report.md and report.html.
 

@@ -29,7 +29,7 @@ from typing import Iterable, Optional, Sequence
 
 from seahorse_metrics import __version__
 from seahorse_metrics.evaluation import stats
-from seahorse_metrics.evaluation.run import EvaluationReport
+from seahorse_metrics.evaluation.results import EvaluationReport
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
 STAT_LABELS = {

@@ -1,0 +1,139 @@
+"""The result types of a meta-evaluation, shared by the runner and the report.
+
+`run` computes an `EvaluationReport` (its `MetricResult` cells and paired
+`Comparison`s under an `EvaluationConfig`); `report` writes it. Both import
+these types from here, so the arrows run one way: run -> report -> results.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from seahorse_metrics.evaluation import stats
+
+# Item fields a result can be broken down by.
+BREAKDOWNS = ("lang", "source", "system", "subset")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    """Options of a meta-evaluation run.
+
+    Attributes:
+      n_resamples: Bootstrap resamples per interval and paired test.
+      confidence: Interval coverage.
+      seed: Resampling seed; every metric sees the same resamples of a benchmark.
+      threshold: Accuracy threshold of checkpoint and scores-file metrics.
+      drop_nan: Leave out items a metric scored NaN/inf (counted in the
+        report) instead of failing.
+      breakdowns: Item fields to break results down by (`BREAKDOWNS`).
+      use_cache: Read and write the score cache.
+      alpha: Significance level of the paired tests.
+    """
+
+    n_resamples: int = stats.DEFAULT_RESAMPLES
+    confidence: float = stats.DEFAULT_CONFIDENCE
+    seed: int = 0
+    threshold: float = 0.5
+    drop_nan: bool = False
+    breakdowns: tuple[str, ...] = BREAKDOWNS
+    use_cache: bool = True
+    alpha: float = 0.05
+
+    def __post_init__(self):
+        unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
+        if unknown:
+            raise ValueError(f"unknown breakdowns {unknown}; choose from {BREAKDOWNS}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.n_resamples < 0:
+            raise ValueError(f"n_resamples must be >= 0, got {self.n_resamples}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+
+
+@dataclasses.dataclass
+class MetricResult:
+    """Everything computed for one metric on one benchmark.
+
+    Attributes:
+      metric: Metric name.
+      benchmark: Benchmark name.
+      n: Items the statistics use (after NaN drops).
+      statistics: Statistic name -> estimate, in report order.
+      note: Why the cell is empty (metric not applicable) or what was dropped.
+      calibration: Reliability data when the scores are probabilities.
+      breakdowns: Field -> group -> statistic -> estimate.
+      valid: Mask over the benchmark's items that were used.
+    """
+
+    metric: str
+    benchmark: str
+    n: int
+    statistics: dict = dataclasses.field(default_factory=dict)
+    note: Optional[str] = None
+    calibration: Optional[stats.Calibration] = None
+    breakdowns: dict = dataclasses.field(default_factory=dict)
+    valid: Optional[np.ndarray] = None
+
+    @property
+    def applicable(self) -> bool:
+        return bool(self.statistics)
+
+    def to_dict(self) -> dict:
+        return {
+            "metric": self.metric,
+            "benchmark": self.benchmark,
+            "n": self.n,
+            "note": self.note,
+            "statistics": {k: v.to_dict() for k, v in self.statistics.items()},
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "breakdowns": {
+                field: {group: {k: v.to_dict() for k, v in by_stat.items()}
+                        for group, by_stat in groups.items()}
+                for field, groups in self.breakdowns.items()
+            },
+        }
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Paired tests of metric A against metric B on one benchmark."""
+
+    metric_a: str
+    metric_b: str
+    benchmark: str
+    tests: dict  # statistic -> stats.PairedTest
+
+    def to_dict(self) -> dict:
+        return {"metric_a": self.metric_a, "metric_b": self.metric_b,
+                "benchmark": self.benchmark,
+                "tests": {k: v.to_dict() for k, v in self.tests.items()}}
+
+
+@dataclasses.dataclass
+class EvaluationReport:
+    """The outcome of a run, as the report writers read it.
+
+    Attributes:
+      config: The run's options.
+      benchmarks: Benchmarks in column order.
+      metrics: Metrics in row order.
+      results: (metric name, benchmark name) -> MetricResult.
+      comparisons: Paired tests requested with `compare`.
+      scores: (metric name, benchmark name) -> scores in item order.
+      scoring: Per metric, how many benchmarks came from the cache or were scored.
+    """
+
+    config: EvaluationConfig
+    benchmarks: list
+    metrics: list
+    results: dict
+    comparisons: list
+    scores: dict
+    scoring: dict
+
+    def result(self, metric: str, benchmark: str) -> MetricResult:
+        return self.results[(metric, benchmark)]

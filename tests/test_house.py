@@ -1,0 +1,91 @@
+"""The library's shape: imports run one way (no cycle between its modules)."""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# setup.py maps the package seahorse_metrics.tasks onto the top-level tasks/ folder.
+PACKAGE_DIRS = {"seahorse_metrics": ROOT / "seahorse_metrics", "seahorse_metrics.tasks": ROOT / "tasks"}
+
+
+def _library_modules() -> dict[str, pathlib.Path]:
+    modules = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join([package] + parts)] = path
+    return modules
+
+
+def _imported(module: str, path: pathlib.Path, known: set[str]) -> set[str]:
+    """Library modules `module` imports anywhere in its file (function-level too)."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for name in names:
+            # The longest library module the name starts with.
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def test_no_import_cycle_in_the_library():
+    modules = _library_modules()
+    known = set(modules)
+    # A package's __init__ importing its own submodules is how packages
+    # expose them, not a cycle between modules: only edges between distinct
+    # non-ancestor modules count.
+    graph = {name: {target for target in _imported(name, path, known)
+                    if not name.startswith(target + ".") and not target.startswith(name + ".")}
+             for name, path in modules.items()}
+    cycle = _cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("source,expected", [
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+])
+def test_the_cycle_finder_finds_cycles(source, expected):
+    assert _cycle(source) == expected
