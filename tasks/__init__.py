@@ -105,18 +105,12 @@ def _vocabulary_config(vocabulary) -> tuple[str, int]:
     return model_file, int(getattr(vocabulary, "extra_ids", 0))
 
 
-def register(
-    data_dir: Optional[str | os.PathLike],
-    vocabulary=None,
-    input_length: int = 2048,
-    truncation: str = "summary_first",
-    mface_path: Optional[str | os.PathLike] = None,
-    true_dir: Optional[str | os.PathLike] = None,
-    ratings_files: Optional[RatingsFiles] = None,
-    seed: int = DEFAULT_SEED,
-    mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
-    mface_languages: Optional[Sequence[str]] = None,
-) -> list[str]:
+def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_length: int = 2048,
+             truncation: str = "summary_first", mface_path: Optional[str | os.PathLike] = None,
+             true_dir: Optional[str | os.PathLike] = None,
+             ratings_files: Optional[RatingsFiles] = None, seed: int = DEFAULT_SEED,
+             mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
+             mface_languages: Optional[Sequence[str]] = None) -> list[str]:
     """Registers the seqio tasks (and the `seahorse_all` mixture).
 
     Calling it again with the same arguments does nothing; with different
@@ -146,8 +140,28 @@ def register(
       FileNotFoundError: for a missing data directory or file.
     """
     global _REGISTRATION
+    config = _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
+                          ratings_files, seed, mface_threshold, mface_languages)
+    if _REGISTRATION is not None:
+        return _same_registration(config)
+    specs = _build_specs(config)
+    encoder = ExampleEncoder(_tokenizer(config, vocabulary), config.input_length,
+                             config.truncation)
+
+    from seahorse_metrics.tasks import registry  # Lazy: imports seqio and TensorFlow.
+
+    seqio_vocab = vocabulary if _is_seqio_vocabulary(vocabulary) else _seqio_vocabulary(config)
+    names = registry.register_tasks(specs, encoder, seqio_vocab, config.seed)
+    _REGISTRATION = _Registration(config, {s.name: s for s in specs}, encoder, names)
+    logger.info("registered %d seqio tasks: %s", len(names), ", ".join(names))
+    return list(names)
+
+
+def _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
+                 ratings_files, seed, mface_threshold, mface_languages) -> TaskConfig:
+    """`register`'s arguments as a normalised, comparable `TaskConfig`."""
     vocab_path, extra_ids = _vocabulary_config(vocabulary)
-    config = TaskConfig(
+    return TaskConfig(
         data_dir=_abspath(data_dir),
         vocab_path=vocab_path,
         extra_ids=extra_ids,
@@ -160,25 +174,17 @@ def register(
         ratings=normalise_ratings_files(ratings_files) if ratings_files else (),
         seed=int(seed),
     )
-    if _REGISTRATION is not None:
-        if _REGISTRATION.config == config:
-            return list(_REGISTRATION.names)
-        raise ValueError(
-            "seahorse tasks are already registered with different arguments:\n"
-            f"  registered: {_REGISTRATION.config}\n  requested:  {config}\n"
-            "call seahorse_metrics.tasks.unregister() first"
-        )
-    specs = _build_specs(config)
-    tokenizer = _tokenizer(config, vocabulary)
-    encoder = ExampleEncoder(tokenizer, config.input_length, config.truncation)
 
-    from seahorse_metrics.tasks import registry  # Lazy: imports seqio and TensorFlow.
 
-    seqio_vocab = vocabulary if _is_seqio_vocabulary(vocabulary) else _seqio_vocabulary(config)
-    names = registry.register_tasks(specs, encoder, seqio_vocab, config.seed)
-    _REGISTRATION = _Registration(config, {s.name: s for s in specs}, encoder, names)
-    logger.info("registered %d seqio tasks: %s", len(names), ", ".join(names))
-    return list(names)
+def _same_registration(config: TaskConfig) -> list[str]:
+    """The registered names when `config` is the registered one; raises otherwise."""
+    if _REGISTRATION.config == config:
+        return list(_REGISTRATION.names)
+    raise ValueError(
+        "seahorse tasks are already registered with different arguments:\n"
+        f"  registered: {_REGISTRATION.config}\n  requested:  {config}\n"
+        "call seahorse_metrics.tasks.unregister() first"
+    )
 
 
 def _build_specs(config: TaskConfig) -> list[TaskSpec]:
