@@ -160,8 +160,8 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
     """Exports any checkpoint `load_checkpoint` reads to a Hugging Face or T5X directory.
 
     Args:
-      checkpoint: A checkpoint directory (ours, Hugging Face, T5X), e.g.
-        `MODEL_DIR/best`; a training run's MODEL_DIR means its `best/`.
+      checkpoint: A checkpoint directory (ours, Hugging Face, T5X) or hub id,
+        e.g. `MODEL_DIR/best`; a training run's MODEL_DIR means its `best/`.
       to: "hf" or "t5x".
       output: The directory to write; it must not exist or be empty unless
         `overwrite`.
@@ -180,10 +180,11 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
     """
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.checkpoints.hf import export_hf
+    from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 
     if to not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {to!r}; choose one of {EXPORT_FORMATS}")
-    checkpoint = _best_of_model_dir(checkpoint)
+    checkpoint = _best_of_model_dir(resolve_checkpoint(checkpoint))
     _check_output(checkpoint, output, overwrite)
     vocab_path = vocab if vocab is not None else _checkpoint_vocabulary(checkpoint)
     if vocab_path is not None and not os.path.isfile(vocab_path):

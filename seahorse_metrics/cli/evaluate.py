@@ -15,7 +15,7 @@ benchmarks (repeatable), KIND:PATH[:OPTIONS]:
   ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,threshold=T]
 
 metrics (repeatable), [NAME=]SPEC:
-  checkpoint:DIR | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
+  checkpoint:DIR_OR_HUB_ID | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
   | baseline:length | scores:FILE[:COLUMN]
 
 example:

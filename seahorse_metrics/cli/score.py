@@ -11,9 +11,10 @@ from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_M
 logger = logging.getLogger(__name__)
 
 _EPILOG = """\
-checkpoints (repeatable): [NAME=]DIR, any format (ours, Hugging Face, T5X). The
-output column is NAME, or `score` for a single unnamed checkpoint, or
-`score_<dir name>` for several.
+checkpoints (repeatable): [NAME=]DIR, any format (ours, Hugging Face, T5X), or a
+Hugging Face hub id (google/seahorse-xxl-q4, read from the hub cache; set
+HF_HUB_OFFLINE=1 to never touch the network). The output column is NAME, or
+`score` for a single unnamed checkpoint, or `score_<dir name>` for several.
 
 The run is resumable: finished batches go to OUTPUT.partial.jsonl; rerun the
 same command after an interruption and it continues. The output keeps the
@@ -35,7 +36,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
-                        help="Metric checkpoint directory (repeatable).")
+                        help="Metric checkpoint directory or hub id (repeatable).")
     parser.add_argument("--input", required=True, help="JSONL, CSV or TSV file.")
     parser.add_argument("--output", required=True,
                         help="JSONL, CSV or TSV file to write (format from the extension).")
