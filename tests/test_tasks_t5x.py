@@ -166,11 +166,17 @@ def test_settings_from_gin_macros_and_t5x_vocabulary(clean, data, tiny_hf_dir):
     assert task.output_features["targets"].vocabulary == model_vocabulary
 
 
-def test_missing_data_dir_names_the_macro_and_the_variable(clean):
+def test_missing_data_dir_names_the_macro_and_the_variable(clean, data):
     with pytest.raises(ValueError, match=r"gin macro SEAHORSE_DATA_DIR.*environment variable "
                                          r"SEAHORSE_DATA_DIR"):
         import_t5x_module()
     assert MODULE not in sys.modules
+    clean.setenv("SEAHORSE_DATA_DIR", data["prepared"])
+    clean.setenv("SEAHORSE_INPUT_LENGTH", "2k")
+    with pytest.raises(ValueError, match="SEAHORSE_INPUT_LENGTH='2k' is not a whole number"):
+        import_t5x_module()
+    with pytest.raises(ValueError, match="unknown eval_targets 'all'"):
+        tasks.register(data["prepared"], eval_targets="all")
 
 
 def test_score_metrics_handle_undefined_statistics():

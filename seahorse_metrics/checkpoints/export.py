@@ -180,21 +180,16 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
     """
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.checkpoints.hf import export_hf
-    from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 
     if to not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {to!r}; choose one of {EXPORT_FORMATS}")
-    checkpoint = _best_of_model_dir(resolve_checkpoint(checkpoint))
+    checkpoint, vocab_path = _source(checkpoint, vocab)
     _check_output(checkpoint, output, overwrite)
-    vocab_path = vocab if vocab is not None else _checkpoint_vocabulary(checkpoint)
-    if vocab_path is not None and not os.path.isfile(vocab_path):
-        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     config, params = load_checkpoint(checkpoint)
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(os.path.abspath(output))}.export-")
-    summary = {"format": to, "output": os.path.abspath(output), "checkpoint": checkpoint,
-               "config": config.to_dict()}
+    output = os.path.abspath(output)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    staging = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.export-")
+    summary = {"format": to, "output": output, "checkpoint": checkpoint, "config": config.to_dict()}
     try:
         if to == "hf":
             export_hf(staging, config, params, vocab_path=vocab_path)
@@ -205,7 +200,7 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
             if vocab_path is not None:
                 shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
         summary["files"] = sorted(os.listdir(staging))
-        _replace_directory(staging, os.path.abspath(output))
+        _replace_directory(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -214,6 +209,18 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
                        output, VOCAB_FILE, checkpoint)
     logger.info("Exported %s to %s (%s)", checkpoint, output, ", ".join(summary["files"]))
     return summary
+
+
+def _source(checkpoint: str, vocab: Optional[str]) -> tuple[str, Optional[str]]:
+    """The checkpoint directory to export (hub id resolved, MODEL_DIR -> best/)
+    and the vocabulary to ship with it."""
+    from seahorse_metrics.checkpoints.hub import resolve_checkpoint
+
+    checkpoint = _best_of_model_dir(resolve_checkpoint(checkpoint))
+    vocab_path = vocab if vocab is not None else _checkpoint_vocabulary(checkpoint)
+    if vocab_path is not None and not os.path.isfile(vocab_path):
+        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
+    return checkpoint, vocab_path
 
 
 def _best_of_model_dir(path: str) -> str:
