@@ -529,7 +529,7 @@ def read_corpus(sample_dir: str) -> list[tuple[str, str]]:
                     raise ValueError(f"{path}:{number}: not a corpus record ({error!r})") from error
     except (OSError, EOFError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: unreadable after line {number} ({error!r}); regenerate it with "
-                         "scripts/make_sample.py") from error
+                         "python -m demo_data.sample") from error
     return pairs
 
 
