@@ -8,7 +8,8 @@ labels. Rebuild them in this order, from the repository root:
 
     python -m demo_data.sample      # the sample's data files and stats.json
     python -m demo_data.vocab       # its spiece.model, trained on those files
-    python scripts/pretrain_backbone.py   # the backbone (moves here next)
+    python -m demo_data.backbone    # the backbone (the commands of the shipped
+                                    # one are in demo_data/backbone/__init__.py)
 
 The package imports the library (`seahorse_metrics`); the library never
 imports it, and `pip install` does not install it (setup.py names only
