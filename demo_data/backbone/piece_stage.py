@@ -59,7 +59,8 @@ def train_piece_stage(model, params, name: str, steps: int, learning_rate: float
 def _logits(model) -> Callable:
     """logits_of(trained, tokens): the head on the encoder's outputs."""
     def logits_of(trained, tokens):
-        return model.encode(trained["backbone"], tokens) @ trained["head"]["w"] + trained["head"]["b"]
+        encoded = model.encode(trained["backbone"], tokens)
+        return encoded @ trained["head"]["w"] + trained["head"]["b"]
 
     return logits_of
 

@@ -8,14 +8,16 @@ import numpy as np
 
 
 def span_corrupt(ids: Sequence[int], rng: np.random.Generator, vocab_size: int,
-                 noise_density: float = 0.15, mean_span: float = 3.0) -> tuple[list[int], list[int]]:
+                 noise_density: float = 0.15, mean_span: float = 3.0
+                 ) -> tuple[list[int], list[int]]:
     """T5 span corruption of one token sequence (without EOS): returns
     (inputs, targets), both ending in EOS (id 1)."""
     length = len(ids)
     noise = max(1, int(round(length * noise_density)))
     num_spans = max(1, int(round(noise / mean_span)))
     # Random span lengths that sum to `noise`, and random gaps between them.
-    cuts = np.sort(rng.choice(np.arange(1, noise), num_spans - 1, replace=False)) if num_spans > 1 else []
+    cuts = (np.sort(rng.choice(np.arange(1, noise), num_spans - 1, replace=False))
+            if num_spans > 1 else [])
     span_lengths = np.diff(np.concatenate([[0], cuts, [noise]])).astype(int)
     keep = length - noise
     gaps = np.sort(rng.choice(np.arange(0, keep + 1), num_spans, replace=True))
