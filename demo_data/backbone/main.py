@@ -28,6 +28,8 @@ logger = logging.getLogger("demo_data.backbone")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Pretrains the backbone as the options (`options.parse_args`) say and
+    writes it, with its `pretraining.json`, to `--output`."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     vocab_path = os.path.join(args.sample_dir, "spiece.model")

@@ -65,6 +65,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Writes every file of the sample for `--seed` into `--output_dir`."""
     args = parse_args(argv)
     split_rows = {"train": args.train_rows, "validation": args.validation_rows,
                   "test": args.test_rows}
