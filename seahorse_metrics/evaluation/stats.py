@@ -714,6 +714,55 @@ def _shifted_p_value(diffs: np.ndarray, delta: float) -> float:
     return min(float((1 + extreme) / (1 + len(valid))), 1.0)
 
 
+def macro_average(
+    statistic: str,
+    parts: Sequence[tuple],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    scores_name: str = "the metric",
+) -> Estimate:
+    """The mean of a statistic over several item sets, with a stratified interval.
+
+    As LLM-AggreFact averages balanced accuracy over its datasets: each set
+    is resampled on its own (with its own generator, derived from `seed`),
+    and the interval is over the mean of the sets' resampled values.
+
+    Args:
+      statistic: One of `STATISTICS`.
+      parts: `(target, scores, threshold)` per item set (threshold None for
+        statistics that need none).
+      n_resamples: Bootstrap resamples; 0 skips the interval.
+      confidence: Nominal coverage.
+      seed: Resampling seed.
+      scores_name: Name for error messages.
+
+    Returns:
+      An `Estimate` whose `n` counts the items of all sets; None with a note
+      when the statistic is undefined on a set.
+    """
+    _validate_bootstrap_args(n_resamples, confidence)
+    if not parts:
+        raise ValueError("a macro average needs at least one item set")
+    prepared = [_prepare(statistic, target, scores, threshold, scores_name)
+                for target, scores, threshold in parts]
+    n = sum(p.n for p in prepared)
+    undefined = [(i, p.undefined_reason) for i, p in enumerate(prepared) if p.undefined_reason]
+    if undefined:
+        return Estimate(statistic, None, n=n, confidence=confidence,
+                        note=f"undefined: set {undefined[0][0] + 1}: {undefined[0][1]}")
+    value = float(np.mean([_point(p) for p in prepared]))
+    draws = np.zeros(n_resamples)
+    for index, part in enumerate(prepared):
+        part_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+        draws += np.concatenate([part.kernel(w) for w in _resample_weights(
+            part.n, n_resamples, part_seed)] or [np.zeros(0)])
+    low, high, used, note = _interval_from_draws(
+        draws / len(prepared), n_resamples, confidence, prepared[0].resample_failure)
+    return Estimate(statistic, value, low, high, n, used, confidence, note)
+
+
 # ---------------------------------------------------------------------------
 # System level.
 
