@@ -51,12 +51,13 @@ class TunedThreshold:
 
     Attributes:
       threshold: `score >= threshold` predicts yes.
-      value: The objective at that threshold on the tuning items.
-      n: Tuning items.
+      value: The objective at that threshold on the tuning items (None when
+        a thresholds file does not say).
+      n: Tuning items (0 when a thresholds file does not say).
     """
 
     threshold: float
-    value: float
+    value: Optional[float]
     n: int
 
     def to_dict(self) -> dict:
@@ -193,7 +194,8 @@ def _tuned(entry, where: str) -> TunedThreshold:
         raise ValueError(f"{where}: expected an object with a numeric 'threshold'") from None
     if not np.isfinite(threshold):
         raise ValueError(f"{where}: the threshold {threshold} is not finite")
-    return TunedThreshold(threshold, float(entry.get("value", np.nan)), int(entry.get("n", 0)))
+    value = entry.get("value")
+    return TunedThreshold(threshold, None if value is None else float(value), int(entry.get("n", 0)))
 
 
 def thresholds_from_dict(data: Mapping, source: Optional[str] = None) -> ThresholdSet:
