@@ -214,6 +214,6 @@ def test_score_cli_reads_the_question_field_and_adds_decisions(tmp_path, tiny_hf
     thresholds = tmp_path / "thresholds.json"
     thresholds.write_text(json.dumps({"format": "seahorse-metrics-thresholds/1",
                                       "metrics": {"q4": {"threshold": 0.5}}}))
-    with pytest.raises(ValueError, match=r"unknown metric\(s\) \['q4'\]"):
+    with pytest.raises(ValueError, match=r"no threshold for \['score'\] \(it has \['q4'\]\)"):
         cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--output",
                   str(tmp_path / "other.jsonl"), "--threshold", str(thresholds)] + shape)

@@ -277,3 +277,20 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     assert chromium.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 20_000
     errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_browser_sample_keeps_each_language_and_label_share():
+    from seahorse_metrics.evaluation import browser
+
+    items = eval_data.rated_pairs(3000, 7, prefix="big")
+    benchmark = Benchmark("ratings/big", "ratings", "big", "large", tuple(items))
+    shown = browser.sample_rows(benchmark, 300, seed=0)
+    assert len(shown) == 300 and len(set(shown.tolist())) == 300
+    assert list(shown) == sorted(shown)
+    assert np.array_equal(shown, browser.sample_rows(benchmark, 300, seed=0))
+    for lang in {i.lang for i in items}:
+        for label in (True, False):
+            share = np.mean([i.lang == lang and i.label == label for i in items])
+            picked = sum(items[k].lang == lang and items[k].label == label for k in shown)
+            assert abs(picked - 300 * share) <= 1.5
+    assert np.array_equal(browser.sample_rows(benchmark, 5000, seed=0), np.arange(3000))

@@ -126,8 +126,11 @@ def checkpoint_names(specs: list[str]) -> dict[str, str]:
 def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]:
     """Metric name -> threshold from `--threshold` (a number or a thresholds file).
 
+    A file may hold more metrics than are scored here (those are not used);
+    every metric scored needs a threshold in it.
+
     Raises:
-      ValueError: for a file naming metrics that are not scored here.
+      ValueError: for a file without a threshold for a metric scored here.
       FileNotFoundError: for a path that does not exist.
     """
     if value is None:
@@ -139,8 +142,11 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
     from seahorse_metrics.evaluation.thresholds import read_thresholds
 
     thresholds = read_thresholds(value)
-    thresholds.check_metrics(names)
-    return {name: tuned.threshold for name, tuned in thresholds.metrics.items()}
+    missing = [name for name in names if name not in thresholds.metrics]
+    if missing:
+        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
+                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
+    return {name: thresholds.metrics[name].threshold for name in names}
 
 
 def run(args) -> int:

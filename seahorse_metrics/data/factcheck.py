@@ -42,8 +42,8 @@ def _parquet_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         import pyarrow.parquet  # Optional: only the hub's Parquet shards need it.
     except ImportError as err:
-        raise ImportError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow), or "
-                          "export the split as CSV/JSONL") from err
+        raise ImportError(f"{path}: reading Parquet needs pyarrow: pip install "
+                          "'seahorse-metrics[parquet]' (or export the split as CSV/JSONL)") from err
     for number, row in enumerate(pyarrow.parquet.read_table(path).to_pylist(), start=1):
         yield number, row
 

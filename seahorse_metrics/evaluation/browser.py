@@ -26,7 +26,7 @@ import numpy as np
 
 from seahorse_metrics.evaluation.results import EvaluationReport
 
-MAX_ARTICLE_CHARS = 20_000
+MAX_ARTICLE_CHARS = 10_000
 EXCERPT_CHARS = 240
 
 BROWSER_CSS = """

@@ -173,16 +173,18 @@ def _comparison_table(report: EvaluationReport) -> Optional[Table]:
     return Table("Paired comparisons", header, rows, caption)
 
 
-def _tuned_caption(report: EvaluationReport) -> str:
+def _tuned_caption(report: EvaluationReport, with_average: bool = True) -> str:
     thresholds = report.thresholds
     where = (f"read from {thresholds.source}" if thresholds.source
              else f"tuned on {', '.join(thresholds.tuned_on)}")
     scope = ("one per metric" if thresholds.scope == "metric"
              else "one per metric and tuning benchmark of the same name")
-    return (f"score ≥ the metric's threshold ({scope}, {where}, maximising "
-            f"{thresholds.objective}) predicts yes. avg: the mean over the family's "
-            "benchmarks (as LLM-AggreFact reports), its interval from resampling each "
-            "benchmark on its own.")
+    caption = (f"score ≥ the metric's threshold ({scope}, {where}, maximising "
+               f"{thresholds.objective}) predicts yes.")
+    if with_average:
+        caption += (" avg: the mean over the family's benchmarks (as LLM-AggreFact reports), "
+                    "its interval from resampling each benchmark on its own.")
+    return caption
 
 
 def _tuned_table(report: EvaluationReport, title: str, family: str, benchmarks: Sequence,
@@ -216,7 +218,8 @@ def _thresholds_table(report: EvaluationReport) -> Optional[Table]:
                             for b, t in thresholds.per_benchmark.get(name, {}).items()) or _MISSING)]
             for name, tuned in thresholds.metrics.items()]
     return Table("Tuned thresholds", ["Metric", "threshold", f"{thresholds.objective} there",
-                                      "n", "per benchmark"], rows, _tuned_caption(report))
+                                      "n", "per benchmark"], rows,
+                 _tuned_caption(report, with_average=False))
 
 
 def report_tables(report: EvaluationReport) -> list[Table]:

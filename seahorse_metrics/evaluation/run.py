@@ -421,7 +421,10 @@ def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
                             batch_size=batch_size)
     os.makedirs(output_dir, exist_ok=True)
     cache = ScoreCache(os.path.join(output_dir, "cache"))
-    thresholds = _thresholds(tune_on, thresholds_path, metrics, config, cache)
+    # Tuning splits have the benchmarks' names (seahorse/q4 of validation and
+    # of test): their scores are cached apart.
+    thresholds = _thresholds(tune_on, thresholds_path, metrics, config,
+                             ScoreCache(os.path.join(output_dir, "cache", "tuning")))
     report = evaluate(benchmarks, metrics, config, cache=cache, compare=compare,
                       thresholds=thresholds)
     write_report(report, output_dir)
