@@ -36,7 +36,7 @@ BROWSER_CSS = """
 .browser table.items td { text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 .browser table.items td.num { text-align: right; }
 .browser table.items td.disagree { background: #fde2e2; }
-.browser th[data-col] { cursor: pointer; user-select: none; }
+.browser th[data-col] { cursor: pointer; user-select: none; text-align: left; }
 .browser th[data-col="id"] { width: 7em; }
 .browser th[data-col="article"] { width: 30%; }
 .browser th[data-col="summary"], .browser th[data-col="question"] { width: 16%; }
