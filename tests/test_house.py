@@ -142,7 +142,8 @@ def test_demo_tooling_functions_fit_on_one_screen():
     assert not too_long, f"over {longest} lines: {too_long}"
 
 
-@pytest.mark.parametrize("module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone"])
+@pytest.mark.parametrize("module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone",
+                                    "demo_data.qfs"])
 def test_the_documented_demo_tooling_commands_run(module):
     import subprocess
     import sys
