@@ -33,9 +33,15 @@ EXTRAS_REQUIRE = {
         "torch==2.13.0",
         "transformers>=4.44,<5",
         "openpyxl",
+        # The report browser test drives Debian's chromium through its
+        # chromedriver (.ci/run installs both); no browser is downloaded.
+        "selenium",
+        # LLM-AggreFact's hub files are Parquet.
+        "pyarrow",
     ],
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
+    "parquet": ["pyarrow"],
 }
 
 setuptools.setup(

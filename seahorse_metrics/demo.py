@@ -6,7 +6,7 @@
    (`seahorse-metrics prepare`);
 2. fine-tunes one tiny metric per question with `gin/runs/demo.gin`, starting
    from the sample's backbone (a tiny mT5-shaped model pretrained without
-   labels by `scripts/pretrain_backbone.py`, shipped as a Hugging Face
+   labels by `python -m demo_data.backbone`, shipped as a Hugging Face
    directory), as a real run fine-tunes `google/mt5-large`
    (`seahorse-metrics train`);
 3. scores the test split with all six metrics at once

@@ -12,9 +12,12 @@ Tasks (see `specs.py`): `seahorse_q1` ... `seahorse_q6` (train, validation,
 test; Yes/No ratings of that question only), the mixture `seahorse_all`,
 `mface_{quality,attribution,informativeness}`, `true_<name>` and
 `ratings_<name>` (split `test`). Inputs are `premise: {article} hypothesis:
-{summary}`, targets `1`/`0`. Each example also carries `id`, `lang`,
+{summary}` (a query-focused pair, whose file has a `question` column or
+field: `question: {question} premise: {article} hypothesis: {summary}`),
+targets `1`/`0`. Each example also carries `id`, `lang`,
 `source`, `system` (strings), `rating` (float32, NaN when unknown),
-`label`, `question` and `truncated` (int32): `METADATA_FEATURES`. seqio's
+`label`, `question` (the SEAHORSE question number) and `truncated`
+(int32): `METADATA_FEATURES`. seqio's
 feature converters drop them; a seqio Mixture keeps them only when asked
 (`get_dataset(..., passthrough_features=METADATA_FEATURES)`).
 

@@ -6,8 +6,9 @@ identical inputs) and keeps, per split, compact numpy arrays plus the
 metadata the evaluator breaks results down by. The seqio source and the
 non-seqio fast path (`examples_for_task`) both read these arrays.
 
-Inputs depend only on the premise and hypothesis, not on the question, so
-the six SEAHORSE tasks share one encoding of each row.
+Inputs depend only on the premise, the hypothesis and (for query-focused
+summaries) the pair's question text, not on the SEAHORSE question number,
+so the six SEAHORSE tasks share one encoding of each row.
 
 Targets are `1`/`0` + EOS. With `eval_targets="positive"` every split but
 `train` gets the target `1` alone (the piece `▁1`, no EOS) whatever the label,
@@ -122,13 +123,15 @@ class ExampleEncoder:
             self._splits[key] = self._encode_split(spec, split)
         return self._splits[key]
 
-    def _encode(self, premise: str, hypothesis: str, pair_id: str) -> _Encoded:
+    def _encode(self, premise: str, hypothesis: str, pair_id: str,
+                question: Optional[str] = None) -> _Encoded:
         # Python caches str hashes, so this key costs little; it shares the
         # encoding of a row between tasks that read the same file.
-        key = (pair_id, hash(premise), hash(hypothesis), len(premise), len(hypothesis))
+        key = (pair_id, hash(premise), hash(hypothesis), len(premise), len(hypothesis), question)
         cached = self._inputs.get(key)
         if cached is None:
-            pair = encode_pair(self.tokenizer, premise, hypothesis, self.input_length, self.truncation)
+            pair = encode_pair(self.tokenizer, premise, hypothesis, self.input_length,
+                               self.truncation, question)
             cached = _Encoded(np.asarray(pair.ids, dtype=np.int32), pair.truncated, pair.hypothesis_cut)
             self._inputs[key] = cached
         return cached
@@ -144,7 +147,7 @@ class ExampleEncoder:
         stats = TruncationStats()
         inputs, truncated = [], []
         for pair in pairs:
-            encoded = self._encode(pair.premise, pair.hypothesis, pair.id)
+            encoded = self._encode(pair.premise, pair.hypothesis, pair.id, pair.question)
             stats.add(encoded, pair.lang)
             inputs.append(encoded.ids)
             truncated.append(encoded.truncated)

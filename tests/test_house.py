@@ -89,3 +89,68 @@ def test_no_import_cycle_in_the_library():
 ])
 def test_the_cycle_finder_finds_cycles(source, expected):
     assert _cycle(source) == expected
+
+
+# ------------------------------------------------- the demo tooling's room
+
+DEMO_DATA = ROOT / "demo_data"
+
+
+def _imports_of(path: pathlib.Path) -> set[str]:
+    """Every module name `path` imports (function-level too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module or "")
+    return names
+
+
+def test_the_library_never_imports_the_demo_tooling():
+    offenders = {str(path.relative_to(ROOT)): sorted(name for name in _imports_of(path)
+                                                     if name.split(".")[0] == "demo_data")
+                 for path in _library_modules().values()}
+    assert not {path: names for path, names in offenders.items() if names}, (
+        "the library imports demo_data/, which is not installed")
+
+
+def test_setup_installs_the_library_and_not_the_demo_tooling(monkeypatch):
+    import runpy
+
+    import setuptools
+
+    captured = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.chdir(ROOT)
+    runpy.run_path(str(ROOT / "setup.py"))
+    packages = captured["packages"]
+    assert "seahorse_metrics" in packages and "seahorse_metrics.tasks" in packages
+    assert not [name for name in packages if name.split(".")[0] == "demo_data"]
+
+
+def test_demo_tooling_functions_fit_on_one_screen():
+    longest = 50
+    too_long = []
+    for path in sorted(DEMO_DATA.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > longest:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
+                                    f"({length} lines)")
+    assert not too_long, f"over {longest} lines: {too_long}"
+
+
+@pytest.mark.parametrize("module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone",
+                                    "demo_data.qfs"])
+def test_the_documented_demo_tooling_commands_run(module):
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"python -m {module}" in readme
+    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"usage: python -m {module}" in result.stdout

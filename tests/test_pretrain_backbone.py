@@ -2,23 +2,19 @@
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
 
+from demo_data.backbone import (alignment, grammar, matching, noise_detection, text_objectives,
+                                texts, vocabulary, word_noise)
+from demo_data.backbone.config import backbone_config
+from demo_data.backbone.main import main as pretrain
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE_DIR = os.path.join(REPO_ROOT, "seahorse_metrics", "data", "sample")
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "pretrain_backbone", os.path.join(REPO_ROOT, "scripts", "pretrain_backbone.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _uncorrupt(inputs, targets, vocab_size):
@@ -37,11 +33,10 @@ def _uncorrupt(inputs, targets, vocab_size):
 
 
 def test_span_corruption_hides_about_15_percent_and_can_be_undone():
-    script = _script()
     rng = np.random.default_rng(0)
     ids = list(range(3, 103))
     for _ in range(20):
-        inputs, targets = script.span_corrupt(ids, rng, vocab_size=6144)
+        inputs, targets = text_objectives.span_corrupt(ids, rng, vocab_size=6144)
         assert inputs[-1] == 1 and targets[-1] == 1
         assert _uncorrupt(inputs, targets, 6144) == ids
         hidden = sum(1 for t in targets[:-1] if t < 6144 - 100)
@@ -49,13 +44,12 @@ def test_span_corruption_hides_about_15_percent_and_can_be_undone():
 
 
 def test_grounded_swap_replaces_only_supported_tokens_with_unsupported_ones():
-    script = _script()
     rng = np.random.default_rng(0)
     premise = [10, 11, 12, 13, 14, 15]
     hypothesis = [7, 8, 12, 20, 14, 21, 15]     # 7, 8: the "hypothesis:" prefix
     donor = ([30, 31, 32], [7, 8, 31, 32, 40])
     for _ in range(10):
-        inputs, targets = script.swap_grounded((premise, hypothesis), donor, 2, rng, rate=0.4)
+        inputs, targets = text_objectives.swap_grounded((premise, hypothesis), donor, 2, rng, rate=0.4)
         assert targets == hypothesis[2:] + [1]
         noisy = inputs[len(premise):-1]
         changed = [i for i, (a, b) in enumerate(zip(noisy, hypothesis)) if a != b]
@@ -73,7 +67,7 @@ def test_shipped_backbone_loads_with_the_sample_vocabulary():
 
     pieces = spm.SentencePieceProcessor(
         model_file=os.path.join(SAMPLE_DIR, "spiece.model")).get_piece_size()
-    assert config == _script().backbone_config(pieces)
+    assert config == backbone_config(pieces)
     assert filecmp.cmp(os.path.join(backbone, "spiece.model"),
                        os.path.join(SAMPLE_DIR, "spiece.model"), shallow=False)
     with open(os.path.join(backbone, "pretraining.json"), encoding="utf-8") as handle:
@@ -83,17 +77,16 @@ def test_shipped_backbone_loads_with_the_sample_vocabulary():
 
 
 def _noise_tables():
-    script = _script()
     pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis",
               "\u2581Anna", "\u2581Berlin", "\u25817", "\u2581opened", "\u2581opens", "\u2581a",
               "\u2581plant", "\u2581in", "\u2581Paris", "\u25819", "s"]
     vocab = {piece: index for index, piece in enumerate(pieces)}
     word_start = np.array([p.startswith("\u2581") for p in pieces])
-    return script, vocab, word_start, script.value_pieces(pieces), script.similar_pieces(pieces)
+    return vocab, word_start, vocabulary.value_pieces(pieces), vocabulary.similar_pieces(pieces)
 
 
 def test_similar_and_value_pieces():
-    script, vocab, _, is_value, similar = _noise_tables()
+    vocab, _, is_value, similar = _noise_tables()
     assert similar[vocab["\u2581opened"]] == [vocab["\u2581opens"]]
     assert vocab["\u2581plant"] not in similar
     assert {i for i in np.flatnonzero(is_value)} == {vocab[p] for p in (
@@ -101,16 +94,16 @@ def test_similar_and_value_pieces():
 
 
 def test_noise_detection_labels_exactly_the_pieces_the_noise_put_there():
-    script, vocab, word_start, is_value, similar = _noise_tables()
+    vocab, word_start, is_value, similar = _noise_tables()
     ids = lambda words: [vocab[w] for w in words.split()]
     premise = ids("\u2581premise : \u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin \u25817")
     hypothesis = ids("\u2581hypothesis : \u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin")
     donor = (ids("\u2581premise : \u2581Paris \u25819"), ids("\u2581hypothesis : \u2581Paris \u25819"))
     rng = np.random.default_rng(0)
-    for kind in script.NOISE_KINDS:
+    for kind in noise_detection.NOISE_KINDS:
         seen_noise = 0
         for _ in range(20):
-            inputs, targets, labels = script.detect_noise(
+            inputs, targets, labels = noise_detection.detect_noise(
                 (premise, hypothesis), donor, 2, rng, word_start, is_value, similar,
                 input_length=64, target_length=12, clean_rate=0.0, kinds=(kind,))
             assert len(labels) == len(inputs) and inputs[-1] == 1 and targets[-1] == 1
@@ -133,17 +126,17 @@ def test_noise_detection_labels_exactly_the_pieces_the_noise_put_there():
             if kind == "replace_similar" and noisy:
                 assert noisy == [vocab["\u2581opens"]]
         assert seen_noise == 20, kind
-    inputs, targets, labels = script.detect_noise(
+    inputs, targets, labels = noise_detection.detect_noise(
         (premise, hypothesis), donor, 2, rng, word_start, is_value, similar,
         input_length=64, target_length=12, clean_rate=1.0)
     assert targets == [1] and inputs == premise + hypothesis + [1] and 1 not in labels
 
 
 def test_noise_detection_keeps_the_hypothesis_and_cuts_the_premise():
-    script, vocab, word_start, is_value, similar = _noise_tables()
+    vocab, word_start, is_value, similar = _noise_tables()
     premise = [vocab["\u2581premise"], vocab[":"]] + [vocab["\u2581plant"]] * 30
     hypothesis = [vocab["\u2581hypothesis"], vocab[":"]] + [vocab["\u2581Anna"], vocab["\u2581opened"]] * 5
-    inputs, _, labels = script.detect_noise(
+    inputs, _, labels = noise_detection.detect_noise(
         (premise, hypothesis), (premise, hypothesis), 2, np.random.default_rng(1), word_start,
         is_value, similar, input_length=24, target_length=12, clean_rate=0.0, kinds=("duplicate_span",))
     assert len(inputs) == 24 and len(labels) == 24
@@ -151,14 +144,14 @@ def test_noise_detection_keeps_the_hypothesis_and_cuts_the_premise():
 
 
 def test_noise_strength_makes_the_noise_heavier():
-    script, vocab, word_start, is_value, similar = _noise_tables()
+    vocab, word_start, is_value, similar = _noise_tables()
     premise = [vocab["\u2581premise"], vocab[":"]] + [vocab["\u2581plant"]] * 4
     hypothesis = [vocab["\u2581hypothesis"], vocab[":"]] + [vocab["\u2581Anna"], vocab["\u2581opened"],
                                                            vocab["\u2581a"], vocab["\u2581plant"]] * 6
     rng = np.random.default_rng(2)
 
     def noisy_pieces(kind, strength):
-        _, _, labels = script.detect_noise(
+        _, _, labels = noise_detection.detect_noise(
             (premise, hypothesis), (premise, hypothesis), 2, rng, word_start, is_value, similar,
             input_length=128, target_length=64, clean_rate=0.0, kinds=(kind,), strength=strength)
         return sum(label == 1 for label in labels)
@@ -172,10 +165,9 @@ def test_noise_strength_makes_the_noise_heavier():
 def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_path):
     from seahorse_metrics.checkpoints import load_checkpoint
 
-    script = _script()
     shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
     output = tmp_path / "backbone"
-    script.main(["--init", shipped, "--steps", "2", "--batch_size", "4", "--input_length", "64",
+    pretrain(["--init", shipped, "--steps", "2", "--batch_size", "4", "--input_length", "64",
                  "--target_length", "8", "--detect_rate", "0.5", "--rtd_weight", "1.0",
                  "--matching_steps", "2",
                  "--noise_strength", "0.8", "0.2", "--output", str(output)])
@@ -211,10 +203,9 @@ def test_pretraining_with_noise_detection_exports_a_backbone_and_its_record(tmp_
 def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     from seahorse_metrics.checkpoints import load_checkpoint
 
-    script = _script()
     shipped = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
     output = tmp_path / stage
-    script.main(["--init", shipped, "--steps", "0", "--batch_size", "4"] + flags
+    pretrain(["--init", shipped, "--steps", "0", "--batch_size", "4"] + flags
                 + ["--output", str(output)])
     _, params = load_checkpoint(str(output))
     _, before = load_checkpoint(shipped)
@@ -238,13 +229,12 @@ def test_a_stage_alone_trains_the_encoder_only(tmp_path, stage, flags, changed):
     elif stage == "alignment":
         assert record["alignment_shuffle"] == record["alignment_swap"] == 0.5
         assert len(record["alignment"]["held_out_roc_auc_per_column"]) == len(
-            script.ALIGNMENT_HEADS)
+            alignment.ALIGNMENT_HEADS)
 
 
 def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
     import pytest
 
-    script = _script()
     for flags, named in (
             (["--noise_kinds", "replace_grounded,typo"], "--noise_kinds: unknown ['typo']"),
             (["--noise_kinds", ","], "--noise_kinds"),
@@ -261,26 +251,24 @@ def test_pretraining_refuses_bad_noise_options_and_names_them(tmp_path, capsys):
             (["--alignment_swap", "1.5"], "--alignment_swap 1.5 must lie in [0, 1]"),
             (["--alignment_shuffle", "-0.1"], "--alignment_shuffle -0.1 must lie in [0, 1]")):
         with pytest.raises(SystemExit) as exit_info:
-            script.main(["--steps", "1"] + flags + ["--output", str(tmp_path / "backbone")])
+            pretrain(["--steps", "1"] + flags + ["--output", str(tmp_path / "backbone")])
         assert exit_info.value.code == 2
         assert named in capsys.readouterr().err
     assert not (tmp_path / "backbone").exists()
 
 
 def test_elsewhere_marks_pieces_that_occur_twice():
-    script = _script()
-    assert list(script.elsewhere_labels([5, 6, 5, 7, 8, 8, 8])) == [1, 0, 1, 0, 1, 1, 1]
+    assert list(matching.elsewhere_labels([5, 6, 5, 7, 8, 8, 8])) == [1, 0, 1, 0, 1, 1, 1]
 
 
 def test_matching_sequences_are_distinct_pieces_with_labelled_copies():
-    script = _script()
     rng = np.random.default_rng(0)
     copies = []
     for _ in range(60):
-        inputs, labels = script.matching_example(rng, 300, length=96)
+        inputs, labels = matching.matching_example(rng, 300, length=96)
         assert len(inputs) == 96 and inputs[-1] == 1 and min(inputs[:-1]) >= 10
         assert max(inputs) < 300
-        np.testing.assert_array_equal(labels, script.elsewhere_labels(inputs))
+        np.testing.assert_array_equal(labels, matching.elsewhere_labels(inputs))
         # A piece occurs once or twice: copied pieces come in pairs.
         counts = [inputs.count(piece) for piece in inputs[:-1]]
         assert max(counts) <= 2 and labels.sum() % 2 == 0
@@ -291,15 +279,15 @@ def test_matching_sequences_are_distinct_pieces_with_labelled_copies():
 
 
 def test_word_noise_labels_exactly_the_swapped_and_reinflected_words():
-    script, vocab, word_start, _, similar = _noise_tables()
+    vocab, word_start, _, similar = _noise_tables()
     text = [vocab[w] for w in ("\u2581Anna \u2581opened \u2581a \u2581plant \u2581in \u2581Berlin s "
                                "\u2581opens \u2581a \u2581plant \u2581in \u2581Paris").split()]
     rng = np.random.default_rng(0)
-    inputs, labels = script.word_noise_example(text, rng, word_start, similar, 0.0, 0.0)
+    inputs, labels = word_noise.word_noise_example(text, rng, word_start, similar, 0.0, 0.0)
     assert inputs == text + [1] and labels == [0] * (len(text) + 1)
     kinds = set()
     for _ in range(200):
-        inputs, labels = script.word_noise_example(text, rng, word_start, similar, 0.3, 0.1)
+        inputs, labels = word_noise.word_noise_example(text, rng, word_start, similar, 0.3, 0.1)
         assert len(inputs) == len(labels) == len(text) + 1 and inputs[-1] == 1 and labels[-1] == 0
         # Same pieces in the same words: the noise only moves words and changes inflections.
         assert sorted(i for i in inputs[:-1] if i not in similar) == sorted(
@@ -315,13 +303,12 @@ def test_word_noise_labels_exactly_the_swapped_and_reinflected_words():
 
 
 def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_contain():
-    script = _script()
     pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis", "\u2581Anna",
               "\u2581opened", "\u2581a", "\u2581plant", "\u2581in", "\u2581Paris", "\u2581Tom",
               "\u2581left", ".", "\u25813.", "70"]
     vocab = {piece: index for index, piece in enumerate(pieces)}
-    ends, starts_word = script.sentence_ends(pieces), script.word_boundaries(pieces)
-    is_value = script.value_pieces(pieces)
+    ends, starts_word = vocabulary.sentence_ends(pieces), vocabulary.word_boundaries(pieces)
+    is_value = vocabulary.value_pieces(pieces)
     assert [p for p, end in zip(pieces, ends) if end] == ["."]
     assert not starts_word[vocab["70"]] and starts_word[vocab["."]]
     tables = (ends, 64, starts_word, is_value)
@@ -330,9 +317,9 @@ def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_conta
                   "\u2581a \u2581plant \u2581in \u2581Paris .")
     hypothesis = ids("\u2581hypothesis : \u2581Anna \u2581left \u2581a \u2581plant \u2581a "
                      "\u2581plant \u2581Tom")
-    inputs, labels = script.alignment_example((premise, hypothesis), 2, 2, *tables)
+    inputs, labels = alignment.alignment_example((premise, hypothesis), 2, 2, *tables)
     assert inputs == premise + hypothesis + [1]
-    assert labels.shape == (len(inputs), len(script.ALIGNMENT_HEADS))
+    assert labels.shape == (len(inputs), len(alignment.ALIGNMENT_HEADS))
     premise_part, hypothesis_part = labels[2:len(premise)], labels[len(premise) + 2:-1]
     # Columns that do not apply, the prefixes and EOS are unlabelled.
     assert (labels[[0, 1, len(premise), len(premise) + 1, -1]] == -1).all()
@@ -352,7 +339,7 @@ def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_conta
     # Words the premise lacks ("3." alone, it has "3.70"; "Anna70"), and the
     # word noise's flags.
     noisy = ids("\u2581hypothesis : \u2581Tom \u2581Paris \u25813. \u2581Anna 70")
-    _, labels = script.alignment_example((premise, noisy), 2, 2, *tables, [1, 1, 0, 0, 0],
+    _, labels = alignment.alignment_example((premise, noisy), 2, 2, *tables, [1, 1, 0, 0, 0],
                                          wording_verdict=True)
     assert labels[len(premise) + 2:-1, 5].tolist() == [0, 0, 1, 1, 1]
     assert labels[len(premise) + 2:-1, 6].tolist() == [1, 1, 0, 0, 0]
@@ -362,21 +349,20 @@ def test_alignment_labels_say_what_the_premise_its_lead_and_the_hypothesis_conta
     assert labels[len(premise) + 2:-1, 8].tolist() == [1] * 5
     # A long premise loses its end so the whole hypothesis fits; the labels
     # describe what is left ("premise: Tom left").
-    inputs, labels = script.alignment_example((premise, hypothesis), 2, 2, ends, 14,
+    inputs, labels = alignment.alignment_example((premise, hypothesis), 2, 2, ends, 14,
                                               starts_word, is_value)
     assert len(inputs) == 14 and inputs[-10:-1] == hypothesis
     assert labels[len(inputs) - 8:-1, 0].tolist() == [0, 1, 0, 0, 0, 0, 1]
 
 
 def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the_donor():
-    script = _script()
     pieces = ["<pad>", "</s>", "<unk>", "\u2581premise", ":", "\u2581hypothesis", "\u2581Anna",
               "\u2581left", ".", "\u2581Tom", "\u2581came", "\u2581Eve", "\u2581sang", "\u25817",
               "\u2581and", "\u2581Bob"]
     vocab = {piece: index for index, piece in enumerate(pieces)}
     ids = lambda words: [vocab[w] for w in words.split()]
-    ends, starts_word = script.sentence_ends(pieces), script.word_boundaries(pieces)
-    is_value = script.value_pieces(pieces)
+    ends, starts_word = vocabulary.sentence_ends(pieces), vocabulary.word_boundaries(pieces)
+    is_value = vocabulary.value_pieces(pieces)
     premise = ids("\u2581premise : \u2581Anna \u2581left . \u2581Tom \u2581came . \u2581Eve "
                   "\u2581sang . \u2581Bob")
     sentences = {tuple(ids(s)) for s in ("\u2581Anna \u2581left .", "\u2581Tom \u2581came .",
@@ -384,7 +370,7 @@ def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the
     rng = np.random.default_rng(0)
     leads = set()
     for _ in range(30):
-        shuffled = script.shuffle_sentences(premise, 2, ends, rng)
+        shuffled = alignment.shuffle_sentences(premise, 2, ends, rng)
         assert shuffled[:2] == premise[:2] and shuffled[-1] == vocab["\u2581Bob"]
         assert {tuple(shuffled[k:k + 3]) for k in (2, 5, 8)} == sentences
         leads.add(tuple(shuffled[2:5]))
@@ -393,7 +379,7 @@ def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the
     donor = ids("\u2581hypothesis : \u2581Eve \u2581sang \u25817")
     swapped_counts = set()
     for _ in range(30):
-        swapped = script.swap_values(hypothesis, donor, 2, starts_word, is_value, rng)
+        swapped = alignment.swap_values(hypothesis, donor, 2, starts_word, is_value, rng)
         assert len(swapped) == len(hypothesis) and swapped[3] == vocab["\u2581and"]
         assert swapped[5] == vocab["\u2581left"]
         values = [swapped[2], swapped[4]]
@@ -403,7 +389,7 @@ def test_shuffled_premises_keep_their_sentences_and_swapped_values_come_from_the
     assert swapped_counts == {1, 2}
     # Nothing to swap: unchanged.
     plain = ids("\u2581hypothesis : \u2581left \u2581and \u2581came")
-    assert script.swap_values(plain, donor, 2, starts_word, is_value, rng) == plain
+    assert alignment.swap_values(plain, donor, 2, starts_word, is_value, rng) == plain
 
 
 def _grammar_tables():
@@ -411,8 +397,7 @@ def _grammar_tables():
               "\u2581a", "\u2581storm", "\u2581damaged", "\u2581homes", "\u25813", ".",
               "\u2581people", "\u2581been", "\u2581Mia", "\u25817"]
     vocab = {piece: index for index, piece in enumerate(pieces)}
-    script = _script()
-    starts_word = script.word_boundaries(pieces)
+    starts_word = vocabulary.word_boundaries(pieces)
 
     def ids(text):
         return [vocab[piece] for piece in text.split()]
@@ -421,15 +406,15 @@ def _grammar_tables():
               ids("\u2581a \u2581storm \u2581has \u2581damaged \u25813 \u2581homes ."),
               ids("\u2581police \u2581have \u2581been \u2581arrested ."),
               ids("\u2581a \u2581storm \u2581has \u2581been .")]
-    return script, pieces, ids, starts_word, bodies
+    return pieces, ids, starts_word, bodies
 
 
 def test_word_pairs_know_what_follows_what_and_which_words_can_stand_in():
-    script, pieces, ids, starts_word, bodies = _grammar_tables()
-    pairs, substitutes = script.word_pairs(bodies, starts_word, pieces)
+    pieces, ids, starts_word, bodies = _grammar_tables()
+    pairs, substitutes = grammar.word_pairs(bodies, starts_word, pieces)
     word = {piece: (index,) for index, piece in enumerate(pieces)}
-    assert pairs.has(script.EDGE, word["\u2581police"])
-    assert pairs.has(word["\u2581people"], word["."]) and pairs.has(word["."], script.EDGE)
+    assert pairs.has(grammar.EDGE, word["\u2581police"])
+    assert pairs.has(word["\u2581people"], word["."]) and pairs.has(word["."], grammar.EDGE)
     assert not pairs.has(word["\u2581police"], word["\u2581has"])
     # Any number stands where a number was seen.
     assert pairs.has(word["\u2581arrested"], word["\u25817"])
@@ -444,13 +429,13 @@ def test_word_pairs_know_what_follows_what_and_which_words_can_stand_in():
 
 
 def test_grammar_labels_mark_the_words_of_pairs_the_corpus_never_has():
-    script, pieces, ids, starts_word, bodies = _grammar_tables()
-    pairs, substitutes = script.word_pairs(bodies, starts_word, pieces)
+    pieces, ids, starts_word, bodies = _grammar_tables()
+    pairs, substitutes = grammar.word_pairs(bodies, starts_word, pieces)
     premise = ids("\u2581Mia \u2581a \u2581storm \u2581has \u2581damaged \u25813 \u2581homes .")
     prefix = 1  # one piece stands for `hypothesis:`
     clean = [0] + ids("\u2581police \u2581have \u2581arrested \u25813 \u2581people .")
     rng = np.random.default_rng(0)
-    inputs, labels = script.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
+    inputs, labels = grammar.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
                                             substitutes, 64, 0.0, 0.0)
     assert inputs == premise + clean + [1]
     body = slice(len(premise) + prefix, len(inputs) - 1)
@@ -459,21 +444,21 @@ def test_grammar_labels_mark_the_words_of_pairs_the_corpus_never_has():
     # An error that the text brings is found without any noise: `police has`;
     # every hypothesis piece says that the hypothesis has one.
     broken = [0] + ids("\u2581police \u2581has \u2581arrested \u25813 \u2581people .")
-    _, labels = script.grammar_example((premise, broken), prefix, rng, starts_word, pairs,
+    _, labels = grammar.grammar_example((premise, broken), prefix, rng, starts_word, pairs,
                                        substitutes, 64, 0.0, 0.0)
     assert labels[body, 0].tolist() == [1, 1, 1, 0, 0, 0] and (labels[body, 1] == 1).all()
     # Noise: whatever it did, a piece is labelled 1 exactly when its word
     # makes a pair the corpus lacks; the premise is cut to fit the length.
     changed = 0
     for _ in range(100):
-        inputs, labels = script.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
+        inputs, labels = grammar.grammar_example((premise, clean), prefix, rng, starts_word, pairs,
                                                 substitutes, 10, 0.3, 0.2)
         assert len(inputs) == len(labels) <= 10 and inputs[-1] == 1
         start = inputs.index(0) + 1
         noisy = inputs[start:-1]
         assert len(noisy) == len(clean) - prefix
         assert inputs[:start - 1] == premise[:len(inputs) - len(clean) - 1]
-        words = [script.EDGE] + [(piece,) for piece in noisy] + [script.EDGE]
+        words = [grammar.EDGE] + [(piece,) for piece in noisy] + [grammar.EDGE]
         expected = [int(not pairs.has(words[k - 1], words[k]) or not pairs.has(words[k], words[k + 1]))
                     for k in range(1, len(words) - 1)]
         assert labels[start:-1, 0].tolist() == expected
@@ -485,19 +470,18 @@ def test_grammar_labels_mark_the_words_of_pairs_the_corpus_never_has():
 def test_the_corpus_reader_names_the_line_of_a_bad_record(tmp_path):
     import gzip
 
-    script = _script()
-    pairs = script.read_corpus(SAMPLE_DIR)
+    pairs = texts.read_corpus(SAMPLE_DIR)
     assert len(pairs) == 9000 and all(article and summary for article, summary in pairs)
     (tmp_path / "corpus").mkdir()
     with gzip.open(tmp_path / "corpus" / "train.jsonl.gz", "wt", encoding="utf-8") as handle:
         handle.write('{"text": "A.", "summary": "B."}\n{"text": "C."}\n')
     with pytest.raises(ValueError, match=r"train.jsonl.gz:2: not a corpus record"):
-        script.read_corpus(str(tmp_path))
+        texts.read_corpus(str(tmp_path))
     # A file that is not gzip, and one cut short, are named too.
     (tmp_path / "corpus" / "train.jsonl.gz").write_text('{"text": "A.", "summary": "B."}\n')
     with pytest.raises(ValueError, match=r"train.jsonl.gz: unreadable after line 0"):
-        script.read_corpus(str(tmp_path))
+        texts.read_corpus(str(tmp_path))
     whole = gzip.compress(('{"text": "A.", "summary": "B."}\n' * 400).encode())
     (tmp_path / "corpus" / "train.jsonl.gz").write_bytes(whole[:len(whole) // 2])
     with pytest.raises(ValueError, match=r"train.jsonl.gz: unreadable after line \d+"):
-        script.read_corpus(str(tmp_path))
+        texts.read_corpus(str(tmp_path))

@@ -71,7 +71,7 @@ def _check_repository_paths(words: list[str]) -> None:
     for word in words:
         value = word.split("=", 1)[-1]
         for candidate in (word, value):
-            if candidate.startswith(("gin/", "launch/", "bench/", "scripts/")):
+            if candidate.startswith(("gin/", "launch/", "bench/", "demo_data/")):
                 assert os.path.exists(os.path.join(REPO_ROOT, candidate)), \
                     f"README names {candidate}, which is not in the repository"
 

@@ -6,7 +6,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -137,12 +136,14 @@ def test_json_has_every_number_with_interval_and_n(written):
 class _Collector(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
-        self.images, self.tags = [], []
+        self.images, self.tags, self.scripts = [], [], []
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
         if tag == "img":
             self.images.append(dict(attrs))
+        if tag == "script":
+            self.scripts.append(dict(attrs))
 
 
 def test_html_is_self_contained_with_decodable_roc_and_calibration_pngs(written):
@@ -152,8 +153,10 @@ def test_html_is_self_contained_with_decodable_roc_and_calibration_pngs(written)
     text = open(paths["html"], encoding="utf-8").read()
     parser = _Collector()
     parser.feed(text)
-    assert "script" not in parser.tags and "link" not in parser.tags
-    assert "http://" not in text and "https://" not in text
+    # Scripts are inline (the example browser); nothing is fetched.
+    assert parser.scripts and not any("src" in script for script in parser.scripts)
+    assert "link" not in parser.tags and "iframe" not in parser.tags
+    assert "http://" not in text and "https://" not in text and "//cdn" not in text
     roc = [img for img in parser.images if img.get("class") == "roc"]
     calibration = [img for img in parser.images if img.get("class") == "calibration"]
     # ROC curves for every labelled benchmark with a defined AUC (not the one-class set).
@@ -173,23 +176,121 @@ def test_html_is_self_contained_with_decodable_roc_and_calibration_pngs(written)
     assert "<sup>†</sup>" in text
 
 
+# The browser test runs in a real headless Chromium (.ci/run installs Debian's
+# chromium and chromium-driver when they are missing).
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+_TABLE_JS = """
+const section = document.querySelector(`section.browser[data-benchmark="${arguments[0]}"]`);
+return {
+  cap: section.querySelector('.cap').textContent,
+  count: section.querySelector('.count').textContent,
+  rows: Array.from(section.querySelectorAll('tbody tr')).map(tr => ({
+    id: tr.getAttribute('data-id'),
+    cells: Object.fromEntries(Array.from(tr.children).map(
+      td => [td.getAttribute('data-col'), td.textContent])),
+    shaded: Array.from(tr.children).filter(td => td.classList.contains('disagree'))
+      .map(td => td.getAttribute('data-col')),
+  })),
+};
+"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "
-                    "chromium); test_html_is_self_contained... checks the HTML without it")
-def test_report_html_opens_in_headless_chromium(written, tmp_path):
-    _, paths = written
-    screenshot = tmp_path / "report.png"
-    completed = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--enable-logging=stderr", "--v=0",
-         f"--screenshot={screenshot}", "--window-size=1200,2400",
-         "file://" + os.path.abspath(paths["html"])],
-        capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    console_errors = [line for line in completed.stderr.splitlines()
-                      if "CONSOLE" in line or "Uncaught" in line or "net::ERR" in line]
-    assert not console_errors, console_errors
-    assert screenshot.stat().st_size > 20_000
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert CHROMIUM and CHROMEDRIVER, (
+        "the browser test needs Debian's chromium and chromium-driver: apt-get install -y "
+        "chromium chromium-driver (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--window-size=1400,1100",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, chromium, tmp_path):
+    import dataclasses
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from seahorse_metrics.evaluation import browser
+
+    report, _ = written
+    # 120 items, a cap of 80: the page shows a stratified sample and says so.
+    capped = dataclasses.replace(report, config=dataclasses.replace(report.config, browser_rows=80))
+    paths = report_lib.write_report(capped, str(tmp_path / "report"))
+    chromium.get("file://" + os.path.abspath(paths["html"]))
+    benchmark = report.benchmarks[0]
+    shown = browser.sample_rows(benchmark, 80, report.config.seed)
+    items = {benchmark.items[i].id: (benchmark.items[i], i) for i in shown}
+    good = report.scores[("good", benchmark.name)]
+    page = chromium.execute_script(_TABLE_JS, benchmark.name)
+    assert "Showing 80 of 120 items (the cap is 80 per benchmark)" in page["cap"]
+    assert page["count"] == "80 of 80 rows shown"
+    assert [row["id"] for row in page["rows"]] == [benchmark.items[i].id for i in shown]
+    first = page["rows"][0]
+    assert first["cells"]["summary"] == items[first["id"]][0].hypothesis
+    assert first["cells"]["label"] == ("yes" if items[first["id"]][0].label else "no")
+
+    # Sort by the "good" metric: ascending, then descending on a second click.
+    section = chromium.find_element(By.CSS_SELECTOR, f'section.browser[data-benchmark="{benchmark.name}"]')
+    header = section.find_element(By.CSS_SELECTOR, 'th[data-col="score0"]')
+    assert header.text.startswith("good")
+    header.click()
+    values = [float(row["cells"]["score0"]) for row in chromium.execute_script(
+        _TABLE_JS, benchmark.name)["rows"]]
+    assert values == sorted(values) and len(values) == 80
+    assert values == sorted(round(good[i], 3) for i in shown)
+    header.click()
+    values = [float(row["cells"]["score0"]) for row in chromium.execute_script(
+        _TABLE_JS, benchmark.name)["rows"]]
+    assert values == sorted(values, reverse=True)
+
+    # Filter: German items on which "noise" (threshold 0.5) and the humans disagree.
+    noise = report.scores[("noise", benchmark.name)]
+    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="lang"]')).select_by_value("de")
+    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="disagree"]')).select_by_value("1")
+    page = chromium.execute_script(_TABLE_JS, benchmark.name)
+    expected = {item_id for item_id, (item, i) in items.items()
+                if item.lang == "de" and (noise[i] >= 0.5) != item.label}
+    assert 3 <= len(expected) < 27 and {row["id"] for row in page["rows"]} == expected
+    assert page["count"] == f"{len(expected)} of 80 rows shown"
+    assert all(row["cells"]["lang"] == "de" and "score1" in row["shaded"] for row in page["rows"])
+    # An article excerpt expands to the full text.
+    row = section.find_element(By.CSS_SELECTOR, "tbody tr")
+    row.find_element(By.CSS_SELECTOR, "details summary").click()
+    full = row.find_element(By.CSS_SELECTOR, "details .full")
+    assert full.is_displayed() and full.text == items[row.get_attribute("data-id")][0].premise
+    chromium.execute_script("arguments[0].scrollIntoView()", section)
+    screenshot = tmp_path / "browser-filtered.png"
+    assert chromium.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 20_000
+    errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_browser_sample_keeps_each_language_and_label_share():
+    from seahorse_metrics.evaluation import browser
+
+    items = eval_data.rated_pairs(3000, 7, prefix="big")
+    benchmark = Benchmark("ratings/big", "ratings", "big", "large", tuple(items))
+    shown = browser.sample_rows(benchmark, 300, seed=0)
+    assert len(shown) == 300 and len(set(shown.tolist())) == 300
+    assert list(shown) == sorted(shown)
+    assert np.array_equal(shown, browser.sample_rows(benchmark, 300, seed=0))
+    for lang in {i.lang for i in items}:
+        for label in (True, False):
+            share = np.mean([i.lang == lang and i.label == label for i in items])
+            picked = sum(items[k].lang == lang and items[k].label == label for k in shown)
+            assert abs(picked - 300 * share) <= 1.5
+    assert np.array_equal(browser.sample_rows(benchmark, 5000, seed=0), np.arange(3000))

@@ -1,7 +1,7 @@
 """Checks of the bundled synthetic sample and its SentencePiece model.
 
-The sample (`seahorse_metrics/data/sample/`) is made by `scripts/make_sample.py`
-and the vocabulary by `scripts/train_vocab.py`. These tests check that the files
+The sample (`seahorse_metrics/data/sample/`) is made by `python -m demo_data.sample`
+and the vocabulary by `python -m demo_data.vocab`. These tests check that the files
 parse as their formats require, that counts and rates are the documented
 ones, that regenerating reproduces the same bytes, and that each question's
 "No" is carried by the signal the README promises.
@@ -11,16 +11,20 @@ from __future__ import annotations
 import csv
 import functools
 import gzip
-import importlib.util
 import json
 import os
 import re
 import statistics
-import sys
 
 import numpy as np
 import pytest
 import sentencepiece as spm
+
+import demo_data.vocab
+from demo_data.sample import build
+from demo_data.sample.corpus import CORPUS_PAIRS_PER_LANG
+from demo_data.sample.languages import LANGS
+from demo_data.sample.mface import MFACE_COLUMNS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(REPO, "seahorse_metrics", "data", "sample")
@@ -34,24 +38,6 @@ GEM_ID_RE = re.compile(
 # Documented in the sample README: Yes-rates among Yes/No cells, per question.
 YES_RATE_BANDS = {1: (0.74, 0.84), 2: (0.76, 0.86), 3: (0.68, 0.78), 4: (0.45, 0.56),
                   5: (0.50, 0.62), 6: (0.42, 0.55)}
-
-
-def _load_script(name):
-    """Imports `scripts/<name>.py` (scripts are not a package)."""
-    module_name = f"_sample_scripts_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(
-        module_name, os.path.join(REPO, "scripts", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up while executing it
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def make_sample():
-    return _load_script("make_sample")
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +148,10 @@ def test_readme_states_the_counts(stats):
     assert f"{stats['mface']['rows']} rows" in readme
 
 
-def test_mface_sample(make_sample):
+def test_mface_sample():
     with open(os.path.join(SAMPLE, "mface", "mface_sample.csv"), encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        assert tuple(reader.fieldnames) == make_sample.MFACE_COLUMNS
+        assert tuple(reader.fieldnames) == MFACE_COLUMNS
         rows = list(reader)
     assert 200 <= len(rows) <= 400
     langs = {r["lang"] for r in rows}
@@ -197,13 +183,13 @@ def test_true_and_ratings_samples():
     assert len({r["id"] for r in records}) == len(records)
 
 
-def test_corpus_pairs_are_fluent_grammatical_and_unrated(stats, make_sample, articles):
+def test_corpus_pairs_are_fluent_grammatical_and_unrated(stats, articles):
     import gzip
 
     with gzip.open(os.path.join(SAMPLE, "corpus", "train.jsonl.gz"), "rt", encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     corpus = stats["corpus"]
-    assert len(records) == corpus["pairs"] == 6 * make_sample.CORPUS_PAIRS_PER_LANG
+    assert len(records) == corpus["pairs"] == 6 * CORPUS_PAIRS_PER_LANG
     assert all(set(r) == {"id", "lang", "text", "summary"} for r in records)
     assert {r["lang"]: 0 for r in records}.keys() == corpus["langs"].keys() == set(LANG_OF.values())
     assert len({r["id"] for r in records}) == len(records)
@@ -223,8 +209,8 @@ def test_sample_stays_small():
 # ------------------------------------------------------------- reproducibility
 
 
-def test_regeneration_is_byte_identical(make_sample, tmp_path):
-    make_sample.main(["--output_dir", str(tmp_path)])
+def test_regeneration_is_byte_identical(tmp_path):
+    build.main(["--output_dir", str(tmp_path)])
     generated = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert generated
     for relative in generated:
@@ -233,14 +219,13 @@ def test_regeneration_is_byte_identical(make_sample, tmp_path):
             if relative.endswith(".gz"):  # the same text; zlib versions may pack it differently
                 new_bytes, old_bytes = gzip.decompress(new_bytes), gzip.decompress(old_bytes)
             assert new_bytes == old_bytes, (
-                f"{relative} differs from the shipped file: re-run scripts/make_sample.py and "
-                "scripts/train_vocab.py and commit the result if the change is intended")
+                f"{relative} differs from the shipped file: re-run `python -m demo_data.sample` "
+                "and `python -m demo_data.vocab` and commit the result if the change is intended")
 
 
 def test_vocab_retraining_is_byte_identical(tmp_path):
-    train_vocab = _load_script("train_vocab")
     out = tmp_path / "spiece.model"
-    train_vocab.main(["--sample_dir", SAMPLE, "--output", str(out)])
+    demo_data.vocab.main(["--sample_dir", SAMPLE, "--output", str(out)])
     with open(os.path.join(SAMPLE, "spiece.model"), "rb") as f:
         assert out.read_bytes() == f.read()
 
@@ -270,10 +255,10 @@ _NUMBER_RE = re.compile(r"\d[\d.,\u00a0 ]*\d|\d")
 
 
 @functools.lru_cache(maxsize=None)
-def _entity_pattern(make_sample, lang):
+def _entity_pattern(lang):
     """One regex for all names, places and companies of a language, and the
     canonical entity each surface form stands for."""
-    pack = make_sample.LANGS[lang]
+    pack = LANGS[lang]
     canonical = {}
     for kind, values in (("place", pack["places"]), ("surname", pack["surnames"]),
                          ("org", pack["orgs"])):
@@ -285,9 +270,9 @@ def _entity_pattern(make_sample, lang):
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), canonical
 
 
-def _entities(make_sample, lang, text):
+def _entities(lang, text):
     """Canonical names, places, companies and numbers mentioned in `text`."""
-    pattern, canonical = _entity_pattern(make_sample, lang)
+    pattern, canonical = _entity_pattern(lang)
     found = {canonical[m.group(0)] for m in pattern.finditer(text)}
     found.update(("num", re.sub(r"\D", "", n)) for n in _NUMBER_RE.findall(text))
     return found
@@ -308,26 +293,26 @@ def _rate_by_label(rows, q, predicate):
     return rates
 
 
-def test_q4_no_summaries_mention_what_the_article_does_not(splits, articles, make_sample):
+def test_q4_no_summaries_mention_what_the_article_does_not(splits, articles):
     _, rows = splits["test"]
 
     def unsupported(r):
         lang = LANG_OF[r["worker_lang"]]
-        return bool(_entities(make_sample, lang, r["summary"])
-                    - _entities(make_sample, lang, articles[r["gem_id"]]))
+        return bool(_entities(lang, r["summary"])
+                    - _entities(lang, articles[r["gem_id"]]))
 
     rates = _rate_by_label(rows, 4, unsupported)
     assert rates["No"] > 0.85 and rates["Yes"] < 0.1, rates
 
 
-def test_q5_no_summaries_leave_out_the_lead(splits, articles, make_sample):
+def test_q5_no_summaries_leave_out_the_lead(splits, articles):
     _, rows = splits["test"]
 
     def covers_lead(r):
         lang = LANG_OF[r["worker_lang"]]
         lead = re.split(r"(?<=\.)\s", articles[r["gem_id"]])[0]
-        lead_entities = _entities(make_sample, lang, lead)
-        return bool(_entities(make_sample, lang, r["summary"]) & lead_entities)
+        lead_entities = _entities(lang, lead)
+        return bool(_entities(lang, r["summary"]) & lead_entities)
 
     rates = _rate_by_label(rows, 5, covers_lead)
     assert rates["Yes"] > 0.85 and rates["No"] < 0.15, rates
@@ -377,10 +362,10 @@ def _words(text):
     return [w for w in re.findall(r"\w+", text.lower()) if not w.isdigit()]
 
 
-def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles, make_sample):
+def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles):
     """Word bigrams (entities masked) that no Q3-Yes training summary and no article has."""
     def masked_bigrams(text, lang):
-        for kind, value in sorted(_entities(make_sample, lang, text), reverse=True):
+        for kind, value in sorted(_entities(lang, text), reverse=True):
             if kind != "num":
                 text = text.replace(value, kind.upper())
         words = ["NUM" if re.fullmatch(r"[\d.,]+", w) else w.lower()

@@ -12,17 +12,27 @@ benchmarks (repeatable), KIND:PATH[:OPTIONS]:
                                             by default, test split by default
   mface:FILE[:q1,q4,q6][,threshold=T]       mFACE sheet -> mface-5lang/qN and mface-all/qN
   true:DIR_OR_CSV                           TRUE-style CSV(s) -> true/<file stem>
-  ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,threshold=T]
+  ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,question=F,threshold=T]
+  aggrefact:FILE_OR_DIR[:split=dev|test]    LLM-AggreFact -> aggrefact/<dataset> (+ their mean)
+  summac:FILE[:cut=val|test]                SummaC rows -> summac/<dataset> (+ their mean)
 
 metrics (repeatable), [NAME=]SPEC:
-  checkpoint:DIR_OR_HUB_ID | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
+  checkpoint:DIR_OR_HUB_ID[,long_inputs=chunk][,per_sentence=min|mean|share@T][,normalize=pair]
+  | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
   | baseline:length | scores:FILE[:COLUMN]
+
+thresholds (the LLM-AggreFact protocol): --tune_threshold_on SPEC tunes each
+metric's threshold on SPEC (e.g. the dev split) and reports balanced accuracy
+at it on the benchmarks; OUTPUT/thresholds.json keeps them for --thresholds.
 
 example:
   seahorse-metrics evaluate --benchmark seahorse:data/prepared:q4 \\
       --benchmark mface:mface.csv:q4 --benchmark true:true_csvs/ \\
       --metric q4=checkpoint:runs/q4 --metric baseline:rougeL \\
       --compare q4 ROUGE-L --output report/
+  seahorse-metrics evaluate --benchmark aggrefact:llm_aggrefact \
+      --tune_threshold_on aggrefact:llm_aggrefact:split=dev --metric q4=checkpoint:runs/q4 \
+      --output aggrefact_report/
 """
 
 
@@ -69,7 +79,25 @@ def add_parser(subparsers) -> None:
                              "baselines (default: the checkpoint's / the bundled one).")
     parser.add_argument("--batch_size", type=int, default=32,
                         help="Scoring batch size for checkpoint metrics (default 32).")
+    _add_threshold_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def _add_threshold_arguments(parser) -> None:
+    parser.add_argument("--tune_threshold_on", action="append", default=[], metavar="SPEC",
+                        help="Benchmark spec (repeatable) to tune each metric's threshold on; "
+                             "balanced accuracy at it is reported on every benchmark.")
+    parser.add_argument("--thresholds", default=None, metavar="FILE",
+                        help="Reuse tuned thresholds: a thresholds.json or report.json.")
+    parser.add_argument("--threshold_objective", default="balanced_accuracy",
+                        metavar="balanced_accuracy|f1|precision@R",
+                        help="What the tuned threshold maximises (default balanced_accuracy).")
+    parser.add_argument("--threshold_scope", choices=("metric", "benchmark"), default="metric",
+                        help="One threshold per metric (default), or one per tuning benchmark "
+                             "for the benchmark of the same name (per-dataset thresholds).")
+    parser.add_argument("--browser_rows", type=int, default=1000, metavar="N",
+                        help="Items per benchmark in report.html's example browser; larger "
+                             "benchmarks show a stratified sample (default 1000; 0 = none).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,12 +108,14 @@ def run(args: argparse.Namespace) -> int:
     config = EvaluationConfig(
         n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
         threshold=args.threshold, drop_nan=args.drop_nan, use_cache=not args.no_cache,
-        alpha=args.alpha,
+        alpha=args.alpha, threshold_objective=args.threshold_objective,
+        threshold_scope=args.threshold_scope, browser_rows=args.browser_rows,
     )
     report = run_evaluation(
         args.benchmark, args.metric, args.output, config,
         compare=[tuple(pair) for pair in args.compare], vocab_path=args.vocab,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size, tune_on=args.tune_threshold_on,
+        thresholds_path=args.thresholds,
     )
     for name, counts in report.scoring.items():
         logger.info("%s: %d benchmark(s) scored, %d from cache", name, counts["scored"],

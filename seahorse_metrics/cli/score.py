@@ -16,6 +16,14 @@ Hugging Face hub id (google/seahorse-xxl-q4, read from the hub cache; set
 HF_HUB_OFFLINE=1 to never touch the network). The output column is NAME, or
 `score` for a single unnamed checkpoint, or `score_<dir name>` for several.
 
+Query-focused summaries: --question_field names the column with each
+summary's question; the input then reads `question: Q premise: P hypothesis: H`
+(or the checkpoint's seahorse_inputs.json template).
+
+--threshold T (a number, or a thresholds.json/report.json written by
+`evaluate --tune_threshold_on`) adds a <column>_decision column: yes when the
+score is at or above the metric's threshold, else no.
+
 The run is resumable: finished batches go to OUTPUT.partial.jsonl; rerun the
 same command after an interruption and it continues. The output keeps the
 input rows and order; bad rows get an `error` column. Settings and counts go
@@ -46,6 +54,7 @@ def add_parser(subparsers) -> None:
                         help="Column of the summary (default: summary).")
     parser.add_argument("--lang_field", default="lang",
                         help="Column of the language code, for truncation counts (default: lang).")
+    _add_question_and_threshold(parser)
     parser.add_argument("--vocab", default=None,
                         help="SentencePiece model (default: spiece.model in the checkpoints).")
     parser.add_argument("--normalize", choices=("full", "pair"), default="full",
@@ -61,8 +70,9 @@ def add_parser(subparsers) -> None:
                         help="Premise tokens shared by consecutive chunks (default 128).")
     parser.add_argument("--per_sentence", action="store_true",
                         help="Score each summary sentence; adds <column>_sentences.")
-    parser.add_argument("--sentence_aggregate", choices=("min", "mean"), default="min",
-                        help="Combine sentence scores with min (default) or mean.")
+    parser.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
+                        help="Combine sentence scores with min (default), mean, or share@T: "
+                             "the share of sentences scored at or above T.")
     parser.add_argument("--max_input_length", type=int, default=2048,
                         help="Input tokens, EOS included (default 2048).")
     parser.add_argument("--batch_size", type=int, default=16,
@@ -82,6 +92,16 @@ def add_parser(subparsers) -> None:
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
     parser.set_defaults(func=run)
+
+
+def _add_question_and_threshold(parser) -> None:
+    parser.add_argument("--question_field", default=None,
+                        help="Column of the question a query-focused summary answers "
+                             "(default: none; when given, every row needs one).")
+    parser.add_argument("--threshold", default=None, metavar="T|FILE",
+                        help="Decision threshold (a number for every metric, or a thresholds "
+                             "file from `evaluate --tune_threshold_on`, by metric name): adds "
+                             "a yes/no <column>_decision column.")
 
 
 def checkpoint_names(specs: list[str]) -> dict[str, str]:
@@ -104,14 +124,42 @@ def checkpoint_names(specs: list[str]) -> dict[str, str]:
     return named
 
 
+def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]:
+    """Metric name -> threshold from `--threshold` (a number or a thresholds file).
+
+    A file may hold more metrics than are scored here (those are not used);
+    every metric scored needs a threshold in it.
+
+    Raises:
+      ValueError: for a file without a threshold for a metric scored here.
+      FileNotFoundError: for a path that does not exist.
+    """
+    if value is None:
+        return {}
+    try:
+        return {name: float(value) for name in names}
+    except ValueError:
+        pass
+    from seahorse_metrics.evaluation.thresholds import read_thresholds
+
+    thresholds = read_thresholds(value)
+    missing = [name for name in names if name not in thresholds.metrics]
+    if missing:
+        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
+                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
+    return {name: thresholds.metrics[name].threshold for name in names}
+
+
 def run(args) -> int:
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
                if args.buckets else None)
+    named = checkpoint_names(args.checkpoint)
+    thresholds = decision_thresholds(args.threshold, list(named))
     scorer = MultiScorer.load(
-        checkpoint_names(args.checkpoint), vocab=args.vocab, dtype=args.dtype,
+        named, vocab=args.vocab, dtype=args.dtype,
         max_input_length=args.max_input_length, batch_size=args.batch_size,
         truncation=args.truncation, normalize=args.normalize, long_inputs=args.long_inputs,
         chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
@@ -119,6 +167,7 @@ def run(args) -> int:
         max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
     summary = score_file(scorer, args.input, args.output, premise_field=args.premise_field,
                          hypothesis_field=args.hypothesis_field, lang_field=args.lang_field,
+                         question_field=args.question_field, thresholds=thresholds,
                          overwrite=args.overwrite,
                          show_progress=False if args.no_progress else None)
     rows = summary["rows"]

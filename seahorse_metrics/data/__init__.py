@@ -4,7 +4,9 @@
 * `seahorse`: the SEAHORSE release TSVs and the prepared JSONL splits.
 * `articles`, `prepare`: joining the release with its GEM articles.
 * `mface`, `true`, `ratings`: mFACE, TRUE and generic rated files.
-* `inputs`: `premise: ... hypothesis: ...` inputs and their truncation.
+* `factcheck`: the LLM-AggreFact and SummaC layouts.
+* `inputs`: `premise: ... hypothesis: ...` inputs (with `question: ...` for
+  query-focused summaries) and their truncation.
 * `vocab`: SentencePiece tokenizer and seqio vocabulary.
 
 None of these modules imports TensorFlow; the seqio tasks live in

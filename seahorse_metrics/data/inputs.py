@@ -1,7 +1,11 @@
 """Model inputs: `premise: {article} hypothesis: {summary}`, tokenised to a length.
 
 Used by the seqio tasks and by the scorer, so training and scoring see the
-same inputs. Two truncation modes:
+same inputs. A query-focused pair (a summary that answers a question about
+the article, as in SQuALITY or KI-QFS) carries its question, and is read as
+`QUESTION_TEMPLATE`, `question: {question} premise: {premise} hypothesis:
+{hypothesis}`, unless a checkpoint's `seahorse_inputs.json` names another
+template (see `seahorse_metrics.scoring.scorer`). Two truncation modes:
 
 * `summary_first` (default, as the release's authors recommend): when the
   input is too long, the article is shortened so the whole summary fits.
@@ -10,6 +14,9 @@ same inputs. Two truncation modes:
   tokens, then EOS. This is what the released checkpoints saw; it cuts the
   summary first, since the summary comes last.
 
+A question, like the summary, is kept whole in `summary_first` mode: only
+the article is shortened.
+
 The tokenizer is anything with `encode(str) -> list[int]`,
 `decode(list[int]) -> str` and `eos_id`. No TensorFlow here.
 """
@@ -17,12 +24,18 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
-from typing import Iterable, Optional, Protocol, Sequence
+import string
+from typing import Callable, Iterable, Optional, Protocol, Sequence
 
 logger = logging.getLogger(__name__)
 
 TRUNCATION_MODES = ("summary_first", "joint")
+# The input of a query-focused pair; a checkpoint may name another (with the
+# same three fields).
+QUESTION_TEMPLATE = "question: {question} premise: {premise} hypothesis: {hypothesis}"
+_TEMPLATE_FIELDS = frozenset({"question", "premise", "hypothesis"})
 
 # SentencePiece pieces are at most 16 characters (its default
 # max_sentencepiece_length), so a premise longer than this many characters per
@@ -59,9 +72,46 @@ class EncodedPair:
     hypothesis_cut: bool
 
 
-def format_input(premise: str, hypothesis: str) -> str:
-    """The model input string: `premise: {premise} hypothesis: {hypothesis}`."""
-    return f"premise: {premise} hypothesis: {hypothesis}"
+def format_input(premise: str, hypothesis: str, question: Optional[str] = None,
+                 question_template: str = QUESTION_TEMPLATE) -> str:
+    """The model input string.
+
+    Args:
+      premise: The article.
+      hypothesis: The summary.
+      question: The question a query-focused summary answers, or None.
+      question_template: How a pair with a question is written (fields
+        `{question}`, `{premise}`, `{hypothesis}`).
+
+    Returns:
+      `premise: {premise} hypothesis: {hypothesis}` without a question, else
+      `question_template` filled in.
+    """
+    if question is None:
+        return f"premise: {premise} hypothesis: {hypothesis}"
+    return question_template.format(question=question, premise=premise, hypothesis=hypothesis)
+
+
+def check_question_template(template: str) -> str:
+    """Returns `template` if it names exactly `{question}`, `{premise}` and
+    `{hypothesis}` (each once).
+
+    Raises:
+      ValueError: for a malformed template or other fields.
+    """
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as error:
+        raise ValueError(f"question template {template!r} is malformed ({error})") from None
+    if sorted(fields) != sorted(_TEMPLATE_FIELDS):
+        raise ValueError(
+            f"question template {template!r} must name {{question}}, {{premise}} and "
+            f"{{hypothesis}} once each (it names {fields}); e.g. {QUESTION_TEMPLATE!r}")
+    return template
+
+
+def _formatter(question: Optional[str], question_template: str) -> Callable[[str, str], str]:
+    return functools.partial(format_input, question=question, question_template=question_template)
 
 
 def _leading_window(premise: str, max_length: int) -> Optional[str]:
@@ -79,15 +129,16 @@ _MAX_GROW_STEPS = 3
 
 
 def _shorten_premise(
-    tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str, budget: int
+    tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str, budget: int,
+    formatter: Callable[[str, str], str] = format_input,
 ) -> EncodedPair:
     """Keeps the longest article prefix (in pieces) with which the input fits."""
-    hypothesis_only = tokenizer.encode(format_input("", hypothesis))
+    hypothesis_only = tokenizer.encode(formatter("", hypothesis))
 
     def encode_with(keep: int) -> list[int]:
         if keep == 0:
             return hypothesis_only
-        return tokenizer.encode(format_input(tokenizer.decode(premise_ids[:keep]), hypothesis))
+        return tokenizer.encode(formatter(tokenizer.decode(premise_ids[:keep]), hypothesis))
 
     # The article's pieces inside the input are about its pieces alone; start there.
     keep = min(len(premise_ids), max(budget - len(hypothesis_only), 0))
@@ -116,8 +167,10 @@ def encode_pair(
     hypothesis: str,
     max_length: int,
     mode: str = "summary_first",
+    question: Optional[str] = None,
+    question_template: str = QUESTION_TEMPLATE,
 ) -> EncodedPair:
-    """Tokenises `format_input(premise, hypothesis)` to at most `max_length` ids.
+    """Tokenises `format_input(premise, hypothesis, question)` to at most `max_length` ids.
 
     When the whole input fits, the ids are exactly `tokenizer.encode` of the
     formatted string plus EOS, in either mode.
@@ -127,8 +180,11 @@ def encode_pair(
       premise: The article.
       hypothesis: The summary.
       max_length: Maximum number of ids, EOS included.
-      mode: `summary_first` (shorten the article so the summary fits) or
-        `joint` (cut the tokenised string, as the released checkpoints saw it).
+      mode: `summary_first` (shorten the article so the summary, and the
+        question, fit) or `joint` (cut the tokenised string, as the released
+        checkpoints saw it).
+      question: The question of a query-focused summary, or None.
+      question_template: The input of a pair with a question (see `format_input`).
 
     Returns:
       The ids and whether the input or the summary was cut.
@@ -142,22 +198,23 @@ def encode_pair(
         raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
     budget = max_length - 1
     eos = tokenizer.eos_id
+    formatter = _formatter(question, question_template)
 
     window = _leading_window(premise, max_length)
     window_ids = tokenizer.encode(window) if window is not None else None
     if window_ids is not None and len(window_ids) > budget + _WINDOW_MARGIN_TOKENS:
         # The premise alone is longer than the budget: the input is truncated.
         if mode == "joint":
-            ids = tokenizer.encode(format_input(window, hypothesis))
+            ids = tokenizer.encode(formatter(window, hypothesis))
             return EncodedPair(ids[:budget] + [eos], True, True)
-        return _shorten_premise(tokenizer, window_ids, hypothesis, budget)
+        return _shorten_premise(tokenizer, window_ids, hypothesis, budget, formatter)
 
-    ids = tokenizer.encode(format_input(premise, hypothesis))
+    ids = tokenizer.encode(formatter(premise, hypothesis))
     if len(ids) <= budget:
         return EncodedPair(ids + [eos], False, False)
     if mode == "joint":
         return EncodedPair(ids[:budget] + [eos], True, True)
-    return _shorten_premise(tokenizer, tokenizer.encode(premise), hypothesis, budget)
+    return _shorten_premise(tokenizer, tokenizer.encode(premise), hypothesis, budget, formatter)
 
 
 @dataclasses.dataclass
@@ -236,16 +293,22 @@ def encode_pairs(
     mode: str = "summary_first",
     langs: Optional[Iterable[Optional[str]]] = None,
     stats: Optional[TruncationStats] = None,
+    questions: Optional[Sequence[Optional[str]]] = None,
 ) -> list[EncodedPair]:
-    """`encode_pair` over parallel lists, counting truncation into `stats`."""
+    """`encode_pair` over parallel lists (questions None or one per pair),
+    counting truncation into `stats`."""
     if len(premises) != len(hypotheses):
         raise ValueError(
             f"got {len(premises)} premises and {len(hypotheses)} hypotheses; they must pair up"
         )
     langs_list = list(langs) if langs is not None else [None] * len(premises)
+    questions_list = list(questions) if questions is not None else [None] * len(premises)
+    if len(questions_list) != len(premises):
+        raise ValueError(f"got {len(questions_list)} questions for {len(premises)} pairs")
     encoded = []
-    for premise, hypothesis, lang in zip(premises, hypotheses, langs_list):
-        pair = encode_pair(tokenizer, premise, hypothesis, max_length, mode)
+    for premise, hypothesis, lang, question in zip(premises, hypotheses, langs_list,
+                                                   questions_list):
+        pair = encode_pair(tokenizer, premise, hypothesis, max_length, mode, question)
         if stats is not None:
             stats.add(pair, lang)
         encoded.append(pair)

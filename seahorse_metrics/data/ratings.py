@@ -1,7 +1,7 @@
 """Generic rated premise/hypothesis files, and the table reading other readers share.
 
 `read_ratings` reads any JSONL, CSV or TSV file with a premise, a hypothesis
-and a rating: binary (0/1, yes/no, true/false) or continuous (SQuALITY-style
+(and, for query-focused summaries, an optional `question`) and a rating: binary (0/1, yes/no, true/false) or continuous (SQuALITY-style
 1-100, Likert 1-5, rater averages). Binary ratings become the label;
 continuous ratings stay as the raw rating, and become a label only when a
 threshold is given.
@@ -190,6 +190,7 @@ def read_ratings(
     system_field: str = "system",
     source: Optional[str] = None,
     strict: bool = True,
+    question_field: str = "question",
 ) -> list[RatedPair]:
     """Reads a rated premise/hypothesis file (JSONL, CSV or TSV).
 
@@ -202,6 +203,8 @@ def read_ratings(
       binary: Force binary (True) or continuous (False) ratings; None decides
         from the values (binary when every rating is 0/1/yes/no/true/false).
       lang_field, system_field: Optional metadata fields, used when present.
+      question_field: Optional field with the question a query-focused
+        summary answers (blank: a generic summary).
       source: Source name for the pairs (default: the file stem).
       strict: If True a row with an empty or non-numeric rating raises; if
         False it is skipped, counted and logged.
@@ -255,6 +258,7 @@ def read_ratings(
                 source=source or stem,
                 system=optional_text(row, system_field),
                 meta={"line": line},
+                question=optional_text(row, question_field),
             )
         )
     if skipped:

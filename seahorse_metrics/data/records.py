@@ -41,6 +41,11 @@ class RatedPair:
       system: The summarization system that produced the hypothesis;
         "reference" for human-written reference summaries.
       meta: Any further fields a reader keeps (question number, line number).
+      question: For a query-focused summary (SQuALITY, KI-QFS: one article,
+        several questions, a summary per question), the question the summary
+        answers; None for a generic summary. It is part of the model input
+        (`seahorse_metrics.data.inputs.QUESTION_TEMPLATE`). Not to be confused
+        with the SEAHORSE question numbers 1-6 (`meta["question"]`).
     """
 
     id: str
@@ -52,3 +57,4 @@ class RatedPair:
     source: Optional[str] = None
     system: Optional[str] = None
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    question: Optional[str] = None

@@ -366,7 +366,8 @@ def prepared_pairs(path: str | os.PathLike, question: int) -> list[RatedPair]:
       RatedPairs in file order: id `"{gem_id}|{system}|{line}"` (`line` is the
       release line when present, else the 1-based JSONL record number),
       premise = article, hypothesis = summary, label True for Yes, rating 1.0
-      or 0.0, and meta `{'question', 'line', 'split'}`.
+      or 0.0, meta `{'question', 'line', 'split'}`, and the record's optional
+      `question` text (of a query-focused summary) as `RatedPair.question`.
 
     Raises:
       ValueError: for a question outside 1..6, a rating that is not
@@ -402,6 +403,7 @@ def prepared_pairs(path: str | os.PathLike, question: int) -> list[RatedPair]:
                 source=record["source"],
                 system=record["system"],
                 meta={"question": question, "line": line, "split": record.get("split")},
+                question=record.get("question") or None,
             )
         )
     return pairs

@@ -14,7 +14,8 @@ short names used in reports:
     paws_download.csv        -> paws
 
 A file already named by its short name (`frank.csv`) keeps it; any other
-CSV keeps its stem.
+CSV keeps its stem. An optional `question` column holds the question of a
+query-focused summary.
 """
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ def read_true_file(path: str | os.PathLike, name: str | None = None) -> list[Rat
                 source=name,
                 system=optional_text(row, "model"),
                 meta={"line": line, "original_id": optional_text(row, "id")},
+                question=optional_text(row, "question"),
             )
         )
     logger.info("%s: %d TRUE pairs (%s)", path, len(pairs), name)

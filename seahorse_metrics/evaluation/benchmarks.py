@@ -6,7 +6,9 @@ comma-separated options::
     seahorse:DIR[:q4[,q1,...]][,split=test]   prepared SEAHORSE dir (or a split .jsonl)
     mface:FILE[:q1,q4,q6][,threshold=T]       mFACE sheet, 5-language subset and all languages
     true:DIR_OR_CSV                           TRUE-style CSV(s), one column per file
-    ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,threshold=T]
+    ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,question=F,threshold=T]
+    aggrefact:FILE_OR_DIR[:split=test]        LLM-AggreFact, one column per dataset
+    summac:FILE[:cut=test]                    SummaC benchmark rows, one column per dataset
 
 SEAHORSE gives one benchmark per question (`seahorse/q4`; all six by
 default) on the `test` split of a prepared directory; `split=validation` or a
@@ -15,6 +17,10 @@ questions, labelled by its SEAHORSE counterpart (quality -> q1, attribution ->
 q4, informativeness -> q6), a benchmark on the languages SEAHORSE shares
 (`mface-5lang/q4`) and on all languages (`mface-all/q4`). TRUE gives
 `true/<file stem>` per CSV. A ratings file gives `ratings/<file stem>`.
+LLM-AggreFact gives `aggrefact/<dataset>` per dataset of the split (`test`
+by default, `split=dev` for tuning thresholds) and SummaC `summac/<dataset>`
+per dataset of the cut (`test`, or `cut=val`); the report adds the mean over
+a family's columns, as those leaderboards do.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from seahorse_metrics.data.records import QUESTION_NAMES, QUESTIONS, RatedPair
 
 logger = logging.getLogger(__name__)
 
-BENCHMARK_KINDS = ("seahorse", "mface", "true", "ratings")
+BENCHMARK_KINDS = ("seahorse", "mface", "true", "ratings", "aggrefact", "summac")
 # Systems whose summaries are human-written references (model-only vs
 # reference-only breakdowns).
 REFERENCE_SYSTEMS = frozenset({"reference", "references", "human", "gold", "ref"})
@@ -40,7 +46,8 @@ _QUESTION_TOKEN = re.compile(r"^q([1-6])$", re.IGNORECASE)
 _OPTION_TOKEN = re.compile(r"^(q[1-6]|[a-z_]+=.*)$", re.IGNORECASE)
 _SPEC_HELP = (
     "benchmark specs are seahorse:DIR[:q4], mface:FILE[:q1,q4,q6], true:DIR_OR_CSV, "
-    "ratings:FILE[:rating=FIELD,threshold=T]"
+    "ratings:FILE[:rating=FIELD,threshold=T], aggrefact:FILE_OR_DIR[:split=dev|test], "
+    "summac:FILE[:cut=val|test]"
 )
 
 
@@ -123,16 +130,17 @@ class Benchmark:
     def _content_fingerprint(self) -> str:
         digest = hashlib.sha256()
         for item in self.items:
-            for text in (item.id, item.premise, item.hypothesis):
+            for text in (item.id, item.premise, item.hypothesis, item.question or ""):
                 digest.update(text.encode("utf-8"))
                 digest.update(b"\x00")
         return digest.hexdigest()
 
     def content_fingerprint(self) -> str:
-        """Hash of the ids and texts in order (not the judgments).
+        """Hash of the ids and texts (premise, hypothesis, question) in order
+        (not the judgments).
 
-        Scores of a metric that reads only premise and hypothesis stay valid
-        as long as this does not change.
+        Scores of a metric that reads only those texts stay valid as long as
+        this does not change.
         """
         return self._content_fingerprint
 
@@ -198,7 +206,8 @@ def parse_benchmark_spec(text: str) -> BenchmarkSpec:
                 key, _, value = token.partition("=")
                 options.append((key.lower(), value))
     known = {"seahorse": {"split"}, "mface": {"threshold"}, "true": set(),
-             "ratings": {"rating", "premise", "hypothesis", "id", "threshold"}}[kind]
+             "ratings": {"rating", "premise", "hypothesis", "id", "question", "threshold"},
+             "aggrefact": {"split"}, "summac": {"cut"}}[kind]
     unknown = sorted({key for key, _ in options} - known)
     if unknown:
         raise ValueError(
@@ -294,7 +303,7 @@ def _ratings_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"ratings file {spec.path} not found")
     fields = {"rating": "rating_field", "premise": "premise_field",
-              "hypothesis": "hypothesis_field", "id": "id_field"}
+              "hypothesis": "hypothesis_field", "id": "id_field", "question": "question_field"}
     kwargs = {arg: spec.option(key) for key, arg in fields.items() if spec.option(key)}
     threshold = _float_option(spec, "threshold")
     if threshold is not None:
@@ -305,8 +314,35 @@ def _ratings_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
                       description=f"ratings file {spec.path}", items=tuple(items))]
 
 
+def _by_dataset(family: str, what: str, by_dataset: dict) -> list[Benchmark]:
+    return [Benchmark(name=f"{family}/{name}", family=family, column=name,
+                      description=f"{what}, {name}", items=tuple(items))
+            for name, items in by_dataset.items()]
+
+
+def _aggrefact_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
+    from seahorse_metrics.data.factcheck import read_aggrefact
+
+    split = spec.option("split", "test")
+    if spec.option("split") and os.path.isfile(spec.path):
+        raise ValueError(f"aggrefact:{spec.path}: split= needs a directory of split files, "
+                         "not a file (the file is one split)")
+    return _by_dataset("aggrefact", f"LLM-AggreFact {split} ({spec.path})",
+                       read_aggrefact(spec.path, split))
+
+
+def _summac_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
+    from seahorse_metrics.data.factcheck import read_summac
+
+    if not os.path.isfile(spec.path):
+        raise FileNotFoundError(f"SummaC file {spec.path} not found")
+    cut = spec.option("cut", "test")
+    return _by_dataset("summac", f"SummaC {cut} ({spec.path})", read_summac(spec.path, cut))
+
+
 _LOADERS = {"seahorse": _seahorse_benchmarks, "mface": _mface_benchmarks,
-            "true": _true_benchmarks, "ratings": _ratings_benchmarks}
+            "true": _true_benchmarks, "ratings": _ratings_benchmarks,
+            "aggrefact": _aggrefact_benchmarks, "summac": _summac_benchmarks}
 
 
 def load_benchmarks(specs: Sequence[str]) -> list[Benchmark]:

@@ -2,12 +2,19 @@
 
 A metric spec is `[NAME=]KIND:ARG[:OPTION]`::
 
-    checkpoint:DIR             scored with `seahorse_metrics.Scorer` (P("1")); DIR may
-                               be a Hugging Face hub id (google/seahorse-xxl-q4)
+    checkpoint:DIR[,OPTION=VALUE...]  scored with `seahorse_metrics.Scorer` (P("1")); DIR may
+                                      be a Hugging Face hub id (google/seahorse-xxl-q4)
     baseline:majority          majority class of the benchmark's labels
     baseline:rougeL[:MEASURE]  ROUGE-L article vs summary, fmeasure|precision|recall
     baseline:length            summary length in SentencePiece pieces
     scores:FILE[:COLUMN]       precomputed scores of any external metric
+
+Checkpoint options are the scorer's modes: `long_inputs=truncate|chunk`
+(chunk: overlapping article windows, max over them), `per_sentence=min|mean|
+share@T` (score each summary sentence; min, mean, or BooookScore's share of
+sentences scored at or above T), `normalize=full|pair` and
+`max_input_length=N`, e.g. `checkpoint:runs/q4,long_inputs=chunk,per_sentence=share@0.5`.
+A pair with a question (a query-focused summary) is scored with it.
 
 `NAME=` sets the row label (default: the checkpoint directory name,
 `ROUGE-L`, `majority`, `length`, or the scores file name).
@@ -32,6 +39,7 @@ import json
 import logging
 import math
 import os
+import re
 from typing import Optional, Sequence
 
 import numpy as np
@@ -51,8 +59,11 @@ _NON_SCORE_FIELDS = frozenset({
     # The bookkeeping and ratings of a prepared SEAHORSE split.
     "line", "split", "q1", "q2", "q3", "q4", "q5", "q6",
 })
-_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR, baseline:rougeL|majority|length, "
-              "scores:FILE[:COLUMN]")
+_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,per_sentence=min|"
+              "mean|share@T], baseline:rougeL|majority|length, scores:FILE[:COLUMN]")
+# Scorer settings a checkpoint spec may set, and how each is read.
+CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length")
+_CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 
 class MetricNotApplicable(Exception):
@@ -69,6 +80,7 @@ class MetricSpec:
       argument: Checkpoint directory, baseline name or scores file.
       option: Scores column or ROUGE measure, if given.
       text: The spec as written.
+      settings: Checkpoint options as (key, value) pairs (`CHECKPOINT_OPTIONS`).
     """
 
     name: str
@@ -76,6 +88,7 @@ class MetricSpec:
     argument: str
     option: Optional[str]
     text: str
+    settings: tuple = ()
 
 
 def parse_metric_spec(text: str) -> MetricSpec:
@@ -95,7 +108,7 @@ def parse_metric_spec(text: str) -> MetricSpec:
     kind, sep, rest = body.partition(":")
     if not sep or kind not in METRIC_KINDS or not rest:
         raise ValueError(f"bad metric spec {text!r}: {_SPEC_HELP}")
-    argument, option = rest, None
+    argument, option, settings = rest, None, ()
     if kind == "baseline":
         argument, _, option = rest.partition(":")
         option = option or None
@@ -114,8 +127,44 @@ def parse_metric_spec(text: str) -> MetricSpec:
         default_name = os.path.splitext(os.path.basename(argument))[0] + (
             f":{option}" if option else "")
     else:
+        argument, settings = _checkpoint_settings(rest, text)
         default_name = os.path.basename(os.path.normpath(argument))
-    return MetricSpec(name or default_name, kind, argument, option, text)
+    return MetricSpec(name or default_name, kind, argument, option, text, settings)
+
+
+def _checkpoint_settings(rest: str, text: str) -> tuple[str, tuple]:
+    """DIR and its `key=value` options, checked (see `CHECKPOINT_OPTIONS`)."""
+    from seahorse_metrics.scoring.units import InputSettings
+
+    argument, *tokens = _CHECKPOINT_OPTION.split(rest)
+    settings = dict(token.split("=", 1) for token in tokens)
+    if len(settings) != len(tokens):
+        raise ValueError(f"bad metric spec {text!r}: an option is given twice")
+    try:
+        InputSettings(**checkpoint_scorer_kwargs(tuple(settings.items())))
+    except ValueError as error:
+        raise ValueError(f"bad metric spec {text!r}: {error}") from None
+    return argument, tuple(sorted(settings.items()))
+
+
+def checkpoint_scorer_kwargs(settings: tuple) -> dict:
+    """`Scorer.load` keyword arguments from checkpoint spec options.
+
+    Raises:
+      ValueError: for a max_input_length that is not a whole number.
+    """
+    kwargs = {}
+    for key, value in settings:
+        if key == "per_sentence":
+            kwargs.update(per_sentence=True, sentence_aggregate=value)
+        elif key == "max_input_length":
+            try:
+                kwargs[key] = int(value)
+            except ValueError:
+                raise ValueError(f"max_input_length={value!r} is not a whole number") from None
+        else:
+            kwargs[key] = value
+    return kwargs
 
 
 def _stat_signature(path: str) -> list:
@@ -165,8 +214,10 @@ class Metric(abc.ABC):
     def fingerprint(self) -> str:
         """Cache key: changes whenever the scores could change."""
 
-    def score_pairs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
-        """Scores pairs; only for `content_only` metrics."""
+    def score_pairs(self, premises: Sequence[str], hypotheses: Sequence[str],
+                    questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
+        """Scores pairs (with the question of each query-focused summary, None
+        entries for generic ones); only for `content_only` metrics."""
         raise TypeError(f"metric {self.name} scores whole benchmarks only")
 
     def score_benchmark(self, benchmark: Benchmark) -> np.ndarray:
@@ -176,7 +227,8 @@ class Metric(abc.ABC):
           MetricNotApplicable: The metric has no scores for this benchmark.
         """
         return self.score_pairs([i.premise for i in benchmark.items],
-                                [i.hypothesis for i in benchmark.items])
+                                [i.hypothesis for i in benchmark.items],
+                                [i.question for i in benchmark.items])
 
 
 class CheckpointMetric(Metric):
@@ -200,16 +252,20 @@ class CheckpointMetric(Metric):
         self._scorer = None
 
     def fingerprint(self) -> str:
+        settings = [list(s) for s in self.spec.settings]
         return _digest(["checkpoint", os.path.abspath(self.path),
-                        _stat_signature(self.path), self.vocab_path])
+                        _stat_signature(self.path), self.vocab_path]
+                       + ([settings] if settings else []))
 
-    def score_pairs(self, premises, hypotheses):
+    def score_pairs(self, premises, hypotheses, questions=None):
         if self._scorer is None:
             from seahorse_metrics import Scorer
 
             logger.info("loading checkpoint %s for metric %s", self.path, self.name)
-            self._scorer = Scorer.load(self.path, vocab=self.vocab_path)
-        scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size)
+            self._scorer = Scorer.load(self.path, vocab=self.vocab_path,
+                                       **checkpoint_scorer_kwargs(self.spec.settings))
+        scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
+                                    questions=None if questions is None else list(questions))
         return np.asarray(scores, dtype=np.float64)
 
 
@@ -230,7 +286,8 @@ class BaselineMetric(Metric):
             vocab = [os.path.abspath(path), _stat_signature(path)]
         return _digest(["baseline", self.spec.argument, self.spec.option, vocab])
 
-    def score_pairs(self, premises, hypotheses):
+    def score_pairs(self, premises, hypotheses, questions=None):
+        # The baselines compare summary and article; a question does not change them.
         if self.spec.argument == "rougeL":
             return baselines.rouge_l_scores(
                 premises, hypotheses, vocab_path=self.vocab_path,

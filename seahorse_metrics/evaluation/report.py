@@ -7,10 +7,13 @@
   (ROC-AUC) column, n in the header, the best value of a column in bold;
   then the same with 95% intervals, accuracies, rank and system-level
   correlations, paired tests and notes on everything undefined.
-- report.html: the same tables, self-contained (inline CSS, PNG figures
-  embedded as base64), with ROC curves of all metrics per benchmark,
-  reliability (calibration) plots, and breakdowns by language, source
-  dataset, summarization system and model-only vs reference-only subsets.
+- report.html: the same tables, self-contained (inline CSS and script, PNG
+  figures embedded as base64), with ROC curves of all metrics per benchmark,
+  reliability (calibration) plots, breakdowns by language, source dataset,
+  summarization system and model-only vs reference-only subsets, and a
+  per-example browser of each benchmark (`browser.py`).
+- thresholds.json, when thresholds were tuned in this run (also in
+  report.json); `evaluate --thresholds` and `score --threshold` read it.
 
 A cell marked `†` (or `†k` for the k-th `--compare` pair) is significantly
 better (paired bootstrap, p < alpha) than the other metric of the pair.
@@ -29,17 +32,20 @@ from typing import Iterable, Optional, Sequence
 
 from seahorse_metrics import __version__
 from seahorse_metrics.evaluation import stats
-from seahorse_metrics.evaluation.results import EvaluationReport
+from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
+from seahorse_metrics.evaluation.results import TUNED_STATISTIC, EvaluationReport
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
 STAT_LABELS = {
     "pearson": "ρ", "roc_auc": "ROC", "spearman": "Spearman", "kendall": "Kendall τ",
     "accuracy": "acc", "balanced_accuracy": "bal. acc", "system_pearson": "system ρ",
+    TUNED_STATISTIC: "bal. acc (tuned)",
 }
 _MISSING = "–"
 _FAMILY_TITLES = {
     "seahorse": "SEAHORSE", "mface-5lang": "mFACE, 5 languages shared with SEAHORSE",
     "mface-all": "mFACE, all languages", "true": "TRUE", "ratings": "Ratings files",
+    "aggrefact": "LLM-AggreFact", "summac": "SummaC",
 }
 
 
@@ -167,6 +173,55 @@ def _comparison_table(report: EvaluationReport) -> Optional[Table]:
     return Table("Paired comparisons", header, rows, caption)
 
 
+def _tuned_caption(report: EvaluationReport, with_average: bool = True) -> str:
+    thresholds = report.thresholds
+    where = (f"read from {thresholds.source}" if thresholds.source
+             else f"tuned on {', '.join(thresholds.tuned_on)}")
+    scope = ("one per metric" if thresholds.scope == "metric"
+             else "one per metric and tuning benchmark of the same name")
+    caption = (f"score ≥ the metric's threshold ({scope}, {where}, maximising "
+               f"{thresholds.objective}) predicts yes.")
+    if with_average:
+        caption += (" avg: the mean over the family's benchmarks (as LLM-AggreFact reports), "
+                    "its interval from resampling each benchmark on its own.")
+    return caption
+
+
+def _tuned_table(report: EvaluationReport, title: str, family: str, benchmarks: Sequence,
+                 marks: dict) -> Optional[Table]:
+    """Balanced accuracy at tuned thresholds per benchmark, plus the family average."""
+    if report.thresholds is None:
+        return None
+    table = _value_table(report, title, benchmarks, (TUNED_STATISTIC,), True, marks,
+                         _tuned_caption(report))
+    averages = {m.name: report.macro[(m.name, family)] for m in report.metrics
+                if (m.name, family) in report.macro}
+    if table is None or not averages:
+        return table
+    best = max((e.value for e in averages.values() if e.value is not None), default=None)
+    table.header.append(f"avg ({len(benchmarks)} sets)")
+    for row in table.rows:
+        estimate = averages.get(row[0].text)
+        is_best = estimate is not None and estimate.value is not None and best is not None \
+            and abs(estimate.value - best) < 1e-12
+        row.append(Cell(_fmt_ci(estimate) if estimate else _MISSING, bold=is_best))
+    return table
+
+
+def _thresholds_table(report: EvaluationReport) -> Optional[Table]:
+    thresholds = report.thresholds
+    if thresholds is None or not thresholds.metrics:
+        return None
+    rows = [[Cell(name), Cell(f"{tuned.threshold:.4g}"), Cell(_fmt(tuned.value)),
+             Cell(str(tuned.n)),
+             Cell(", ".join(f"{b} {t.threshold:.4g}"
+                            for b, t in thresholds.per_benchmark.get(name, {}).items()) or _MISSING)]
+            for name, tuned in thresholds.metrics.items()]
+    return Table("Tuned thresholds", ["Metric", "threshold", f"{thresholds.objective} there",
+                                      "n", "per benchmark"], rows,
+                 _tuned_caption(report, with_average=False))
+
+
 def report_tables(report: EvaluationReport) -> list[Table]:
     """The tables of report.md and report.html, in order."""
     marks = _significance_marks(report)
@@ -188,10 +243,13 @@ def report_tables(report: EvaluationReport) -> list[Table]:
             ("accuracy", "balanced_accuracy"), True, marks,
             f"score ≥ {report.config.threshold} predicts yes; only metrics with a "
             "decision threshold."))
+        tables.append(_tuned_table(report, f"{name}: balanced accuracy at tuned thresholds",
+                                   family, benchmarks, marks))
         tables.append(_value_table(
             report, f"{name}: system level", benchmarks, ("system_pearson",), True, marks,
             "Pearson between the mean score and the mean rating per summarization system; "
             "intervals resample items within each system."))
+    tables.append(_thresholds_table(report))
     tables.append(_comparison_table(report))
     return [t for t in tables if t is not None]
 
@@ -390,7 +448,7 @@ caption { caption-side: bottom; font-size: 0.85em; color: #555; text-align: left
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
 .figures img { border: 1px solid #ddd; max-width: 100%; }
 .notes li { font-size: 0.9em; }
-"""
+""" + BROWSER_CSS
 
 
 def render_html_table(table: Table, heading: str = "h3") -> str:
@@ -432,10 +490,11 @@ def render_html(report: EvaluationReport) -> str:
                 f"src=\"data:image/png;base64,{data}\">" for kind, alt, data in figures
             ) + "</div>")
         body += [render_html_table(t, "h4") for t in breakdown_tables(report, benchmark)]
+        body.append(render_browser(report, benchmark))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<title>seahorse-metrics meta-evaluation</title>\n"
             f"<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(body)
-            + "\n</body>\n</html>\n")
+            + f"\n<script>{BROWSER_JS}</script>\n</body>\n</html>\n")
 
 
 # ---------------------------------------------------------------------------
@@ -455,6 +514,9 @@ def report_dict(report: EvaluationReport) -> dict:
         "results": [result.to_dict() for result in report.results.values()],
         "comparisons": [c.to_dict() for c in report.comparisons],
         "scoring": report.scoring,
+        "thresholds": report.thresholds.to_dict() if report.thresholds else None,
+        "macro_averages": [dict(metric=metric, family=family, **estimate.to_dict())
+                           for (metric, family), estimate in report.macro.items()],
     }
 
 
@@ -472,9 +534,13 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def write_report(report: EvaluationReport, output_dir: str) -> dict[str, str]:
-    """Writes report.json, report.md and report.html; returns their paths."""
+    """Writes report.json, report.md and report.html (and thresholds.json when
+    thresholds were tuned in this run); returns their paths."""
     os.makedirs(output_dir, exist_ok=True)
     paths = {name: os.path.join(output_dir, f"report.{name}") for name in ("json", "md", "html")}
+    if report.thresholds is not None and report.thresholds.source is None:
+        paths["thresholds"] = os.path.join(output_dir, "thresholds.json")
+        _write_atomic(paths["thresholds"], json.dumps(report.thresholds.to_dict(), indent=1) + "\n")
     _write_atomic(paths["json"], json.dumps(report_dict(report), indent=1, allow_nan=False,
                                             ensure_ascii=False) + "\n")
     _write_atomic(paths["md"], render_markdown(report))

@@ -11,10 +11,14 @@ from typing import Optional
 
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics.evaluation import stats, thresholds as thresholds_lib
 
 # Item fields a result can be broken down by.
 BREAKDOWNS = ("lang", "source", "system", "subset")
+# Balanced accuracy at a threshold tuned on another benchmark (thresholds.py).
+TUNED_STATISTIC = "tuned_balanced_accuracy"
+# Rows of a benchmark's table in report.html, at most.
+DEFAULT_BROWSER_ROWS = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +35,12 @@ class EvaluationConfig:
       breakdowns: Item fields to break results down by (`BREAKDOWNS`).
       use_cache: Read and write the score cache.
       alpha: Significance level of the paired tests.
+      threshold_objective: What tuned thresholds maximise (`thresholds.OBJECTIVES`).
+      threshold_scope: `metric` (one tuned threshold per metric) or
+        `benchmark` (one per tuning benchmark, applied to the benchmark of
+        the same name).
+      browser_rows: Items per benchmark in report.html's table (a sample
+        when there are more; 0 = no table).
     """
 
     n_resamples: int = stats.DEFAULT_RESAMPLES
@@ -41,8 +51,17 @@ class EvaluationConfig:
     breakdowns: tuple[str, ...] = BREAKDOWNS
     use_cache: bool = True
     alpha: float = 0.05
+    threshold_objective: str = "balanced_accuracy"
+    threshold_scope: str = "metric"
+    browser_rows: int = DEFAULT_BROWSER_ROWS
 
     def __post_init__(self):
+        thresholds_lib.check_objective(self.threshold_objective)
+        if self.threshold_scope not in thresholds_lib.SCOPES:
+            raise ValueError(f"threshold_scope must be one of {thresholds_lib.SCOPES}, got "
+                             f"{self.threshold_scope!r}")
+        if self.browser_rows < 0:
+            raise ValueError(f"browser_rows must be >= 0, got {self.browser_rows}")
         unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
         if unknown:
             raise ValueError(f"unknown breakdowns {unknown}; choose from {BREAKDOWNS}")
@@ -67,6 +86,7 @@ class MetricResult:
       calibration: Reliability data when the scores are probabilities.
       breakdowns: Field -> group -> statistic -> estimate.
       valid: Mask over the benchmark's items that were used.
+      tuned_threshold: The tuned threshold applied here, if any.
     """
 
     metric: str
@@ -77,6 +97,7 @@ class MetricResult:
     calibration: Optional[stats.Calibration] = None
     breakdowns: dict = dataclasses.field(default_factory=dict)
     valid: Optional[np.ndarray] = None
+    tuned_threshold: Optional[float] = None
 
     @property
     def applicable(self) -> bool:
@@ -88,6 +109,7 @@ class MetricResult:
             "benchmark": self.benchmark,
             "n": self.n,
             "note": self.note,
+            "tuned_threshold": self.tuned_threshold,
             "statistics": {k: v.to_dict() for k, v in self.statistics.items()},
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "breakdowns": {
@@ -125,6 +147,9 @@ class EvaluationReport:
       comparisons: Paired tests requested with `compare`.
       scores: (metric name, benchmark name) -> scores in item order.
       scoring: Per metric, how many benchmarks came from the cache or were scored.
+      thresholds: The tuned (or read) thresholds, if any.
+      macro: (metric name, family) -> Estimate of the mean tuned balanced
+        accuracy over the family's benchmarks (families of 2 or more).
     """
 
     config: EvaluationConfig
@@ -134,6 +159,8 @@ class EvaluationReport:
     comparisons: list
     scores: dict
     scoring: dict
+    thresholds: Optional[thresholds_lib.ThresholdSet] = None
+    macro: dict = dataclasses.field(default_factory=dict)
 
     def result(self, metric: str, benchmark: str) -> MetricResult:
         return self.results[(metric, benchmark)]

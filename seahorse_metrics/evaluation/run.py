@@ -13,10 +13,14 @@ Which statistics a (metric, benchmark) cell gets:
   binary sets, as the paper's rho; the raw rating on mFACE and continuous
   sets); Spearman and Kendall tau-b when ratings are continuous;
 - benchmarks with 3 or more summarization systems: the system-level Pearson
-  (mean score per system vs mean rating per system).
+  (mean score per system vs mean rating per system);
+- with thresholds tuned on another benchmark (`--tune_threshold_on`, or read
+  with `--thresholds`): balanced accuracy at the metric's tuned threshold, and
+  per family of 2 or more benchmarks its mean (LLM-AggreFact's average).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -29,8 +33,9 @@ from seahorse_metrics.evaluation.benchmarks import Benchmark, load_benchmarks, s
 from seahorse_metrics.evaluation.cache import ScoreCache
 from seahorse_metrics.evaluation.metrics import Metric, MetricNotApplicable, build_metrics
 from seahorse_metrics.evaluation.report import write_report
-from seahorse_metrics.evaluation.results import (Comparison, EvaluationConfig, EvaluationReport,
-                                                 MetricResult)
+from seahorse_metrics.evaluation.results import (TUNED_STATISTIC, Comparison, EvaluationConfig,
+                                                 EvaluationReport, MetricResult)
+from seahorse_metrics.evaluation.thresholds import ThresholdSet, read_thresholds, tune_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +44,9 @@ BREAKDOWN_STATISTICS = ("roc_auc", "pearson")
 _UNKNOWN_GROUP = "(unknown)"
 
 
-def _pair_key(premise: str, hypothesis: str) -> bytes:
-    return hashlib.sha1(premise.encode("utf-8") + b"\x00" + hypothesis.encode("utf-8")).digest()
+def _pair_key(premise: str, hypothesis: str, question: Optional[str] = None) -> bytes:
+    texts = [premise, hypothesis] + ([] if question is None else [question])
+    return hashlib.sha1(b"\x00".join(t.encode("utf-8") for t in texts)).digest()
 
 
 class ScoreSource:
@@ -98,7 +104,7 @@ class ScoreSource:
     def _score_by_content(self, metric: Metric, fingerprint: str,
                           benchmark: Benchmark) -> np.ndarray:
         memo = self._memo.setdefault(fingerprint, {})
-        keys = [_pair_key(i.premise, i.hypothesis) for i in benchmark.items]
+        keys = [_pair_key(i.premise, i.hypothesis, i.question) for i in benchmark.items]
         todo = {}
         for key, item in zip(keys, benchmark.items):
             if key not in memo and key not in todo:
@@ -106,7 +112,8 @@ class ScoreSource:
         if todo:
             logger.info("scoring %d pairs of %s with %s", len(todo), benchmark.name, metric.name)
             new = np.asarray(metric.score_pairs([i.premise for i in todo.values()],
-                                                [i.hypothesis for i in todo.values()]),
+                                                [i.hypothesis for i in todo.values()],
+                                                [i.question for i in todo.values()]),
                              dtype=np.float64)
             if new.shape != (len(todo),):
                 raise ValueError(f"metric {metric.name} returned {new.shape} scores for "
@@ -171,8 +178,29 @@ def _nan_mask(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
     return valid, f"{bad} of {len(scores)} items left out: NaN or infinite scores"
 
 
+def _tuned_statistic(result: MetricResult, metric: Metric, benchmark: Benchmark,
+                     index: np.ndarray, used: np.ndarray, thresholds: Optional[ThresholdSet],
+                     config: EvaluationConfig) -> None:
+    """Balanced accuracy at the metric's tuned threshold, into `result`."""
+    if thresholds is None or not benchmark.has_labels:
+        return
+    threshold, note = thresholds.threshold(metric.name, benchmark.name)
+    if threshold is None:
+        result.note = "; ".join(filter(None, [result.note, note]))
+        return
+    estimate = stats.estimate("balanced_accuracy", benchmark.labels[index], used,
+                              threshold=threshold, n_resamples=config.n_resamples,
+                              confidence=config.confidence, seed=config.seed,
+                              scores_name=metric.name)
+    if note:
+        estimate = dataclasses.replace(estimate, note="; ".join(filter(None, [estimate.note, note])))
+    result.statistics[TUNED_STATISTIC] = dataclasses.replace(estimate, statistic=TUNED_STATISTIC)
+    result.tuned_threshold = threshold
+
+
 def evaluate_cell(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
-                  config: EvaluationConfig) -> MetricResult:
+                  config: EvaluationConfig,
+                  thresholds: Optional[ThresholdSet] = None) -> MetricResult:
     """Statistics, calibration and breakdowns of one metric on one benchmark."""
     valid, note = _nan_mask(metric, benchmark, scores, config.drop_nan)
     index = np.flatnonzero(valid)
@@ -187,6 +215,7 @@ def evaluate_cell(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
         result.statistics["system_pearson"] = stats.system_level_correlation(
             used, benchmark.ratings[index], systems, n_resamples=config.n_resamples,
             confidence=config.confidence, seed=config.seed, scores_name=metric.name)
+    _tuned_statistic(result, metric, benchmark, index, used, thresholds, config)
     if (benchmark.has_labels and metric.threshold is not None
             and used.min() >= 0.0 and used.max() <= 1.0):
         result.calibration = stats.calibration(benchmark.labels[index], used)
@@ -214,10 +243,32 @@ def _compare(metric_a: MetricResult, metric_b: MetricResult, benchmark: Benchmar
     return Comparison(metric_a.metric, metric_b.metric, benchmark.name, tests)
 
 
+def _macro_averages(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric], results: dict,
+                    scores: dict, config: EvaluationConfig) -> dict:
+    """(metric, family) -> mean tuned balanced accuracy over the family's benchmarks."""
+    families: dict = {}
+    for benchmark in benchmarks:
+        families.setdefault(benchmark.family, []).append(benchmark)
+    macro = {}
+    for metric in metrics:
+        for family, members in families.items():
+            cells = [results[(metric.name, b.name)] for b in members]
+            if len(members) < 2 or not all(TUNED_STATISTIC in c.statistics for c in cells):
+                continue
+            parts = [(b.labels[c.valid], scores[(metric.name, b.name)][c.valid], c.tuned_threshold)
+                     for b, c in zip(members, cells)]
+            macro[(metric.name, family)] = dataclasses.replace(stats.macro_average(
+                "balanced_accuracy", parts, n_resamples=config.n_resamples,
+                confidence=config.confidence, seed=config.seed, scores_name=metric.name),
+                statistic=TUNED_STATISTIC)
+    return macro
+
+
 def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
              config: EvaluationConfig = EvaluationConfig(), *,
              cache: Optional[ScoreCache] = None,
-             compare: Sequence[tuple[str, str]] = ()) -> EvaluationReport:
+             compare: Sequence[tuple[str, str]] = (),
+             thresholds: Optional[ThresholdSet] = None) -> EvaluationReport:
     """Scores every benchmark with every metric and computes the statistics.
 
     Args:
@@ -226,6 +277,7 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
       config: Statistics options.
       cache: Score cache (None = always score).
       compare: Pairs of metric names to test against each other.
+      thresholds: Tuned thresholds to report balanced accuracy at.
 
     Returns:
       The `EvaluationReport` (write it with `report.write_report`).
@@ -257,7 +309,8 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
         for metric in metrics:
             key = (metric.name, benchmark.name)
             if key in all_scores:
-                results[key] = evaluate_cell(metric, benchmark, all_scores[key], config)
+                results[key] = evaluate_cell(metric, benchmark, all_scores[key], config,
+                                             thresholds)
     results = {(m.name, b.name): results[(m.name, b.name)] for m in metrics for b in benchmarks}
     comparisons = []
     for name_a, name_b in compare:
@@ -267,26 +320,112 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
                 comparisons.append(_compare(a, b, benchmark, all_scores[(name_a, benchmark.name)],
                                             all_scores[(name_b, benchmark.name)], config))
     return EvaluationReport(config, list(benchmarks), list(metrics), results, comparisons,
-                            all_scores, source.counts)
+                            all_scores, source.counts, thresholds,
+                            _macro_averages(benchmarks, metrics, results, all_scores, config))
+
+
+def _tuning_items(metric: Metric, benchmark: Benchmark, source: ScoreSource,
+                  config: EvaluationConfig) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """(labels, scores) of a tuning benchmark without NaN scores, or None when
+    the metric does not cover it."""
+    try:
+        scores = source.scores(metric, benchmark)
+    except MetricNotApplicable as reason:
+        logger.info("metric %s does not cover tuning benchmark %s: %s", metric.name,
+                    benchmark.name, reason)
+        return None
+    valid, _ = _nan_mask(metric, benchmark, scores, config.drop_nan)
+    return benchmark.labels[valid], scores[valid]
+
+
+def _tune_or_warn(labels: np.ndarray, scores: np.ndarray, objective: str, what: str):
+    try:
+        return tune_threshold(labels, scores, objective)
+    except stats.UndefinedStatistic as reason:
+        logger.warning("no threshold tuned for %s: %s", what, reason)
+        return None
+
+
+def tune_thresholds(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
+                    config: EvaluationConfig, *, cache: Optional[ScoreCache] = None,
+                    tuned_on: Sequence[str] = ()) -> ThresholdSet:
+    """Tunes each metric's threshold on the labelled items of `benchmarks`.
+
+    One threshold per metric on all their items; with `threshold_scope=
+    "benchmark"` also one per benchmark. A metric that covers none of them
+    gets none (its cells say so).
+
+    Raises:
+      ValueError: when no benchmark has binary labels.
+    """
+    labelled = [b for b in benchmarks if b.has_labels]
+    if not labelled:
+        raise ValueError(f"the tuning benchmarks {[b.name for b in benchmarks]} have no binary "
+                         "labels; tune on a labelled split (or give a ratings threshold)")
+    source = ScoreSource(cache if config.use_cache else None)
+    objective = config.threshold_objective
+    tuned, per_benchmark = {}, {}
+    for metric in metrics:
+        items = {b.name: _tuning_items(metric, b, source, config) for b in labelled}
+        items = {name: pair for name, pair in items.items() if pair is not None}
+        if not items:
+            continue
+        if config.threshold_scope == "benchmark":
+            per_benchmark[metric.name] = {
+                name: found for name, (labels, scores) in items.items()
+                if (found := _tune_or_warn(labels, scores, objective, f"{metric.name} on {name}"))}
+        pooled = _tune_or_warn(np.concatenate([labels for labels, _ in items.values()]),
+                               np.concatenate([scores for _, scores in items.values()]),
+                               objective, metric.name)
+        if pooled is not None:
+            tuned[metric.name] = pooled
+    return ThresholdSet(objective, config.threshold_scope, list(tuned_on), tuned, per_benchmark)
+
+
+def _thresholds(tune_on: Sequence[str], thresholds_path: Optional[str], metrics: Sequence[Metric],
+                config: EvaluationConfig, cache: ScoreCache) -> Optional[ThresholdSet]:
+    if tune_on and thresholds_path:
+        raise ValueError("give --tune_threshold_on or --thresholds, not both")
+    if thresholds_path:
+        thresholds = read_thresholds(thresholds_path)
+    elif tune_on:
+        thresholds = tune_thresholds(load_benchmarks(tune_on), metrics, config, cache=cache,
+                                     tuned_on=tune_on)
+    else:
+        return None
+    thresholds.check_metrics([m.name for m in metrics])
+    return thresholds
 
 
 def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
                    output_dir: str, config: EvaluationConfig = EvaluationConfig(), *,
                    compare: Sequence[tuple[str, str]] = (), vocab_path: Optional[str] = None,
-                   batch_size: int = 32) -> EvaluationReport:
+                   batch_size: int = 32, tune_on: Sequence[str] = (),
+                   thresholds_path: Optional[str] = None) -> EvaluationReport:
     """Reads specs, evaluates, and writes the report files into `output_dir`.
 
-    The score cache lives in `<output_dir>/cache`.
+    The score cache lives in `<output_dir>/cache`. With `tune_on` (benchmark
+    specs, e.g. a dev split) each metric's threshold is tuned there and
+    written to `<output_dir>/thresholds.json`; `thresholds_path` reads such a
+    file (or a report.json) instead.
 
     Returns:
       The report that was written.
-    """
 
+    Raises:
+      ValueError: bad specs, both `tune_on` and `thresholds_path`, or
+        thresholds for a metric that is not in the run.
+    """
     benchmarks = load_benchmarks(benchmark_specs)
     metrics = build_metrics(metric_specs, threshold=config.threshold, vocab_path=vocab_path,
                             batch_size=batch_size)
     os.makedirs(output_dir, exist_ok=True)
-    report = evaluate(benchmarks, metrics, config,
-                      cache=ScoreCache(os.path.join(output_dir, "cache")), compare=compare)
+    cache = ScoreCache(os.path.join(output_dir, "cache"))
+    # Tuning splits have the benchmarks' names (seahorse/q4 of validation and
+    # of test): their scores are cached apart.
+    thresholds = _thresholds(tune_on, thresholds_path, metrics, config,
+                             ScoreCache(os.path.join(output_dir, "cache", "tuning")))
+    report = evaluate(benchmarks, metrics, config, cache=cache, compare=compare,
+                      thresholds=thresholds)
     write_report(report, output_dir)
     return report

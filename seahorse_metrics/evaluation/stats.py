@@ -671,9 +671,7 @@ def paired_bootstrap_test(
     _validate_bootstrap_args(n_resamples, confidence)
     if n_resamples == 0:
         raise ValueError("a paired bootstrap test needs n_resamples > 0")
-    prep_a = _prepare(statistic, target, scores_a, threshold, "metric A")
-    prep_b = _prepare(statistic, target, scores_b, threshold, "metric B")
-    _check_same_length(scores_a=np.asarray(scores_a), scores_b=np.asarray(scores_b))
+    prep_a, prep_b = _prepare_pair(statistic, target, scores_a, scores_b, threshold)
     reasons = [f"{side}: {p.undefined_reason}" for side, p in (("A", prep_a), ("B", prep_b))
                if p.undefined_reason]
     value_a = None if prep_a.undefined_reason else _point(prep_a)
@@ -682,21 +680,87 @@ def paired_bootstrap_test(
         return PairedTest(statistic, value_a, value_b, None, None, None, None, prep_a.n, 0,
                           note="undefined: " + "; ".join(reasons))
     delta = value_a - value_b
-    diffs = np.concatenate([
-        prep_a.kernel(w) - prep_b.kernel(w)
-        for w in _resample_weights(prep_a.n, n_resamples, seed)
-    ])
+    diffs = _paired_differences(prep_a, prep_b, n_resamples, seed)
     low, high, used, note = _interval_from_draws(
         diffs, n_resamples, confidence, prep_a.resample_failure
     )
-    if low is None:
-        return PairedTest(statistic, value_a, value_b, delta, None, None, None, prep_a.n,
-                          used, note)
+    p_value = None if low is None else _shifted_p_value(diffs, delta)
+    return PairedTest(statistic, value_a, value_b, delta, low, high, p_value, prep_a.n, used,
+                      note)
+
+
+def _prepare_pair(statistic: str, target, scores_a, scores_b,
+                  threshold: Optional[float]) -> tuple[_Prepared, _Prepared]:
+    """Both metrics' prepared statistic, after checking they score the same items."""
+    prep_a = _prepare(statistic, target, scores_a, threshold, "metric A")
+    prep_b = _prepare(statistic, target, scores_b, threshold, "metric B")
+    _check_same_length(scores_a=np.asarray(scores_a), scores_b=np.asarray(scores_b))
+    return prep_a, prep_b
+
+
+def _paired_differences(prep_a: _Prepared, prep_b: _Prepared, n_resamples: int,
+                        seed: int) -> np.ndarray:
+    """statistic(A) - statistic(B) on each shared resample (NaN where undefined)."""
+    return np.concatenate([
+        prep_a.kernel(w) - prep_b.kernel(w)
+        for w in _resample_weights(prep_a.n, n_resamples, seed)
+    ])
+
+
+def _shifted_p_value(diffs: np.ndarray, delta: float) -> float:
+    """Two-sided p-value of no difference from the null-shifted bootstrap differences."""
     valid = diffs[np.isfinite(diffs)]
     extreme = np.count_nonzero(np.abs(valid - delta) >= abs(delta) - 1e-12)
-    p_value = float((1 + extreme) / (1 + len(valid)))
-    return PairedTest(statistic, value_a, value_b, delta, low, high, min(p_value, 1.0),
-                      prep_a.n, used, note)
+    return min(float((1 + extreme) / (1 + len(valid))), 1.0)
+
+
+def macro_average(
+    statistic: str,
+    parts: Sequence[tuple],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    scores_name: str = "the metric",
+) -> Estimate:
+    """The mean of a statistic over several item sets, with a stratified interval.
+
+    As LLM-AggreFact averages balanced accuracy over its datasets: each set
+    is resampled on its own (with its own generator, derived from `seed`),
+    and the interval is over the mean of the sets' resampled values.
+
+    Args:
+      statistic: One of `STATISTICS`.
+      parts: `(target, scores, threshold)` per item set (threshold None for
+        statistics that need none).
+      n_resamples: Bootstrap resamples; 0 skips the interval.
+      confidence: Nominal coverage.
+      seed: Resampling seed.
+      scores_name: Name for error messages.
+
+    Returns:
+      An `Estimate` whose `n` counts the items of all sets; None with a note
+      when the statistic is undefined on a set.
+    """
+    _validate_bootstrap_args(n_resamples, confidence)
+    if not parts:
+        raise ValueError("a macro average needs at least one item set")
+    prepared = [_prepare(statistic, target, scores, threshold, scores_name)
+                for target, scores, threshold in parts]
+    n = sum(p.n for p in prepared)
+    undefined = [(i, p.undefined_reason) for i, p in enumerate(prepared) if p.undefined_reason]
+    if undefined:
+        return Estimate(statistic, None, n=n, confidence=confidence,
+                        note=f"undefined: set {undefined[0][0] + 1}: {undefined[0][1]}")
+    value = float(np.mean([_point(p) for p in prepared]))
+    draws = np.zeros(n_resamples)
+    for index, part in enumerate(prepared):
+        part_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+        draws += np.concatenate([part.kernel(w) for w in _resample_weights(
+            part.n, n_resamples, part_seed)] or [np.zeros(0)])
+    low, high, used, note = _interval_from_draws(
+        draws / len(prepared), n_resamples, confidence, prepared[0].resample_failure)
+    return Estimate(statistic, value, low, high, n, used, confidence, note)
 
 
 # ---------------------------------------------------------------------------
@@ -770,40 +834,56 @@ def system_level_correlation(
     if method not in SYSTEM_METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {SYSTEM_METHODS}")
     _validate_bootstrap_args(n_resamples, confidence)
+    score_vec, rating_vec, system_index, num_systems = _system_inputs(
+        scores, ratings, systems, scores_name)
+    name = f"system_{method}"
+    if num_systems < 3:
+        return Estimate(name, None, n=num_systems, confidence=confidence,
+                        note=f"undefined: needs at least 3 systems, got {num_systems}")
+    onehot = np.eye(num_systems)[system_index]
+
+    def correlation(weights: np.ndarray) -> np.ndarray:
+        return _row_correlation(method, _system_means(score_vec, weights, onehot),
+                                _system_means(rating_vec, weights, onehot))
+
+    point = correlation(np.ones((1, len(score_vec)), dtype=np.int64))[0]
+    if not np.isfinite(point):
+        return Estimate(name, None, n=num_systems, confidence=confidence,
+                        note="undefined: system means of scores or ratings are constant")
+    draws = [correlation(w) for w in _stratified_weights(system_index, num_systems,
+                                                         n_resamples, seed)]
+    low, high, used, note = _interval_from_draws(
+        np.concatenate(draws) if draws else np.zeros(0), n_resamples, confidence,
+        "constant system means")
+    return Estimate(name, float(point), low, high, num_systems, used, confidence, note)
+
+
+def _system_inputs(scores, ratings, systems: Sequence[str],
+                   scores_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Checked score and rating vectors, each item's system index, and the number of systems."""
     score_vec = _numeric_vector(scores, scores_name)
     rating_vec = _numeric_vector(ratings, "ratings")
     system_list = [str(s) for s in systems]
     _check_same_length(scores=score_vec, ratings=rating_vec, systems=np.asarray(system_list))
     names, system_index = np.unique(np.asarray(system_list, dtype=object).astype(str),
                                     return_inverse=True)
-    name = f"system_{method}"
-    if len(names) < 3:
-        return Estimate(name, None, n=len(names), confidence=confidence,
-                        note=f"undefined: needs at least 3 systems, got {len(names)}")
-    onehot = np.eye(len(names))[system_index]
-    ones = np.ones((1, len(score_vec)), dtype=np.int64)
-    point = _row_correlation(method, _system_means(score_vec, ones, onehot),
-                             _system_means(rating_vec, ones, onehot))[0]
-    if not np.isfinite(point):
-        return Estimate(name, None, n=len(names), confidence=confidence,
-                        note="undefined: system means of scores or ratings are constant")
+    return score_vec, rating_vec, system_index, len(names)
+
+
+def _stratified_weights(system_index: np.ndarray, num_systems: int, n_resamples: int,
+                        seed: int) -> Iterator[np.ndarray]:
+    """[rows, n] count matrices of resamples drawn within each system, in chunks."""
     rng = np.random.default_rng(seed)
-    members = [np.flatnonzero(system_index == s) for s in range(len(names))]
-    draws = []
-    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // len(score_vec)))
+    n = len(system_index)
+    members = [np.flatnonzero(system_index == s) for s in range(num_systems)]
+    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // n))
     for begin in range(0, n_resamples, chunk):
         rows = min(chunk, n_resamples - begin)
-        weights = np.zeros((rows, len(score_vec)), dtype=np.int64)
+        weights = np.zeros((rows, n), dtype=np.int64)
         for items in members:
             picks = items[rng.integers(0, len(items), size=(rows, len(items)))]
             np.add.at(weights, (np.arange(rows)[:, None], picks), 1)
-        draws.append(_row_correlation(method, _system_means(score_vec, weights, onehot),
-                                      _system_means(rating_vec, weights, onehot)))
-    draws_all = np.concatenate(draws) if draws else np.zeros(0)
-    low, high, used, note = _interval_from_draws(
-        draws_all, n_resamples, confidence, "constant system means"
-    )
-    return Estimate(name, float(point), low, high, len(names), used, confidence, note)
+        yield weights
 
 
 # ---------------------------------------------------------------------------

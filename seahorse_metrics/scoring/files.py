@@ -14,6 +14,10 @@ metadata goes to `<output>.meta.json`, and the partial file is removed.
 
 Bad rows (invalid JSON, wrong column count, missing/empty/non-text field)
 are logged with their line and written with an `error` field, never dropped.
+With `question_field`, each row's question (of a query-focused summary) is
+part of the input. With `thresholds`, each score column gets a
+`<column>_decision` column: `yes` when the score is at or above the metric's
+threshold, else `no`.
 Memory stays flat: a window of rows, and 8 bytes per row for the index of the
 partial file.
 """
@@ -32,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 import numpy as np
 
 from seahorse_metrics.scoring.pipeline import Example, ExampleResult, ScoringStats
-from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_texts
+from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_fields
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +44,7 @@ FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 PARTIAL_SUFFIX = ".partial.jsonl"
 META_SUFFIX = ".meta.json"
 SENTENCES_COLUMN = "sentences"
+DECISION_SUFFIX = "_decision"
 _FSYNC_SECONDS = 5.0
 _LOGGED_BAD_ROWS = 20
 _KEPT_BAD_ROWS = 100
@@ -290,7 +295,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
                columns: Optional[Mapping[str, str]] = None, premise_field: str = "article",
                hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                batch_size: Optional[int] = None, overwrite: bool = False,
-               show_progress: Optional[bool] = None) -> dict:
+               show_progress: Optional[bool] = None, question_field: Optional[str] = None,
+               thresholds: Optional[Mapping[str, float]] = None) -> dict:
     """Scores every row of a file with a `MultiScorer`, resumably.
 
     Args:
@@ -304,23 +310,29 @@ def score_file(scorer, input_path: str, output_path: str, *,
       batch_size: Most rows of a batch (default: the scorer's).
       overwrite: Discard a previous partial run or finished output.
       show_progress: Progress bar with examples/s and ETA (default: on a terminal).
+      question_field: Field with the question of a query-focused summary
+        (required in every row when given), or None.
+      thresholds: metric name -> decision threshold; adds a yes/no
+        `<column>_decision` column per metric named.
 
     Returns:
       The metadata written to `<output>.meta.json`.
 
     Raises:
       FileNotFoundError: if the input does not exist.
-      ValueError: for unsupported file types, or a partial/finished output
-        of another input or settings (without `overwrite`).
+      ValueError: for unsupported file types, a threshold for an unknown
+        metric, or a partial/finished output of another input or settings
+        (without `overwrite`).
     """
     from tqdm.auto import tqdm
 
     columns = dict(columns or {name: name for name in scorer.names})
+    decisions = decision_thresholds(thresholds, scorer.names, columns)
     output_kind = file_format(output_path)
     file_format(input_path)
     input_columns, num_rows = _columns_and_count(input_path)
     fingerprint = _fingerprint(scorer, input_path, columns, premise_field, hypothesis_field,
-                               lang_field, batch_size)
+                               lang_field, batch_size, question_field, decisions)
     partial_path, meta_path = output_path + PARTIAL_SUFFIX, output_path + META_SUFFIX
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     if _already_done(output_path, partial_path, meta_path, fingerprint, overwrite):
@@ -346,7 +358,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
                                             ERROR_FIELD: item.error}]))
 
             windows = _windows_to_score(read_rows(input_path), partial, window_size,
-                                        premise_field, hypothesis_field, lang_field, note_bad)
+                                        premise_field, hypothesis_field, lang_field, note_bad,
+                                        question_field)
             for group in scorer.run(windows, batch_size, stats):
                 entries = [_entry(result, scorer.names, columns) for result in group]
                 written = partial.append(entries)
@@ -357,16 +370,37 @@ def score_file(scorer, input_path: str, output_path: str, *,
     elapsed = time.perf_counter() - start
     stats.log(scorer.settings.max_input_length)
     summary = _finish(scorer, input_path, output_path, output_kind, input_columns, columns,
-                      partial, fingerprint, stats, progress_counts, resumed, elapsed)
+                      partial, fingerprint, stats, progress_counts, resumed, elapsed, decisions)
     _write_atomically(meta_path, lambda handle: json.dump(summary, handle, indent=2,
                                                           ensure_ascii=False))
     os.remove(partial_path)
     return summary
 
 
+def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequence[str],
+                        columns: Mapping[str, str]) -> dict[str, float]:
+    """Score column -> threshold, from metric name -> threshold.
+
+    Raises:
+      ValueError: for a metric name the scorer does not have, or a threshold
+        that is not a finite number.
+    """
+    decisions = {}
+    for name, threshold in (thresholds or {}).items():
+        if name not in names:
+            raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
+                             f"metrics scored ({list(names)})")
+        if not isinstance(threshold, (int, float)) or not np.isfinite(threshold):
+            raise ValueError(f"the threshold of {name!r} must be a finite number, got "
+                             f"{threshold!r}")
+        decisions[columns[name]] = float(threshold)
+    return decisions
+
+
 def _fingerprint(scorer, input_path: str, columns: Mapping[str, str], premise_field: str,
-                 hypothesis_field: str, lang_field: Optional[str],
-                 batch_size: Optional[int]) -> dict:
+                 hypothesis_field: str, lang_field: Optional[str], batch_size: Optional[int],
+                 question_field: Optional[str] = None,
+                 decisions: Optional[Mapping[str, float]] = None) -> dict:
     """What a partial or finished output must match to be reused."""
     stat = os.stat(input_path)
     return {
@@ -374,7 +408,9 @@ def _fingerprint(scorer, input_path: str, columns: Mapping[str, str], premise_fi
         "input_bytes": stat.st_size,
         "input_mtime_ns": stat.st_mtime_ns,
         "columns": dict(columns),
-        "fields": {"premise": premise_field, "hypothesis": hypothesis_field, "lang": lang_field},
+        "fields": {"premise": premise_field, "hypothesis": hypothesis_field, "lang": lang_field,
+                   "question": question_field},
+        "thresholds": dict(decisions or {}),
         "batch_size": int(batch_size or scorer.batch_size),
         "scorer": scorer.metadata(),
     }
@@ -398,7 +434,8 @@ def _already_done(output_path: str, partial_path: str, meta_path: str, fingerpri
 
 def _windows_to_score(rows: Iterator[InputRow], partial: PartialFile, window_size: int,
                       premise_field: str, hypothesis_field: str, lang_field: Optional[str],
-                      note_bad: Callable[[InputRow], None]) -> Iterator[list[Example]]:
+                      note_bad: Callable[[InputRow], None],
+                      question_field: Optional[str] = None) -> Iterator[list[Example]]:
     """Windows of examples by row number; windows already scored are skipped,
     partly scored ones are returned whole (so their batches are reproduced)."""
     window: list[Example] = []
@@ -410,12 +447,12 @@ def _windows_to_score(rows: Iterator[InputRow], partial: PartialFile, window_siz
             window, window_index, pending = [], item.row // window_size, False
         if item.error is None:
             try:
-                premise, hypothesis, lang = record_texts(item.record, premise_field,
-                                                         hypothesis_field, lang_field)
+                texts = record_fields(item.record, premise_field, hypothesis_field, lang_field,
+                                      question_field)
             except BadRecord as error:
                 item.error = str(error)
             else:
-                window.append(Example(item.row, premise, hypothesis, lang))
+                window.append(Example(item.row, *texts))
                 pending |= not partial.is_done(item.row)
                 continue
         if not partial.is_done(item.row):
@@ -451,20 +488,25 @@ def _entry(result: ExampleResult, names: Sequence[str], columns: Mapping[str, st
 
 
 def _output_columns(input_columns: Sequence[str], columns: Mapping[str, str],
-                    per_sentence: bool) -> list[str]:
+                    per_sentence: bool,
+                    decisions: Optional[Mapping[str, float]] = None) -> list[str]:
     added = list(columns.values())
+    added += [column + DECISION_SUFFIX for column in columns.values() if column in (decisions or {})]
     if per_sentence:
         added += [f"{c}_sentences" for c in columns.values()] + [SENTENCES_COLUMN]
     added.append(ERROR_FIELD)
     return [c for c in input_columns if c not in added] + added
 
 
-def _output_record(item: InputRow, entry: dict) -> dict:
+def _output_record(item: InputRow, entry: dict,
+                   decisions: Optional[Mapping[str, float]] = None) -> dict:
     record = dict(item.record) if item.record is not None else {}
     if ERROR_FIELD in entry:
         record[ERROR_FIELD] = entry[ERROR_FIELD]
         return record
     record.update(entry["scores"])
+    for column, threshold in (decisions or {}).items():
+        record[column + DECISION_SUFFIX] = "yes" if entry["scores"][column] >= threshold else "no"
     for column, values in entry.get("sentence_scores", {}).items():
         record[f"{column}_sentences"] = values
     if SENTENCES_COLUMN in entry:
@@ -475,11 +517,11 @@ def _output_record(item: InputRow, entry: dict) -> dict:
 def _finish(scorer, input_path: str, output_path: str, output_kind: str,
             input_columns: Sequence[str], columns: Mapping[str, str], partial: PartialFile,
             fingerprint: dict, stats: ScoringStats, counts: _Progress, resumed: int,
-            elapsed: float) -> dict:
+            elapsed: float, decisions: Optional[Mapping[str, float]] = None) -> dict:
     """Writes the output in input order; returns the metadata."""
     totals = {"rows": 0, "scored": 0, "bad": 0, "truncated": 0, "chunked": 0}
     bad_rows = []
-    header = _output_columns(input_columns, columns, scorer.settings.per_sentence)
+    header = _output_columns(input_columns, columns, scorer.settings.per_sentence, decisions)
 
     def write(handle) -> None:
         writer = _OutputWriter(handle, output_kind, header)
@@ -497,7 +539,7 @@ def _finish(scorer, input_path: str, output_path: str, output_kind: str,
                 totals["scored"] += 1
                 totals["truncated"] += int(entry.get("truncated", False))
                 totals["chunked"] += int(entry.get("chunked", False))
-            writer.write(_output_record(item, entry))
+            writer.write(_output_record(item, entry, decisions))
 
     _write_atomically(output_path, write)
     rate = counts.scored_now / elapsed if elapsed > 0 else 0.0

@@ -35,12 +35,14 @@ class Example:
       premise: The article (grounding text).
       hypothesis: The summary.
       lang: Language code, for the truncation counts by language.
+      question: The question a query-focused summary answers, or None.
     """
 
     key: Hashable
     premise: str
     hypothesis: str
     lang: Optional[str] = None
+    question: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -177,7 +179,7 @@ class ScoringPipeline:
         encoded = []
         for example in examples:
             item = units_lib.encode_example(self.tokenizer, example.premise, example.hypothesis,
-                                            self.settings)
+                                            self.settings, example.question)
             for pair in item.pairs:
                 stats.truncation.add(pair, example.lang)
             stats.examples += 1

@@ -1,12 +1,13 @@
 """Checking input records (dicts) before they are scored.
 
 A record is scorable when its premise and hypothesis fields hold non-empty
-text. Anything else is a bad row: it is reported and returned with an
-`error` field, never dropped silently.
+text (and, when a question field is named, so does that). Anything else is a
+bad row: it is reported and returned with an `error` field, never dropped
+silently.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 ERROR_FIELD = "error"
 
@@ -27,15 +28,28 @@ def _text(record: Mapping[str, Any], field: str) -> str:
     return value
 
 
-def record_texts(record: Any, premise_field: str, hypothesis_field: str,
-                 lang_field: Optional[str] = None) -> tuple[str, str, Optional[str]]:
-    """(premise, hypothesis, lang) of a record.
+class RecordFields(NamedTuple):
+    """The fields of a record that scoring reads."""
+
+    premise: str
+    hypothesis: str
+    lang: Optional[str]
+    question: Optional[str]
+
+
+def record_fields(record: Any, premise_field: str, hypothesis_field: str,
+                  lang_field: Optional[str] = None,
+                  question_field: Optional[str] = None) -> RecordFields:
+    """(premise, hypothesis, lang, question) of a record.
 
     Args:
       record: A mapping (one JSONL object or CSV row).
       premise_field, hypothesis_field: Names of the text fields.
       lang_field: Optional field with a language code (absent or non-text
         values are ignored).
+      question_field: Field with the question of a query-focused summary;
+        None when the records have none. When named, every record must
+        hold non-empty text there.
 
     Raises:
       BadRecord: when the record is not a mapping, or a text field is
@@ -45,5 +59,18 @@ def record_texts(record: Any, premise_field: str, hypothesis_field: str,
         raise BadRecord(f"expected an object with fields, got {type(record).__name__}")
     premise = _text(record, premise_field)
     hypothesis = _text(record, hypothesis_field)
+    question = _text(record, question_field) if question_field else None
     lang = record.get(lang_field) if lang_field else None
-    return premise, hypothesis, lang if isinstance(lang, str) and lang else None
+    return RecordFields(premise, hypothesis, lang if isinstance(lang, str) and lang else None,
+                        question)
+
+
+def record_texts(record: Any, premise_field: str, hypothesis_field: str,
+                 lang_field: Optional[str] = None) -> tuple[str, str, Optional[str]]:
+    """(premise, hypothesis, lang) of a record (`record_fields` without a question).
+
+    Raises:
+      BadRecord: when the record is not a mapping, or a text field is
+        missing, not a string, or blank.
+    """
+    return tuple(record_fields(record, premise_field, hypothesis_field, lang_field)[:3])

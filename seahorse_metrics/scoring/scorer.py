@@ -20,6 +20,13 @@ chunked (`long_inputs="chunk"`, max over chunks) and summaries scored per
 sentence (`per_sentence=True`, min or mean over sentences); see
 `seahorse_metrics.scoring.units`.
 
+A query-focused summary is scored with its question
+(`score(premises, hypotheses, questions=...)`), read as
+`question: {question} premise: {premise} hypothesis: {hypothesis}`
+(`seahorse_metrics.data.inputs.QUESTION_TEMPLATE`) unless the checkpoint
+directory (or its parent, as for `spiece.model`) holds a `seahorse_inputs.json`
+like `{"question_template": "query: {question} ..."}` naming another.
+
 Inputs are batched by length bucket within windows (each batch shape compiles
 once) and split over all local devices; results always come back in input
 order.
@@ -29,6 +36,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 from typing import Any, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -36,18 +44,20 @@ from typing import Any, Hashable, Iterable, Iterator, Mapping, Optional, Sequenc
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.data.inputs import encode_pair
+from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, check_question_template, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.pipeline import (Example, ExampleResult, ScoringPipeline,
                                                ScoringStats, in_input_order, windows_of)
-from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_texts
+from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_fields
 from seahorse_metrics.scoring.units import InputSettings
 
 logger = logging.getLogger(__name__)
 
 VOCAB_FILE = "spiece.model"
+# Optional input settings a checkpoint was trained with (its question template).
+INPUTS_FILE = "seahorse_inputs.json"
 SCORE_FIELD = "score"
 SENTENCES_FIELD = "sentences"
 
@@ -60,6 +70,42 @@ def find_vocabulary(checkpoint_path: str) -> Optional[str]:
         if os.path.isfile(candidate):
             return candidate
     return None
+
+
+def checkpoint_question_template(checkpoint_path: str) -> Optional[str]:
+    """The question template of a checkpoint's `seahorse_inputs.json` (in its
+    directory or, for a step directory, its parent), or None when it has none.
+
+    Raises:
+      ValueError: for a file that is not JSON or whose template is malformed.
+    """
+    for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
+        candidate = os.path.join(directory, INPUTS_FILE)
+        if not os.path.isfile(candidate):
+            continue
+        try:
+            with open(candidate, encoding="utf-8") as handle:
+                settings = json.load(handle)
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"{candidate}: not a JSON object ({error})") from None
+        template = settings.get("question_template") if isinstance(settings, dict) else None
+        if template is None:
+            return None
+        try:
+            return check_question_template(template)
+        except ValueError as error:
+            raise ValueError(f"{candidate}: {error}") from None
+    return None
+
+
+def _shared_question_template(checkpoints: Mapping[str, str]) -> str:
+    """The question template every checkpoint agrees on (the default when none names one)."""
+    templates = {name: checkpoint_question_template(path) or QUESTION_TEMPLATE
+                 for name, path in checkpoints.items()}
+    if len(set(templates.values())) > 1:
+        raise ValueError(f"the checkpoints name different question templates ({templates}); "
+                         "score them separately or pass question_template=...")
+    return next(iter(templates.values()))
 
 
 def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
@@ -128,7 +174,8 @@ class MultiScorer:
                  max_batch_tokens: int = batching_lib.DEFAULT_MAX_BATCH_TOKENS,
                  window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
                  compiler_options: Optional[Mapping[str, Any]] = None,
-                 checkpoints: Optional[Mapping[str, str]] = None):
+                 checkpoints: Optional[Mapping[str, str]] = None,
+                 question_template: str = QUESTION_TEMPLATE):
         """Builds a scorer from loaded models.
 
         Args:
@@ -141,7 +188,7 @@ class MultiScorer:
           long_inputs: `truncate` or `chunk`.
           chunk_overlap: Premise pieces shared by consecutive chunks.
           per_sentence: Score each summary sentence against the premise.
-          sentence_aggregate: `min` or `mean` over sentences.
+          sentence_aggregate: `min`, `mean` or `share@T` over sentences.
           bucket_lengths: Batch lengths (default `batching.DEFAULT_BUCKET_LENGTHS`
             up to `max_input_length`).
           max_batch_tokens: Rows of a bucket are about this many tokens / length.
@@ -150,6 +197,8 @@ class MultiScorer:
             on 'data').
           compiler_options: XLA compile options (see `ModelRunner`).
           checkpoints: name -> checkpoint path, for `metadata()`.
+          question_template: Input of a pair with a question (fields
+            `{question}`, `{premise}`, `{hypothesis}`).
 
         Raises:
           ValueError: for bad settings, or a vocabulary that does not fit a
@@ -165,7 +214,7 @@ class MultiScorer:
             max_input_length=int(max_input_length), truncation=truncation,
             long_inputs=long_inputs, chunk_overlap=int(chunk_overlap),
             per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
-            normalize=normalize)
+            normalize=normalize, question_template=question_template)
         self.runners = self._place_models(models, mesh, compiler_options)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
         self.batch_size = int(batch_size)
@@ -188,11 +237,13 @@ class MultiScorer:
             checkpoint directory (they must be identical).
           dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs).
           max_input_length: Token budget of one input, EOS included.
-          **kwargs: Any other argument of `MultiScorer(...)`.
+          **kwargs: Any other argument of `MultiScorer(...)`; without
+            `question_template`, the checkpoints' `seahorse_inputs.json` (or
+            the default) gives it.
 
         Raises:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
-          ValueError: if the checkpoints' vocabularies differ.
+          ValueError: if the checkpoints' vocabularies or question templates differ.
         """
         named = {name: resolve_checkpoint(path) for name, path in _name_checkpoints(checkpoints).items()}
         vocab_paths = {name: _resolve_vocabulary(path, vocab) for name, path in named.items()}
@@ -202,6 +253,7 @@ class MultiScorer:
                 "the checkpoints have different vocabularies "
                 f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
                 "separately or pass the shared one as vocab=...")
+        kwargs.setdefault("question_template", _shared_question_template(named))
         models = {name: _load_model(path, dtype) for name, path in named.items()}
         return cls(models, next(iter(vocab_paths.values())), max_input_length=max_input_length,
                    checkpoints=named, **kwargs)
@@ -293,12 +345,13 @@ class MultiScorer:
         }
 
     # ----------------------------------------------------------- scoring
-    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[list[int]]:
+    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
+                      questions: Optional[Sequence[Optional[str]]] = None) -> list[list[int]]:
         """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
-        _check_pairs(premises, hypotheses)
+        questions = _check_pairs(premises, hypotheses, questions)
         return [encode_pair(self.tokenizer, p, h, self.settings.max_input_length,
-                            self.settings.truncation).ids
-                for p, h in zip(premises, hypotheses)]
+                            self.settings.truncation, q, self.settings.question_template).ids
+                for p, h, q in zip(premises, hypotheses, questions)]
 
     def run(self, windows: Iterable[Sequence[Example]], batch_size: Optional[int] = None,
             stats: Optional[ScoringStats] = None) -> Iterator[list[ExampleResult]]:
@@ -309,7 +362,8 @@ class MultiScorer:
 
     def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
                        batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
-                       langs: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
+                       langs: Optional[Sequence[Optional[str]]] = None, *,
+                       questions: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
         """Scores pairs; returns scores, per-sentence scores and counts.
 
         Args:
@@ -318,16 +372,18 @@ class MultiScorer:
           batch_size: Most rows of a batch (default: the scorer's).
           show_progress: Show a progress bar (default: when on a terminal).
           langs: Language codes, for the truncation counts by language.
+          questions: For query-focused summaries, the question each answers
+            (None entries for generic summaries); None for none.
 
         Raises:
           ValueError: if the lists differ in length or hold non-strings.
         """
         from tqdm.auto import tqdm
 
-        _check_pairs(premises, hypotheses)
+        questions = _check_pairs(premises, hypotheses, questions)
         langs = list(langs) if langs is not None else [None] * len(premises)
-        examples = [Example(i, p, h, lang)
-                    for i, (p, h, lang) in enumerate(zip(premises, hypotheses, langs))]
+        examples = [Example(i, p, h, lang, q) for i, (p, h, lang, q)
+                    in enumerate(zip(premises, hypotheses, langs, questions))]
         stats = ScoringStats()
         scores = np.zeros((len(self.names), len(examples)), np.float32)
         per_sentence = [None] * len(examples)
@@ -353,15 +409,18 @@ class MultiScorer:
             stats=stats, metadata=self.metadata())
 
     def score(self, premises: Sequence[str], hypotheses: Sequence[str],
-              batch_size: Optional[int] = None,
-              show_progress: Optional[bool] = None) -> dict[str, np.ndarray]:
-        """Returns {name: float32 [n] scores} for each (premise, hypothesis) pair."""
-        return self.score_detailed(premises, hypotheses, batch_size, show_progress).scores
+              batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
+              questions: Optional[Sequence[Optional[str]]] = None) -> dict[str, np.ndarray]:
+        """Returns {name: float32 [n] scores} for each (premise, hypothesis) pair
+        (with its question, for query-focused summaries)."""
+        return self.score_detailed(premises, hypotheses, batch_size, show_progress,
+                                   questions=questions).scores
 
     def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                       fields: Optional[Mapping[str, str]] = None,
-                      batch_size: Optional[int] = None) -> Iterator[dict]:
+                      batch_size: Optional[int] = None,
+                      question_field: Optional[str] = None) -> Iterator[dict]:
         """Streams records through the metrics, yielding them in input order.
 
         Each yielded record is a copy of the input with a score field per
@@ -377,6 +436,8 @@ class MultiScorer:
           lang_field: Field with a language code, for the counts (optional).
           fields: metric name -> output field.
           batch_size: Most rows of a batch.
+          question_field: Field with the question of a query-focused summary
+            (then required in every record), or None.
         """
         fields = dict(fields or {name: name for name in self.names})
         stats = ScoringStats()
@@ -389,14 +450,14 @@ class MultiScorer:
                 held[index] = record
                 pending.append(index)
                 try:
-                    premise, hypothesis, lang = record_texts(
-                        record, premise_field, hypothesis_field, lang_field)
+                    texts = record_fields(record, premise_field, hypothesis_field, lang_field,
+                                          question_field)
                 except BadRecord as error:
                     errors[index] = str(error)
                     logger.warning("record %d: %s; it is returned with an %r field", index, error,
                                    ERROR_FIELD)
                     continue
-                yield Example(index, premise, hypothesis, lang)
+                yield Example(index, *texts)
 
         results = self.run(windows_of(examples(), self.window_size), batch_size, stats)
         for result in in_input_order(_with_errors(results, errors), pending):
@@ -444,7 +505,9 @@ def _with_errors(results: Iterable[list[ExampleResult]],
     yield placeholders()
 
 
-def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any]) -> None:
+def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
+                 questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
+    """Checks the texts; returns the questions as a list (all None when not given)."""
     if len(premises) != len(hypotheses):
         raise ValueError(
             f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
@@ -452,6 +515,17 @@ def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any]) -> None:
         if not isinstance(premise, str) or not isinstance(hypothesis, str):
             raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
                              f"{type(premise).__name__} and {type(hypothesis).__name__}")
+    if questions is None:
+        return [None] * len(premises)
+    questions = list(questions)
+    if len(questions) != len(premises):
+        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
+                         "per pair (None for a summary without a question)")
+    for index, question in enumerate(questions):
+        if question is not None and not isinstance(question, str):
+            raise ValueError(f"pair {index}: the question must be a string or None, got "
+                             f"{type(question).__name__}")
+    return questions
 
 
 def _name_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]]) -> dict[str, str]:
@@ -530,14 +604,16 @@ class Scorer:
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
-            max_batch_tokens, window_size, mesh, compiler_options (see
-            `MultiScorer`).
+            max_batch_tokens, window_size, mesh, compiler_options,
+            question_template (default: the checkpoint's `seahorse_inputs.json`,
+            else `QUESTION_TEMPLATE`; see `MultiScorer`).
 
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
         """
         path = resolve_checkpoint(path)
         vocab_path = _resolve_vocabulary(path, vocab)
+        kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
         model, params = _load_model(path, dtype)
         return cls(model, params, vocab_path, max_input_length=max_input_length,
                    batch_size=batch_size, checkpoint=path, **kwargs)
@@ -563,12 +639,14 @@ class Scorer:
         """Compiles every batch shape now (see `MultiScorer.precompile`)."""
         self._multi.precompile(batch_size, max_length)
 
-    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[list[int]]:
+    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
+                      questions: Optional[Sequence[Optional[str]]] = None) -> list[list[int]]:
         """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
-        return self._multi.encode_inputs(premises, hypotheses)
+        return self._multi.encode_inputs(premises, hypotheses, questions)
 
     def score(self, premises: Sequence[str], hypotheses: Sequence[str],
-              batch_size: Optional[int] = None, show_progress: Optional[bool] = None) -> np.ndarray:
+              batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
+              questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
         """Returns the score of each (premise, hypothesis) pair.
 
         Args:
@@ -576,24 +654,29 @@ class Scorer:
           hypotheses: Summaries, one per premise.
           batch_size: Most rows of a batch (default: the scorer's).
           show_progress: Show a progress bar (default: when on a terminal).
+          questions: For query-focused summaries (SQuALITY, KI-QFS), the
+            question each summary answers (None entries for generic ones).
 
         Returns:
           float32 array [len(premises)], in input order.
         """
-        return self._multi.score(premises, hypotheses, batch_size, show_progress)[SCORE_FIELD]
+        return self._multi.score(premises, hypotheses, batch_size, show_progress,
+                                 questions=questions)[SCORE_FIELD]
 
     def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
                        batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
-                       langs: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
+                       langs: Optional[Sequence[Optional[str]]] = None, *,
+                       questions: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
         """Scores with per-sentence scores and counts (see `MultiScorer.score_detailed`);
         the metric is named `score`."""
-        return self._multi.score_detailed(premises, hypotheses, batch_size, show_progress, langs)
+        return self._multi.score_detailed(premises, hypotheses, batch_size, show_progress, langs,
+                                          questions=questions)
 
     def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
-                      score_field: str = SCORE_FIELD,
-                      batch_size: Optional[int] = None) -> Iterator[dict]:
+                      score_field: str = SCORE_FIELD, batch_size: Optional[int] = None,
+                      question_field: Optional[str] = None) -> Iterator[dict]:
         """Streams records, yielding each with a `score_field` (or `error`) in
         input order (see `MultiScorer.score_records`)."""
         return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
-                                         {SCORE_FIELD: score_field}, batch_size)
+                                         {SCORE_FIELD: score_field}, batch_size, question_field)

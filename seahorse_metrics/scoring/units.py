@@ -13,7 +13,12 @@ scores with one encoder pass and one decoder step:
   of the document supports it).
 * `per_sentence=True`: the summary is split into sentences (`split_sentences`)
   and each sentence is scored against the premise (truncated or chunked), then
-  aggregated with min or mean over the sentences.
+  aggregated with min or mean over the sentences, or `share@T`: the share of
+  sentences scored at or above T (BooookScore's share of sentences without
+  an error).
+
+A query-focused example carries its question, which every unit repeats
+whole, written by `InputSettings.question_template`.
 """
 from __future__ import annotations
 
@@ -23,10 +28,13 @@ from typing import Optional
 
 import numpy as np
 
-from seahorse_metrics.data.inputs import TRUNCATION_MODES, EncodedPair, Tokenizer, encode_pair, format_input
+from seahorse_metrics.data.inputs import (QUESTION_TEMPLATE, TRUNCATION_MODES, EncodedPair,
+                                          Tokenizer, check_question_template, encode_pair,
+                                          format_input)
 
 LONG_INPUT_MODES = ("truncate", "chunk")
-SENTENCE_AGGREGATES = ("min", "mean")
+SENTENCE_AGGREGATES = ("min", "mean", "share@T")
+_SHARE_PREFIX = "share@"
 NORMALIZATIONS = ("full", "pair")
 
 # A chunk must hold at least this many premise pieces beside the summary;
@@ -49,10 +57,13 @@ class InputSettings:
       long_inputs: `truncate` or `chunk` (see the module docstring).
       chunk_overlap: Premise pieces shared by consecutive chunks.
       per_sentence: Score each summary sentence separately.
-      sentence_aggregate: `min` or `mean` over the sentence scores.
+      sentence_aggregate: `min`, `mean` or `share@T` (e.g. `share@0.5`: the
+        share of sentences scored at or above T) over the sentence scores.
       normalize: `full` (P("1") over the whole vocabulary) or `pair`
         (P("1") / (P("1") + P("0"))). Not rank-identical, so recorded with
         every output.
+      question_template: The input of an example with a question (fields
+        `{question}`, `{premise}`, `{hypothesis}`).
     """
 
     max_input_length: int = 2048
@@ -62,10 +73,13 @@ class InputSettings:
     per_sentence: bool = False
     sentence_aggregate: str = "min"
     normalize: str = "full"
+    question_template: str = QUESTION_TEMPLATE
 
     def __post_init__(self):
         choices = (("truncation", TRUNCATION_MODES), ("long_inputs", LONG_INPUT_MODES),
-                   ("sentence_aggregate", SENTENCE_AGGREGATES), ("normalize", NORMALIZATIONS))
+                   ("normalize", NORMALIZATIONS))
+        share_threshold(self.sentence_aggregate)  # Validates the aggregate.
+        check_question_template(self.question_template)
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -99,6 +113,23 @@ class EncodedExample:
     chunked: bool
 
 
+def share_threshold(sentence_aggregate: str) -> Optional[float]:
+    """T of a `share@T` aggregate, None for `min` and `mean`.
+
+    Raises:
+      ValueError: for another aggregate, or a T that is not a number.
+    """
+    if sentence_aggregate in ("min", "mean"):
+        return None
+    if sentence_aggregate.startswith(_SHARE_PREFIX):
+        try:
+            return float(sentence_aggregate[len(_SHARE_PREFIX):])
+        except ValueError:
+            pass
+    raise ValueError(f"sentence_aggregate must be min, mean or share@T with T a number "
+                     f"(e.g. share@0.5), got {sentence_aggregate!r}")
+
+
 def split_sentences(text: str) -> list[str]:
     """Splits a summary into sentences (never empty: a text without a break is
     one sentence; a blank text is returned as is)."""
@@ -128,18 +159,21 @@ def chunk_windows(num_pieces: int, room: int, overlap: int) -> list[tuple[int, i
 
 
 def premise_chunks(tokenizer: Tokenizer, premise: str, hypothesis: str, max_length: int,
-                   overlap: int) -> Optional[list[str]]:
-    """The premise split into overlapping texts that each fit beside `hypothesis`.
+                   overlap: int, question: Optional[str] = None,
+                   question_template: str = QUESTION_TEMPLATE) -> Optional[list[str]]:
+    """The premise split into overlapping texts that each fit beside `hypothesis`
+    (and `question`).
 
     The room of a chunk is `max_length - 1` (EOS) minus the pieces of
-    `format_input("", hypothesis)`; the premise's pieces are cut into
+    `format_input("", hypothesis, question)`; the premise's pieces are cut into
     `chunk_windows` of that room and decoded back to text.
 
     Returns:
       The chunk texts (a single one, the premise itself, when it fits), or
       None when the summary leaves fewer than `MIN_CHUNK_PIECES` of room.
     """
-    room = max_length - 1 - len(tokenizer.encode(format_input("", hypothesis)))
+    empty = format_input("", hypothesis, question, question_template)
+    room = max_length - 1 - len(tokenizer.encode(empty))
     if room < MIN_CHUNK_PIECES:
         return None
     premise_ids = tokenizer.encode(premise)
@@ -154,18 +188,23 @@ def _as_array(pair: EncodedPair) -> np.ndarray:
 
 
 def _encode_sentence(tokenizer: Tokenizer, premise: str, hypothesis: str,
-                     settings: InputSettings) -> tuple[list[EncodedPair], bool]:
+                     settings: InputSettings,
+                     question: Optional[str] = None) -> tuple[list[EncodedPair], bool]:
     """Units of the premise against one hypothesis, and whether it was chunked."""
     max_length = settings.max_input_length
-    pair = encode_pair(tokenizer, premise, hypothesis, max_length, settings.truncation)
+    template = settings.question_template
+    pair = encode_pair(tokenizer, premise, hypothesis, max_length, settings.truncation,
+                       question, template)
     if settings.long_inputs == "truncate" or not pair.truncated:
         return [pair], False
-    chunks = premise_chunks(tokenizer, premise, hypothesis, max_length, settings.chunk_overlap)
+    chunks = premise_chunks(tokenizer, premise, hypothesis, max_length, settings.chunk_overlap,
+                            question, template)
     if chunks is None:  # The summary alone (nearly) fills the budget.
         return [pair], False
     pairs = []
     for chunk in chunks:
-        chunk_pair = encode_pair(tokenizer, chunk, hypothesis, max_length, "summary_first")
+        chunk_pair = encode_pair(tokenizer, chunk, hypothesis, max_length, "summary_first",
+                                 question, template)
         # Re-tokenising a chunk inside the input can merge a piece or two
         # differently; encode_pair trims them. That is not truncation of the
         # example: only a cut summary is.
@@ -175,12 +214,14 @@ def _encode_sentence(tokenizer: Tokenizer, premise: str, hypothesis: str,
 
 
 def encode_example(tokenizer: Tokenizer, premise: str, hypothesis: str,
-                   settings: InputSettings) -> EncodedExample:
-    """The units of one example under `settings` (see the module docstring)."""
+                   settings: InputSettings, question: Optional[str] = None) -> EncodedExample:
+    """The units of one example under `settings` (see the module docstring);
+    `question` is that of a query-focused summary, or None."""
     sentences = split_sentences(hypothesis) if settings.per_sentence else [hypothesis]
     units, sentence_of_unit, pairs, chunked = [], [], [], False
     for index, sentence in enumerate(sentences):
-        sentence_pairs, sentence_chunked = _encode_sentence(tokenizer, premise, sentence, settings)
+        sentence_pairs, sentence_chunked = _encode_sentence(tokenizer, premise, sentence, settings,
+                                                            question)
         chunked |= sentence_chunked
         pairs.extend(sentence_pairs)
         units.extend(_as_array(p) for p in sentence_pairs)
@@ -205,23 +246,23 @@ def unit_scores(log_p_one: np.ndarray, log_p_zero: np.ndarray, normalize: str) -
 
 def aggregate(scores: np.ndarray, sentence_of_unit: list[int], num_sentences: int,
               sentence_aggregate: str) -> tuple[float, np.ndarray]:
-    """Combines unit scores: max over the chunks of a sentence, then min or
-    mean over the sentences.
+    """Combines unit scores: max over the chunks of a sentence, then min, mean
+    or `share@T` (share of sentences scored at or above T) over the sentences.
 
     Args:
       scores: float [units] scores of one example's units.
       sentence_of_unit: Sentence index of each unit.
       num_sentences: Number of sentences (every index has at least one unit).
-      sentence_aggregate: `min` or `mean`.
+      sentence_aggregate: `min`, `mean` or `share@T`.
 
     Returns:
       (example score, per-sentence scores [num_sentences]).
     """
     per_sentence = np.full(num_sentences, -np.inf)
     np.maximum.at(per_sentence, np.asarray(sentence_of_unit, np.int64), scores)
+    threshold = share_threshold(sentence_aggregate)
+    if threshold is not None:
+        return float(np.mean(per_sentence >= threshold)), per_sentence
     if sentence_aggregate == "min":
         return float(per_sentence.min()), per_sentence
-    if sentence_aggregate == "mean":
-        return float(per_sentence.mean()), per_sentence
-    raise ValueError(f"sentence_aggregate must be one of {SENTENCE_AGGREGATES}, "
-                     f"got {sentence_aggregate!r}")
+    return float(per_sentence.mean()), per_sentence

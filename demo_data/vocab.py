@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Trains the small multilingual SentencePiece model shipped with the sample.
 
 `seahorse_metrics/data/sample/spiece.model` is the vocabulary of the tests and
@@ -13,13 +12,13 @@ unk_id=2 and no BOS; character_coverage=1.0 so every character of the sample
 Unlike mT5 it is a BPE model: on this small, template-made corpus SentencePiece's
 unigram trainer stops at ~2.5k pieces and still splits frequent words into
 letters (names, Vietnamese syllables), which makes the demo's inputs ~45%
-longer and token comparisons harder. SentencePiece encodes and decodes both model types the same way, so
-nothing downstream depends on the choice. Training is single-threaded on a
+longer and token comparisons harder. SentencePiece encodes and decodes both
+model types the same way, so nothing downstream depends on the choice. Training is single-threaded on a
 fixed sentence order, so re-running reproduces the same model bytes.
 
-Usage:
-  python scripts/make_sample.py            # first: the sample text
-  python scripts/train_vocab.py [--vocab_size 6000]
+Usage, from the repository root:
+  python -m demo_data.sample               # first: the sample text
+  python -m demo_data.vocab [--vocab_size 6000]
 """
 from __future__ import annotations
 
@@ -30,15 +29,13 @@ import io
 import json
 import os
 import sys
-import tempfile
 from typing import Iterator, Optional, Sequence
 
 import sentencepiece as spm
 
-DEFAULT_SAMPLE_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "seahorse_metrics", "data", "sample",
-)
+from demo_data.paths import SAMPLE_DIR
+from demo_data.sample.writers import write_atomic
+
 # Large enough that every person, company and (non-Vietnamese) place name of the
 # sample is one piece; the embedding costs the tiny demo model little compute,
 # and shorter inputs save attention time.
@@ -82,7 +79,7 @@ def sample_sentences(sample_dir: str) -> list[str]:
     for path in paths.values():
         if not os.path.exists(path):
             raise FileNotFoundError(
-                f"{path} is missing: run `python scripts/make_sample.py` first.")
+                f"{path} is missing: run `python -m demo_data.sample` first.")
     texts: list[str] = list(_jsonl_fields(paths["articles"], ["text"]))
     for split in ("train", "validation", "test"):
         texts.extend(_tsv_column(os.path.join(sample_dir, "seahorse", f"{split}.tsv"),
@@ -139,23 +136,10 @@ def check_vocab(model_bytes: bytes) -> None:
         raise ValueError(f"'1' and '0' share the first piece {firsts[0]!r}")
 
 
-def write_atomic(path: str, content: bytes) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sample_dir", default=DEFAULT_SAMPLE_DIR)
+    parser = argparse.ArgumentParser(prog="python -m demo_data.vocab",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample_dir", default=SAMPLE_DIR)
     parser.add_argument("--output", default=None,
                         help="where to write the model (default: <sample_dir>/spiece.model)")
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
