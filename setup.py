@@ -5,6 +5,8 @@ INSTALL_REQUIRES = [
     "absl-py",
     "flax>=0.10",
     "gin-config>=0.5",
+    # Hub ids as checkpoints (seahorse_metrics.checkpoints.hub); 0.23 has huggingface_hub.errors.
+    "huggingface_hub>=0.23",
     "jax>=0.4.35",
     "matplotlib",
     "numpy",

@@ -27,6 +27,11 @@ shortening the article so the whole summary fits (`truncation=
 checkpoints saw it); the truncation counts by language are logged and
 available from `length_report`.
 
+With `eval_targets="positive"` the evaluation splits are laid out for
+scoring instead (target `1` for every example, the label beside it) and the
+tasks carry ROC-AUC and Pearson score metrics (`tasks.metrics`); importing
+`seahorse_metrics.tasks.t5x` registers them so for T5X's train.py and eval.py.
+
 `seahorse_all` mixes the six questions by number of training examples. Its
 inputs carry no question marker, so a model trained on it learns whether
 raters said yes to any question; use it for pipeline-wide iteration, the
@@ -78,6 +83,7 @@ class TaskConfig:
     true_dir: Optional[str]
     ratings: tuple
     seed: int
+    eval_targets: str
 
 
 @dataclasses.dataclass
@@ -113,7 +119,8 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
              true_dir: Optional[str | os.PathLike] = None,
              ratings_files: Optional[RatingsFiles] = None, seed: int = DEFAULT_SEED,
              mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
-             mface_languages: Optional[Sequence[str]] = None) -> list[str]:
+             mface_languages: Optional[Sequence[str]] = None,
+             eval_targets: str = "label") -> list[str]:
     """Registers the seqio tasks (and the `seahorse_all` mixture).
 
     Calling it again with the same arguments does nothing; with different
@@ -133,6 +140,10 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
       seed: Shuffling seed used when `get_dataset` gets none.
       mface_threshold: Binarisation threshold of the mFACE rater average.
       mface_languages: Keep only these mFACE languages; None keeps all.
+      eval_targets: `label` (targets `1`/`0` + EOS in every split) or
+        `positive` (outside `train`, every target is `1` with the label in
+        the `label` feature, and the tasks carry ROC-AUC and Pearson score
+        metrics: T5X's evaluation, see `seahorse_metrics.tasks.t5x`).
 
     Returns:
       The registered task and mixture names.
@@ -144,12 +155,12 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
     """
     global _REGISTRATION
     config = _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
-                          ratings_files, seed, mface_threshold, mface_languages)
+                          ratings_files, seed, mface_threshold, mface_languages, eval_targets)
     if _REGISTRATION is not None:
         return _same_registration(config)
     specs = _build_specs(config)
     encoder = ExampleEncoder(_tokenizer(config, vocabulary), config.input_length,
-                             config.truncation)
+                             config.truncation, config.eval_targets)
 
     from seahorse_metrics.tasks import registry  # Lazy: imports seqio and TensorFlow.
 
@@ -161,7 +172,7 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
 
 
 def _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
-                 ratings_files, seed, mface_threshold, mface_languages) -> TaskConfig:
+                 ratings_files, seed, mface_threshold, mface_languages, eval_targets) -> TaskConfig:
     """`register`'s arguments as a normalised, comparable `TaskConfig`."""
     vocab_path, extra_ids = _vocabulary_config(vocabulary)
     return TaskConfig(
@@ -176,6 +187,7 @@ def _task_config(data_dir, vocabulary, input_length, truncation, mface_path, tru
         true_dir=_abspath(true_dir),
         ratings=normalise_ratings_files(ratings_files) if ratings_files else (),
         seed=int(seed),
+        eval_targets=eval_targets,
     )
 
 

@@ -9,6 +9,12 @@ non-seqio fast path (`examples_for_task`) both read these arrays.
 Inputs depend only on the premise, the hypothesis and (for query-focused
 summaries) the pair's question text, not on the SEAHORSE question number,
 so the six SEAHORSE tasks share one encoding of each row.
+
+Targets are `1`/`0` + EOS. With `eval_targets="positive"` every split but
+`train` gets the target `1` alone (the piece `▁1`, no EOS) whatever the label,
+so a model's score of the target (T5X's score mode) is log P("1") at the
+first decoder step; the label stays in the `label` feature (see
+`seahorse_metrics.tasks.metrics`).
 """
 from __future__ import annotations
 
@@ -26,6 +32,10 @@ from seahorse_metrics.tasks.specs import TaskSpec
 logger = logging.getLogger(__name__)
 
 TARGET_STRINGS = {True: "1", False: "0"}
+TRAIN_SPLIT = "train"
+# "label": targets follow the labels in every split; "positive": outside the
+# train split every target is `1`, to be scored (T5X's evaluation).
+EVAL_TARGETS = ("label", "positive")
 # Features every example carries besides `inputs` and `targets`.
 METADATA_FEATURES = ("id", "lang", "source", "system", "rating", "label", "question", "truncated")
 
@@ -77,17 +87,22 @@ class ExampleEncoder:
         eos_id) of the task vocabulary.
       input_length: Maximum input length in tokens, EOS included.
       truncation: `summary_first` or `joint` (see `encode_pair`).
+      eval_targets: `label` or `positive` (see the module docstring).
     """
 
-    def __init__(self, tokenizer, input_length: int, truncation: str):
+    def __init__(self, tokenizer, input_length: int, truncation: str, eval_targets: str = "label"):
+        if eval_targets not in EVAL_TARGETS:
+            raise ValueError(f"unknown eval_targets {eval_targets!r}; choose one of {EVAL_TARGETS}")
         self.tokenizer = tokenizer
         self.input_length = input_length
         self.truncation = truncation
-        target_token_ids(tokenizer)  # Refuses a vocabulary that cannot score `1` vs `0`.
+        self.eval_targets = eval_targets
+        positive_id, _ = target_token_ids(tokenizer)  # Refuses a vocabulary that cannot score `1` vs `0`.
         self.targets = {
             label: np.asarray(tokenizer.encode(text) + [tokenizer.eos_id], dtype=np.int32)
             for label, text in TARGET_STRINGS.items()
         }
+        self.scored_target = np.asarray([positive_id], dtype=np.int32)
         self._inputs: dict[tuple, _Encoded] = {}
         self._splits: dict[tuple[str, str], TaskExamples] = {}
 
@@ -153,10 +168,15 @@ class ExampleEncoder:
             task=spec.name,
             split=split,
             inputs=inputs,
-            targets=[self.targets[bool(p.label)] for p in pairs],
+            targets=self._targets(pairs, split),
             metadata=metadata,
             stats=stats,
         )
+
+    def _targets(self, pairs, split: str) -> list[np.ndarray]:
+        if self.eval_targets == "positive" and split != TRAIN_SPLIT:
+            return [self.scored_target] * len(pairs)
+        return [self.targets[bool(p.label)] for p in pairs]
 
     def length_report(self, spec: TaskSpec, split: Optional[str] = None) -> dict[str, Any]:
         """Truncation counts of a task, per split (all splits when None)."""

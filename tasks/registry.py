@@ -13,6 +13,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from seahorse_metrics.tasks import metrics
 from seahorse_metrics.tasks.examples import METADATA_FEATURES, ExampleEncoder, TaskExamples
 from seahorse_metrics.tasks.specs import SEAHORSE_MIXTURE, TaskSpec
 
@@ -136,7 +137,12 @@ def require_input_length(dataset: tf.data.Dataset, sequence_length=None, *, inpu
 def register_tasks(
     specs: list[TaskSpec], encoder: ExampleEncoder, vocabulary: seqio.Vocabulary, seed: int
 ) -> list[str]:
-    """Adds one seqio Task per spec, and the `seahorse_all` mixture."""
+    """Adds one seqio Task per spec, and the `seahorse_all` mixture.
+
+    With the encoder's `eval_targets="positive"`, the tasks carry the score
+    metrics of `seahorse_metrics.tasks.metrics` (ROC-AUC and Pearson of P("1")).
+    """
+    scored = encoder.eval_targets == "positive"
     output_features = {
         "inputs": seqio.Feature(vocabulary=vocabulary, add_eos=True, dtype=tf.int32),
         "targets": seqio.Feature(vocabulary=vocabulary, add_eos=True, dtype=tf.int32),
@@ -152,7 +158,8 @@ def register_tasks(
                     functools.partial(require_input_length, input_length=encoder.input_length, task=spec.name)
                 ],
                 shuffle_buffer_size=None,
-                metric_fns=[],
+                postprocess_fn=metrics.judgment if scored else None,
+                metric_fns=list(metrics.SCORE_METRICS) if scored else [],
             )
             names.append(spec.name)
         seahorse_specs = {s.name: s for s in specs if s.family == "seahorse"}

@@ -103,6 +103,58 @@ def test_t5_class_config_with_mt5_sizes(tmp_path, t5_class_model, batch):
     assert_matches_hf(config, params, t5_class_model, batch)
 
 
+def assert_log_probs_close(config, params, hf_model, batch, tolerance=1e-4):
+    """Teacher-forced log P of every vocabulary entry at every step agree within `tolerance`."""
+    import jax
+
+    _, hf_logits = hf_outputs(hf_model, batch)
+    logits = np.asarray(EncoderDecoderModel(config).logits(params, batch))
+    difference = np.abs(np.asarray(jax.nn.log_softmax(logits)) - np.asarray(jax.nn.log_softmax(hf_logits)))
+    assert difference.max() < tolerance, difference.max()
+
+
+@pytest.fixture(scope="module")
+def t5_v1_0_model():
+    """A random T5 v1.0 (ReLU, tied head, T5-class) model: the TRUE NLI metric's network."""
+    model = tiny_model.build_hf_model(tiny_model.tiny_t5_v1_0_config(), model_type="t5", seed=2)
+    assert model.config.feed_forward_proj == "relu" and model.config.tie_word_embeddings
+    return model
+
+
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+def test_t5_v1_0_matches_pytorch(tmp_path, t5_v1_0_model, batch, weights):
+    directory = tiny_model.save_hf_model(t5_v1_0_model, str(tmp_path / weights), weights=weights)
+    config, params = load_checkpoint(directory)
+    assert config == tiny_model.tiny_t5_v1_0_config()
+    assert "logits_dense" not in params["decoder"]
+    assert sorted(params["encoder"]["layers_0"]["mlp"]) == ["wi", "wo"]
+    assert_matches_hf(config, params, t5_v1_0_model, batch)
+    assert_log_probs_close(config, params, t5_v1_0_model, batch)
+
+
+def test_t5_v1_0_t5x_checkpoint(tmp_path, t5_v1_0_model, batch):
+    # T5X's t5_1_0 layout: mlp/wi, no decoder/logits_dense (logits_via_embedding).
+    directory = tiny_model.save_hf_model(t5_v1_0_model, str(tmp_path / "hf"))
+    config, params = load_checkpoint(directory)
+    step_dir = tiny_model.write_t5x_checkpoint(str(tmp_path / "t5x"), params, step=7)
+    assert os.path.isdir(os.path.join(step_dir, "target.encoder.layers_0.mlp.wi.kernel"))
+    loaded_config, loaded = load_checkpoint(str(tmp_path / "t5x"))
+    assert loaded_config == config
+    for name, value in flatten(params).items():
+        np.testing.assert_array_equal(flatten(loaded)[name], value, err_msg=name)
+    assert_log_probs_close(loaded_config, loaded, t5_v1_0_model, batch)
+
+
+def test_t5x_encoder_only_is_refused(tmp_path, tiny_hf_dir):
+    _, params = load_checkpoint(tiny_hf_dir)
+    encoder_only = {name: value for name, value in flatten(params).items()
+                    if not name.startswith("decoder/")}
+    from seahorse_metrics.checkpoints.params import unflatten
+    tiny_model.write_t5x_checkpoint(str(tmp_path), unflatten(encoder_only), step=1)
+    with pytest.raises(CheckpointError, match="encoder-only"):
+        load_checkpoint(str(tmp_path))
+
+
 @pytest.mark.parametrize("layout", ["tensorstore", "mixed_inline", "placeholders"])
 def test_t5x_checkpoint_matches_pytorch(tmp_path, tiny_hf_dir, tiny_hf_model, batch, layout):
     config, params = load_checkpoint(tiny_hf_dir)
@@ -244,8 +296,15 @@ def test_integer_dtype_is_refused(tmp_path, tiny_hf_dir):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"tie_word_embeddings": True}, "untied"),
-    ({"feed_forward_proj": "relu"}, "gated-gelu"),
+    # The head of these weights is not the embedding.
+    ({"tie_word_embeddings": True}, r"lm_head\.weight differs.*tie_word_embeddings"),
+    ({"feed_forward_proj": "gated-silu"}, "feed_forward_proj='gated-silu' is not supported"),
+    ({"feed_forward_proj": "gelu"}, "feed_forward_proj='gelu' is not supported"),
+    # A ReLU config over gated weights: the wi kernels are missing.
+    ({"feed_forward_proj": "relu"}, r"missing parameters.*DenseReluDense\.wi\.weight"),
+    ({"architectures": ["T5EncoderModel"]}, r"architectures=\['T5EncoderModel'\] is an encoder-only"),
+    ({"is_encoder_decoder": False}, "is_encoder_decoder=false"),
+    ({"num_decoder_layers": 0}, "num_decoder_layers=0 is an encoder-only"),
     ({"model_type": "bart"}, "not a T5"),
 ])
 def test_unsupported_hf_configs(tmp_path, tiny_hf_dir, change, message):
@@ -286,3 +345,17 @@ def test_save_checkpoint_refuses_mismatched_params(tmp_path, tiny_hf_dir):
     config, params = load_checkpoint(tiny_hf_dir)
     with pytest.raises(CheckpointError, match="d_model=48"):
         save_checkpoint(str(tmp_path), config.replace(d_model=48), params)
+
+
+def test_t5_v1_0_scores_through_the_scorer(tmp_path, t5_v1_0_model, tiny_vocab_path):
+    # The TRUE NLI baseline's network, scored like any SEAHORSE metric.
+    from fixtures import scoring_reference as ref
+    from seahorse_metrics import Scorer
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+    directory = tiny_model.save_hf_model(t5_v1_0_model, str(tmp_path / "nli"), vocab_path=tiny_vocab_path)
+    premises, hypotheses = ref.random_pairs(6, seed=3)
+    scores = Scorer.load(directory, batch_size=4).score(premises, hypotheses)
+    expected = ref.hf_scores(t5_v1_0_model, SentencePieceTokenizer(tiny_vocab_path), tiny_vocab_path,
+                             premises, hypotheses)
+    np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-7)

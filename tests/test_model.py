@@ -63,6 +63,14 @@ def test_config_replace_dict_and_errors():
         tiny.replace(dtype="int8")
     with pytest.raises(ValueError, match="d_model"):
         tiny.replace(d_model=0)
+    # T5 v1.0 (the TRUE NLI metric) is a variant of the same config.
+    v1_0 = tiny.replace(feed_forward_proj="relu", tie_word_embeddings=True)
+    assert T5Config.from_dict(json.loads(json.dumps(v1_0.to_dict()))) == v1_0
+    old_file = {k: v for k, v in tiny.to_dict().items()
+                if k not in ("feed_forward_proj", "tie_word_embeddings")}
+    assert T5Config.from_dict(old_file) == tiny  # configs saved before v1.0 support
+    with pytest.raises(ValueError, match="feed_forward_proj='gated-silu'"):
+        tiny.replace(feed_forward_proj="gated-silu")
 
 
 # ---------------------------------------------------------------- network

@@ -5,10 +5,13 @@ README.md marks each fenced block with an HTML comment on the line before it:
 the repository's `seahorse_metrics/` and `gin/`), or `<!-- readme: parse -->`
 (needs downloads or a cluster: every `seahorse-metrics` command goes through
 the real argument parser, every repository file it names must exist, and
-launch scripts get their arguments parsed as the trainer's).
+launch scripts get their arguments parsed as the trainer's; T5X's own
+`python -m t5x.train|t5x.eval` commands may name only this repository's gin
+files and T5X's own that `T5X_GIN_FILES` lists, with literal `--gin.` values).
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -19,6 +22,10 @@ import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
+# T5X's own gin files the README may name (read in google-research/t5x).
+T5X_GIN_FILES = {"t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin"} | {
+    f"t5x/examples/t5/mt5/{size}.gin" for size in ("small", "base", "large", "xl", "xxl")}
+T5X_SCRIPTS = ("t5x.train", "t5x.eval")
 _BLOCK = re.compile(r"(?:<!-- readme: (run|parse) -->\n)?```(\w*)\n(.*?)```", re.S)
 
 
@@ -78,6 +85,20 @@ def _parse_cli(arguments: list[str]) -> None:
         raise AssertionError(f"`seahorse-metrics {' '.join(arguments)}` does not parse") from error
 
 
+def _check_t5x_command(words: list[str]) -> None:
+    """A `python -m t5x.train|eval` line: known gin files, gin values that are literals."""
+    gin_files = [word.split("=", 1)[1] for word in words[3:] if word.startswith("--gin_file=")]
+    assert gin_files, words
+    for path in gin_files:
+        assert os.path.isfile(os.path.join(REPO_ROOT, path)) or path in T5X_GIN_FILES, \
+            f"README names the gin file {path}, neither in the repository nor T5X's known ones"
+    for word in words[3:]:
+        if word.startswith("--gin."):
+            ast.literal_eval(word.split("=", 1)[1])  # gin parses values as Python literals
+        else:
+            assert word.startswith("--gin_file="), f"unchecked T5X flag {word}"
+
+
 def test_parse_blocks_use_real_commands_and_files():
     checked = 0
     for mark, language, body in readme_blocks():
@@ -93,6 +114,8 @@ def test_parse_blocks_use_real_commands_and_files():
             elif words[0].startswith("launch/"):
                 assert os.access(os.path.join(REPO_ROOT, words[0]), os.X_OK), words[0]
                 _parse_cli(["train", *words[1:]])
+            elif words[:2] == ["python", "-m"] and words[2] in T5X_SCRIPTS:
+                _check_t5x_command(words)
             elif words[0] == "python":
                 assert words[1].startswith("bench/"), words
             else:

@@ -3,9 +3,12 @@
 A directory holds `config.json` and the weights as `model.safetensors`,
 sharded safetensors (`model.safetensors.index.json`), `pytorch_model.bin`
 (read with `torch.load(weights_only=True)`, only when torch is installed) or
-`flax_model.msgpack`. `T5ForConditionalGeneration` configs that carry mT5
-sizes (gated-GELU, untied head) are accepted: the released SEAHORSE metrics
-are such.
+`flax_model.msgpack`. `MT5ForConditionalGeneration` and
+`T5ForConditionalGeneration` directories are read: T5 v1.1 / mT5 (gated-GELU,
+untied head; the released SEAHORSE metrics are T5-class configs with mT5
+weights) and T5 v1.0 (ReLU feed-forward, output head tied to the embedding,
+as the TRUE NLI metric `google/t5_xxl_true_nli_mixture`). Other feed-forward
+activations and encoder-only models are refused, naming the field.
 
 Hugging Face stores torch `Linear` weights as [out, in] and the relative bias
 as [buckets, heads]; the network's kernels are [in, out] and [heads, buckets],
@@ -39,10 +42,15 @@ WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, TORCH_FILE, TORCH_INDE
 
 # Aliases of the one input embedding (HF ties them to `shared`).
 _EMBEDDING_NAMES = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+# A tied model's head: the embedding again, when the file holds it at all.
+_TIED_HEAD_NAME = "lm_head.weight"
 # Written by old HF versions, unused by the network (HF ignores it too).
 _IGNORED_NAMES = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
 _ATTENTION = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
-_MLP = ("wi_0", "wi_1", "wo")
+# Feed-forward kernels per `feed_forward_proj` (the same names in HF and T5X).
+_MLP = {"gated-gelu": ("wi_0", "wi_1", "wo"), "relu": ("wi", "wo")}
+# HF architectures without a decoder, which cannot score P("1").
+_ENCODER_ONLY = ("T5EncoderModel", "MT5EncoderModel", "UMT5EncoderModel")
 
 
 def is_hf_dir(path: str) -> bool:
@@ -53,9 +61,9 @@ def is_hf_dir(path: str) -> bool:
 
 def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
     """Returns {our name: (HF name, transposed)} for every parameter but the
-    input embedding (see `_EMBEDDING_NAMES`)."""
+    input embedding (see `_EMBEDDING_NAMES`); a tied config has no head of
+    its own."""
     mapping: dict[str, tuple[str, bool]] = {
-        "decoder/logits_dense/kernel": ("lm_head.weight", True),
         "encoder/encoder_norm/scale": ("encoder.final_layer_norm.weight", False),
         "decoder/decoder_norm/scale": ("decoder.final_layer_norm.weight", False),
         "encoder/relpos_bias/rel_embedding": (
@@ -70,7 +78,7 @@ def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
                 mapping[f"{ours}/{attention_ours}/{our_name}/kernel"] = (
                     f"{theirs}.layer.{index}.{attention_theirs}.{hf_name}.weight", True)
             mapping[f"{ours}/{norm_ours}/scale"] = (f"{theirs}.layer.{index}.layer_norm.weight", False)
-        for name in _MLP:
+        for name in _MLP[config.feed_forward_proj]:
             mapping[f"{ours}/mlp/{name}/kernel"] = (
                 f"{theirs}.layer.{mlp_index}.DenseReluDense.{name}.weight", True)
         mapping[f"{ours}/pre_mlp_layer_norm/scale"] = (
@@ -84,6 +92,8 @@ def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
                   [("self_attention", "SelfAttention", "pre_self_attention_layer_norm"),
                    ("encoder_decoder_attention", "EncDecAttention", "pre_cross_attention_layer_norm")],
                   mlp_index=2)
+    if not config.tie_word_embeddings:
+        mapping["decoder/logits_dense/kernel"] = ("lm_head.weight", True)
     return mapping
 
 
@@ -92,25 +102,21 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
     """Builds a `T5Config` from a Hugging Face T5/mT5 `config.json` dict.
 
     Raises:
-      CheckpointError: for other model types, T5 v1.0 (ReLU) feed-forward,
-        or tied input/output embeddings.
+      CheckpointError: naming the field, for other model types, a
+        feed-forward other than gated-gelu or relu, or an encoder-only model.
     """
     model_type = hf_config.get("model_type")
     if model_type not in ("t5", "mt5"):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a T5/mT5 model")
-    feed_forward = hf_config.get("feed_forward_proj", "relu")
-    if feed_forward != "gated-gelu":
+    _refuse_encoder_only(hf_config, source)
+    # HF's defaults: T5Config is v1.0 (ReLU, tied head), MT5Config is v1.1.
+    feed_forward = hf_config.get("feed_forward_proj", "relu" if model_type == "t5" else "gated-gelu")
+    if feed_forward not in _MLP:
         raise CheckpointError(
-            f"{source}: feed_forward_proj={feed_forward!r}; only T5 v1.1 / mT5 models "
-            "(feed_forward_proj='gated-gelu') are supported")
-    # HF defaults: T5Config ties the head to the embedding, MT5Config does not.
+            f"{source}: feed_forward_proj={feed_forward!r} is not supported; T5 v1.1 / mT5 use "
+            "'gated-gelu' and T5 v1.0 'relu'")
     tied = hf_config.get("tie_word_embeddings", model_type == "t5")
-    if tied:
-        raise CheckpointError(
-            f"{source}: tie_word_embeddings is true, but T5 v1.1 and mT5 have an untied output "
-            "head (lm_head.weight) without rescaling; T5 v1.0-style tied models are not supported. "
-            "If the weights do hold lm_head.weight, set \"tie_word_embeddings\": false in config.json")
-    num_layers = hf_config["num_layers"]
+    num_layers = hf_config.get("num_layers")
     try:
         return T5Config(
             vocab_size=hf_config["vocab_size"],
@@ -118,7 +124,7 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
             d_kv=hf_config["d_kv"],
             d_ff=hf_config["d_ff"],
             num_heads=hf_config["num_heads"],
-            num_encoder_layers=num_layers,
+            num_encoder_layers=hf_config["num_layers"],
             num_decoder_layers=hf_config.get("num_decoder_layers") or num_layers,
             relative_attention_num_buckets=hf_config.get("relative_attention_num_buckets", 32),
             relative_attention_max_distance=hf_config.get("relative_attention_max_distance", 128),
@@ -127,16 +133,38 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
             pad_id=hf_config.get("pad_token_id", 0),
             eos_id=hf_config.get("eos_token_id", 1),
             decoder_start_id=hf_config.get("decoder_start_token_id", 0),
+            feed_forward_proj=feed_forward,
+            tie_word_embeddings=bool(tied),
         )
     except KeyError as error:
         raise CheckpointError(f"{source}: config.json lacks the field {error}") from error
+    except ValueError as error:
+        raise CheckpointError(f"{source}: {error}") from error
+
+
+def _refuse_encoder_only(hf_config: Mapping[str, Any], source: str) -> None:
+    """Raises for a model without a decoder: a metric needs one to read P("1")."""
+    encoder_only = [name for name in hf_config.get("architectures") or [] if name in _ENCODER_ONLY]
+    if encoder_only:
+        raise CheckpointError(
+            f"{source}: architectures={encoder_only} is an encoder-only model; a SEAHORSE or NLI "
+            "metric needs the decoder (T5ForConditionalGeneration / MT5ForConditionalGeneration)")
+    if hf_config.get("is_encoder_decoder") is False:
+        raise CheckpointError(
+            f"{source}: is_encoder_decoder=false; only encoder-decoder T5 models are supported")
+    if hf_config.get("num_decoder_layers") == 0:
+        raise CheckpointError(
+            f"{source}: num_decoder_layers=0 is an encoder-only model; a metric needs the decoder")
 
 
 def config_to_hf(config: T5Config) -> dict[str, Any]:
-    """The `MT5ForConditionalGeneration` config.json dict of `config`."""
+    """The config.json dict of `config`: `MT5ForConditionalGeneration` for
+    T5 v1.1 / mT5, `T5ForConditionalGeneration` for T5 v1.0 (ReLU, tied)."""
+    architecture, model_type = (("T5ForConditionalGeneration", "t5") if config.tie_word_embeddings
+                                else ("MT5ForConditionalGeneration", "mt5"))
     return {
-        "architectures": ["MT5ForConditionalGeneration"],
-        "model_type": "mt5",
+        "architectures": [architecture],
+        "model_type": model_type,
         "vocab_size": config.vocab_size,
         "d_model": config.d_model,
         "d_kv": config.d_kv,
@@ -148,9 +176,9 @@ def config_to_hf(config: T5Config) -> dict[str, Any]:
         "relative_attention_max_distance": config.relative_attention_max_distance,
         "dropout_rate": config.dropout_rate,
         "layer_norm_epsilon": config.layer_norm_epsilon,
-        "feed_forward_proj": "gated-gelu",
+        "feed_forward_proj": config.feed_forward_proj,
         "is_encoder_decoder": True,
-        "tie_word_embeddings": False,
+        "tie_word_embeddings": config.tie_word_embeddings,
         "pad_token_id": config.pad_id,
         "eos_token_id": config.eos_id,
         "decoder_start_token_id": config.decoder_start_id,
@@ -249,13 +277,18 @@ def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
     for name in _IGNORED_NAMES:
         if remaining.pop(name, None) is not None:
             logger.info("%s: ignoring %s (unused by T5, as in Hugging Face)", source, name)
-    embeddings = [(name, remaining.pop(name)) for name in _EMBEDDING_NAMES if name in remaining]
+    aliases = _EMBEDDING_NAMES + ((_TIED_HEAD_NAME,) if config.tie_word_embeddings else ())
+    embeddings = [(name, remaining.pop(name)) for name in aliases if name in remaining]
     if not embeddings:
         raise CheckpointError(f"{source}: missing the input embedding (one of {list(_EMBEDDING_NAMES)})")
     first_name, embedding = embeddings[0]
     for name, other in embeddings[1:]:
         if other.shape != embedding.shape or not np.array_equal(other, embedding):
-            raise CheckpointError(f"{source}: {name} differs from {first_name}; they must be one tensor")
+            hint = (" (tie_word_embeddings is true, so the head must be the embedding; set "
+                    "\"tie_word_embeddings\": false in config.json if it is a head of its own)"
+                    if name == _TIED_HEAD_NAME else "")
+            raise CheckpointError(
+                f"{source}: {name} differs from {first_name}; they must be one tensor{hint}")
     flat: FlatParams = {"token_embedder/embedding": embedding}
     hf_names = {"token_embedder/embedding": (first_name, embedding.shape)}
     missing = []
@@ -266,12 +299,15 @@ def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
         value = remaining.pop(theirs)
         flat[ours], hf_names[ours] = (value.T if transposed else value), (theirs, value.shape)
     if missing:
-        hint = " (a tied T5 v1.0 model?)" if "lm_head.weight" in missing else ""
+        hint = (" (a tied model? set \"tie_word_embeddings\": true in config.json)"
+                if "lm_head.weight" in missing else "")
         raise CheckpointError(f"{source}: missing parameters {missing}{hint}")
     if remaining:
         raise CheckpointError(
-            f"{source}: unknown parameters {sorted(remaining)} for a T5 v1.1 / mT5 network with "
-            f"{config.num_encoder_layers}+{config.num_decoder_layers} layers")
+            f"{source}: unknown parameters {sorted(remaining)} for a T5 network with "
+            f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, "
+            f"feed_forward_proj={config.feed_forward_proj!r}, "
+            f"tie_word_embeddings={config.tie_word_embeddings}")
     for ours, shape in expected_shapes(config).items():
         if tuple(flat[ours].shape) != shape:
             hf_name, hf_shape = hf_names[ours]
@@ -304,8 +340,9 @@ def hf_tensors_from_params(config: T5Config, params: Mapping[str, Any]) -> dict[
 
 def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
               vocab_path: Optional[str] = None) -> None:
-    """Writes `MT5ForConditionalGeneration` config.json + model.safetensors
-    (+ spiece.model when `vocab_path` is given) into `directory`.
+    """Writes config.json + model.safetensors (+ spiece.model when
+    `vocab_path` is given) into `directory`: an `MT5ForConditionalGeneration`
+    directory, or a `T5ForConditionalGeneration` one for T5 v1.0 configs.
 
     Files are written to temporary names and renamed into place.
     """

@@ -70,7 +70,7 @@ def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None
             + (f"missing {missing}" if missing else "")
             + ("; " if missing and unknown else "")
             + (f"unknown {unknown}" if unknown else "")
-            + ". Check that the checkpoint is a T5 v1.1 / mT5 model of the configured size.")
+            + ". Check that the checkpoint is a T5 model of the configured size and variant.")
     for name, shape in expected.items():
         value = flat[name]
         if tuple(value.shape) != shape:

@@ -12,7 +12,8 @@ optimizer state is skipped.
 
 The parameter tree is the network's (`token_embedder`, `encoder`, `decoder`);
 the config is derived from the parameter shapes (heads from the relative
-bias table), with the mT5 defaults for what shapes do not tell.
+bias table; T5 v1.0 from `mlp/wi` and the missing `decoder/logits_dense`),
+with the mT5 defaults for what shapes do not tell.
 """
 from __future__ import annotations
 
@@ -166,39 +167,46 @@ def read_t5x_params(step_dir: str) -> FlatParams:
 def config_from_shapes(flat: Mapping[str, np.ndarray], source: str) -> T5Config:
     """Derives the network config from T5X parameter shapes.
 
+    The feed-forward is gated-GELU (`mlp/wi_0`, `mlp/wi_1`: T5 v1.1 / mT5) or
+    ReLU (`mlp/wi`: T5 v1.0, T5X's `t5_1_0`); without `decoder/logits_dense`
+    the head is tied to the embedding (T5X's `logits_via_embedding`).
+
     Raises:
-      CheckpointError: if the tree is not a T5 v1.1 / mT5 encoder-decoder.
+      CheckpointError: if the tree is not a T5 encoder-decoder (e.g. an
+        encoder-only model).
     """
     def shape_of(name: str) -> tuple[int, ...]:
         if name not in flat:
-            hint = ""
-            if name.endswith("wi_0/kernel") and name.replace("wi_0", "wi") in flat:
-                hint = " (a T5 v1.0 ReLU model; only T5 v1.1 / mT5 gated-GELU is supported)"
-            if name == "decoder/logits_dense/kernel":
-                hint = " (tied output head; T5 v1.1 / mT5 have an untied one)"
-            raise CheckpointError(f"{source}: missing parameter {name}{hint}")
+            raise CheckpointError(f"{source}: missing parameter {name}")
         return tuple(flat[name].shape)
 
+    if not any(name.startswith("decoder/") for name in flat):
+        raise CheckpointError(
+            f"{source}: no decoder/ parameters: an encoder-only model; a SEAHORSE or NLI metric "
+            "needs the decoder to read P(\"1\")")
     vocab_size, d_model = shape_of("token_embedder/embedding")
     num_heads, num_buckets = shape_of("encoder/relpos_bias/rel_embedding")
     inner = shape_of("encoder/layers_0/attention/query/kernel")[1]
-    d_ff = shape_of("encoder/layers_0/mlp/wi_0/kernel")[1]
+    feed_forward = "relu" if "encoder/layers_0/mlp/wi/kernel" in flat else "gated-gelu"
+    d_ff = shape_of("encoder/layers_0/mlp/" + ("wi" if feed_forward == "relu" else "wi_0")
+                    + "/kernel")[1]
     if inner % num_heads:
         raise CheckpointError(
             f"{source}: attention width {inner} is not a multiple of the {num_heads} heads")
-
-    def count_layers(stack: str) -> int:
-        indices = {int(m.group(1)) for name in flat
-                   if name.startswith(stack + "/")
-                   for m in [_LAYER.match(name.split("/")[1])] if m}
-        if indices != set(range(len(indices))):
-            raise CheckpointError(f"{source}: {stack} layers {sorted(indices)} are not contiguous")
-        return len(indices)
-
     return T5Config(vocab_size=vocab_size, d_model=d_model, d_kv=inner // num_heads, d_ff=d_ff,
-                    num_heads=num_heads, num_encoder_layers=count_layers("encoder"),
-                    num_decoder_layers=count_layers("decoder"),
-                    relative_attention_num_buckets=num_buckets)
+                    num_heads=num_heads, num_encoder_layers=_count_layers(flat, "encoder", source),
+                    num_decoder_layers=_count_layers(flat, "decoder", source),
+                    relative_attention_num_buckets=num_buckets, feed_forward_proj=feed_forward,
+                    tie_word_embeddings="decoder/logits_dense/kernel" not in flat)
+
+
+def _count_layers(flat: Mapping[str, np.ndarray], stack: str, source: str) -> int:
+    indices = {int(m.group(1)) for name in flat
+               if name.startswith(stack + "/")
+               for m in [_LAYER.match(name.split("/")[1])] if m}
+    if indices != set(range(len(indices))):
+        raise CheckpointError(f"{source}: {stack} layers {sorted(indices)} are not contiguous")
+    return len(indices)
 
 
 def load_t5x(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:

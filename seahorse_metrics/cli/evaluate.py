@@ -17,7 +17,7 @@ benchmarks (repeatable), KIND:PATH[:OPTIONS]:
   summac:FILE[:cut=val|test]                SummaC rows -> summac/<dataset> (+ their mean)
 
 metrics (repeatable), [NAME=]SPEC:
-  checkpoint:DIR[,long_inputs=chunk][,per_sentence=min|mean|share@T][,normalize=pair]
+  checkpoint:DIR_OR_HUB_ID[,long_inputs=chunk][,per_sentence=min|mean|share@T][,normalize=pair]
   | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
   | baseline:length | scores:FILE[:COLUMN]
 

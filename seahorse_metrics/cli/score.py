@@ -11,9 +11,10 @@ from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_M
 logger = logging.getLogger(__name__)
 
 _EPILOG = """\
-checkpoints (repeatable): [NAME=]DIR, any format (ours, Hugging Face, T5X). The
-output column is NAME, or `score` for a single unnamed checkpoint, or
-`score_<dir name>` for several.
+checkpoints (repeatable): [NAME=]DIR, any format (ours, Hugging Face, T5X), or a
+Hugging Face hub id (google/seahorse-xxl-q4, read from the hub cache; set
+HF_HUB_OFFLINE=1 to never touch the network). The output column is NAME, or
+`score` for a single unnamed checkpoint, or `score_<dir name>` for several.
 
 Query-focused summaries: --question_field names the column with each
 summary's question; the input then reads `question: Q premise: P hypothesis: H`
@@ -43,7 +44,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
-                        help="Metric checkpoint directory (repeatable).")
+                        help="Metric checkpoint directory or hub id (repeatable).")
     parser.add_argument("--input", required=True, help="JSONL, CSV or TSV file.")
     parser.add_argument("--output", required=True,
                         help="JSONL, CSV or TSV file to write (format from the extension).")

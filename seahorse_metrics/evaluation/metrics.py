@@ -2,7 +2,8 @@
 
 A metric spec is `[NAME=]KIND:ARG[:OPTION]`::
 
-    checkpoint:DIR[,OPTION=VALUE...]  scored with `seahorse_metrics.Scorer` (P("1"))
+    checkpoint:DIR[,OPTION=VALUE...]  scored with `seahorse_metrics.Scorer` (P("1")); DIR may
+                                      be a Hugging Face hub id (google/seahorse-xxl-q4)
     baseline:majority          majority class of the benchmark's labels
     baseline:rougeL[:MEASURE]  ROUGE-L article vs summary, fmeasure|precision|recall
     baseline:length            summary length in SentencePiece pieces
@@ -240,7 +241,11 @@ class CheckpointMetric(Metric):
     def __init__(self, spec: MetricSpec, threshold: Optional[float], *,
                  vocab_path: Optional[str] = None, batch_size: int = 32):
         super().__init__(spec, threshold)
-        if not os.path.exists(spec.argument):
+        from seahorse_metrics.checkpoints.hub import resolve_checkpoint
+
+        # A directory, or a Hugging Face hub id resolved through the hub cache.
+        self.path = resolve_checkpoint(spec.argument)
+        if not os.path.exists(self.path):
             raise FileNotFoundError(f"metric {spec.name}: checkpoint {spec.argument} not found")
         self.vocab_path = vocab_path
         self.batch_size = batch_size
@@ -248,16 +253,16 @@ class CheckpointMetric(Metric):
 
     def fingerprint(self) -> str:
         settings = [list(s) for s in self.spec.settings]
-        return _digest(["checkpoint", os.path.abspath(self.spec.argument),
-                        _stat_signature(self.spec.argument), self.vocab_path]
+        return _digest(["checkpoint", os.path.abspath(self.path),
+                        _stat_signature(self.path), self.vocab_path]
                        + ([settings] if settings else []))
 
     def score_pairs(self, premises, hypotheses, questions=None):
         if self._scorer is None:
             from seahorse_metrics import Scorer
 
-            logger.info("loading checkpoint %s for metric %s", self.spec.argument, self.name)
-            self._scorer = Scorer.load(self.spec.argument, vocab=self.vocab_path,
+            logger.info("loading checkpoint %s for metric %s", self.path, self.name)
+            self._scorer = Scorer.load(self.path, vocab=self.vocab_path,
                                        **checkpoint_scorer_kwargs(self.spec.settings))
         scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
                                     questions=None if questions is None else list(questions))

@@ -1,8 +1,11 @@
-"""Hyperparameters of the T5 v1.1 / mT5 encoder-decoder, with the published sizes.
+"""Hyperparameters of the T5 encoder-decoder, with the published mT5 sizes.
 
-Field names follow the Hugging Face `MT5Config` (`d_model`, `d_kv`, `d_ff`, ...)
-so a `config.json` maps onto this class field by field. Variants are derived
-with `replace`, as the Flax examples do::
+Field names follow the Hugging Face `MT5Config` / `T5Config` (`d_model`, `d_kv`,
+`d_ff`, `feed_forward_proj`, `tie_word_embeddings`, ...) so a `config.json` maps
+onto this class field by field. The defaults are T5 v1.1 / mT5 (gated-GELU,
+untied head); `feed_forward_proj="relu", tie_word_embeddings=True` is T5 v1.0,
+the network of the TRUE NLI metric. Variants are derived with `replace`, as
+the Flax examples do::
 
     config = get_config("mt5_small", dtype="bfloat16", dropout_rate=0.0)
 """
@@ -12,18 +15,20 @@ import dataclasses
 from typing import Any, Mapping
 
 _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+# Hugging Face's names: T5 v1.1 / mT5 (wo(gelu(wi_0 x) * wi_1 x)) and T5 v1.0 (wo(relu(wi x))).
+FEED_FORWARD_PROJS = ("gated-gelu", "relu")
 
 
 @dataclasses.dataclass(frozen=True)
 class T5Config:
-    """Sizes and constants of one T5 v1.1 / mT5 network.
+    """Sizes and constants of one T5 network (v1.1 / mT5 by default, or v1.0).
 
     Attributes:
       vocab_size: Rows of the input embedding and columns of the output head
         (mT5: 250112, a multiple of 128 above the 250100 SentencePiece pieces).
       d_model: Width of the residual stream (`embed` axis).
       d_kv: Width of one attention head (`kv` axis).
-      d_ff: Width of the gated-GELU feed-forward block (`mlp` axis).
+      d_ff: Width of the feed-forward block (`mlp` axis).
       num_heads: Attention heads; the attention inner width is
         `num_heads * d_kv`, which need not equal `d_model` (it does not for
         mT5-small: 6 x 64 = 384 vs 512).
@@ -39,6 +44,10 @@ class T5Config:
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.
+      feed_forward_proj: "gated-gelu" (T5 v1.1 / mT5) or "relu" (T5 v1.0).
+      tie_word_embeddings: Whether the output head is the input embedding
+        (T5 v1.0), applied to the decoder output scaled by d_model**-0.5;
+        False: an untied head without rescaling (T5 v1.1 / mT5).
     """
 
     vocab_size: int
@@ -56,6 +65,8 @@ class T5Config:
     pad_id: int = 0
     eos_id: int = 1
     decoder_start_id: int = 0
+    feed_forward_proj: str = "gated-gelu"
+    tie_word_embeddings: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
@@ -69,6 +80,13 @@ class T5Config:
         if self.dtype not in _COMPUTE_DTYPES:
             raise ValueError(
                 f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")
+        if self.feed_forward_proj not in FEED_FORWARD_PROJS:
+            raise ValueError(
+                f"T5Config.feed_forward_proj={self.feed_forward_proj!r} is not supported; "
+                f"choose one of {FEED_FORWARD_PROJS}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise ValueError("T5Config.tie_word_embeddings must be a bool, got "
+                             f"{self.tie_word_embeddings!r}")
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 

@@ -1,16 +1,21 @@
-"""The T5 v1.1 / mT5 encoder-decoder network as a pure Flax module.
+"""The T5 encoder-decoder network (v1.1 / mT5, and v1.0) as a pure Flax module.
 
 Architecture (Raffel et al. 2020, T5 v1.1 and mT5 variants): pre-norm blocks
 with RMS norms (no bias, no mean subtraction, float32), gated-GELU feed-forward
 (tanh approximation, as Hugging Face's `gelu_new` and Flax's default), one
 relative position bias per stack (bidirectional in the encoder, causal in the
 decoder), attention without the 1/sqrt(d_kv) scaling (T5 folds it into the
-query initialisation), untied float32 output head without rescaling.
+query initialisation), untied float32 output head without rescaling. T5 v1.0
+(`feed_forward_proj="relu"`, `tie_word_embeddings=True`, e.g. the TRUE NLI
+metric) differs in two places only: a ReLU feed-forward `wo(relu(wi x))`, and
+an output head that is the input embedding applied to the decoder output
+scaled by d_model**-0.5.
 
 Parameter names and shapes are those of T5X's `t5x/examples/t5/network.py`
 (`token_embedder/embedding`, `encoder/layers_0/attention/query/kernel`, ...,
-`decoder/logits_dense/kernel`, every kernel 2-D), so T5X checkpoints map one to
-one; `seahorse_metrics.checkpoints.hf` maps the Hugging Face names onto them.
+`mlp/wi_0`, `mlp/wi_1` or, for v1.0, `mlp/wi`, and `decoder/logits_dense/kernel`
+unless tied; every kernel 2-D), so T5X checkpoints map one to one;
+`seahorse_metrics.checkpoints.hf` maps the Hugging Face names onto them.
 
 Array names carry their shape after an underscore (nanodo style):
 B batch, L/Q/K length (query/key), D d_model, H heads, V d_kv, F d_ff,
@@ -233,6 +238,32 @@ class GatedGeluMlp(nn.Module):
         return jnp.dot(hidden_BxLxF, w_out_FxD.astype(self.dtype))
 
 
+class ReluMlp(nn.Module):
+    """T5 v1.0 feed-forward: wo(relu(wi x))."""
+
+    d_ff: int
+    dtype: jnp.dtype
+    dropout_rate: float
+
+    @nn.compact
+    def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
+        embed = x_BxLxD.shape[-1]
+        init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+        w_in_DxF = Kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi")()
+        w_out_FxD = Kernel((self.d_ff, embed), ("mlp", "embed"), init, name="wo")()
+        hidden_BxLxF = nn.relu(jnp.dot(x_BxLxD, w_in_DxF.astype(self.dtype)))
+        hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
+        hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
+            hidden_BxLxF, deterministic=deterministic)
+        return jnp.dot(hidden_BxLxF, w_out_FxD.astype(self.dtype))
+
+
+def _feed_forward(config: T5Config) -> nn.Module:
+    """The block's feed-forward module (named `mlp`) of `config.feed_forward_proj`."""
+    mlp_class = ReluMlp if config.feed_forward_proj == "relu" else GatedGeluMlp
+    return mlp_class(config.d_ff, jnp.dtype(config.dtype), config.dropout_rate, name="mlp")
+
+
 def _dropout(config: T5Config, x: Array, deterministic: bool) -> Array:
     # T5X drops whole features for all positions of a sequence (broadcast over length).
     return nn.Dropout(config.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
@@ -257,7 +288,7 @@ class EncoderLayer(nn.Module):
             h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
         x_BxLxD = _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(x_BxLxD)
-        h_BxLxD = GatedGeluMlp(cfg.d_ff, dtype, cfg.dropout_rate, name="mlp")(h_BxLxD, deterministic)
+        h_BxLxD = _feed_forward(cfg)(h_BxLxD, deterministic)
         return _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
 
 
@@ -282,7 +313,7 @@ class DecoderLayer(nn.Module):
             h_BxQxD, encoded_BxKxD, None, cross_mask_bias_Bx1xQxK, deterministic)
         y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(y_BxQxD)
-        h_BxQxD = GatedGeluMlp(cfg.d_ff, dtype, cfg.dropout_rate, name="mlp")(h_BxQxD, deterministic)
+        h_BxQxD = _feed_forward(cfg)(h_BxQxD, deterministic)
         return _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
 
 
@@ -307,13 +338,15 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """The decoder stack and the untied float32 output head."""
+    """The decoder stack and the float32 output head (untied, or the input
+    embedding `embedding_TxD` when `config.tie_word_embeddings`)."""
 
     config: T5Config
 
     @nn.compact
     def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, self_mask_bias_Bx1xQxQ: Array,
-                 cross_mask_bias_Bx1xQxK: Array, deterministic: bool) -> Array:
+                 cross_mask_bias_Bx1xQxK: Array, deterministic: bool,
+                 embedding_TxD: Optional[Array] = None) -> Array:
         cfg = self.config
         length = y_BxQxD.shape[1]
         position_bias_1xHxQxQ = RelativePositionBias(
@@ -326,12 +359,17 @@ class Decoder(nn.Module):
                 cross_mask_bias_Bx1xQxK, deterministic)
         y_BxQxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="decoder_norm")(y_BxQxD)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
-        w_logits_DxT = Kernel(
-            (cfg.d_model, cfg.vocab_size), ("embed", "vocab"),
-            nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal"),
-            name="logits_dense")()
         # Logits in float32 for a stable softmax, whatever the compute dtype.
-        logits_BxQxT = jnp.dot(y_BxQxD.astype(jnp.float32), w_logits_DxT)
+        if cfg.tie_word_embeddings:
+            # T5 v1.0: the embedding is the head, after rescaling by d_model**-0.5.
+            scaled_BxQxD = y_BxQxD.astype(jnp.float32) * np.float32(cfg.d_model ** -0.5)
+            logits_BxQxT = jnp.einsum("bqd,td->bqt", scaled_BxQxD, embedding_TxD)
+        else:
+            w_logits_DxT = Kernel(
+                (cfg.d_model, cfg.vocab_size), ("embed", "vocab"),
+                nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal"),
+                name="logits_dense")()
+            logits_BxQxT = jnp.dot(y_BxQxD.astype(jnp.float32), w_logits_DxT)
         return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
 
 
@@ -376,7 +414,7 @@ def decoder_mask_biases(config: T5Config, encoder_input_tokens_BxK: Array, decod
 
 
 class Transformer(nn.Module):
-    """T5 v1.1 / mT5 encoder-decoder (T5X `network.Transformer` layout).
+    """T5 encoder-decoder, v1.1 / mT5 or v1.0 (T5X `network.Transformer` layout).
 
     `encode` and `decode` can be applied separately (`module.apply(...,
     method="encode")`) so scoring runs the encoder once and the decoder for a
@@ -442,8 +480,9 @@ class Transformer(nn.Module):
         self_mask_bias, cross_mask_bias = decoder_mask_biases(
             self.config, encoder_input_tokens, decoder_input_tokens.shape[1],
             encoder_segment_ids, decoder_segment_ids)
+        tied_head = self.token_embedder() if self.config.tie_word_embeddings else None
         return self.decoder(self._embed(decoder_input_tokens), encoded, self_mask_bias,
-                            cross_mask_bias, deterministic)
+                            cross_mask_bias, deterministic, tied_head)
 
     def __call__(self, encoder_input_tokens: Array, decoder_input_tokens: Array,
                  encoder_segment_ids: Optional[Array] = None,

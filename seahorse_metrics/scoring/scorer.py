@@ -1,7 +1,7 @@
 """Score summaries with SEAHORSE-style metrics: P("1") at the first decoder step.
 
     from seahorse_metrics import Scorer
-    scorer = Scorer.load("path/to/checkpoint")      # ours, Hugging Face or T5X
+    scorer = Scorer.load("path/to/checkpoint")      # ours, Hugging Face, T5X or a hub id
     probs = scorer.score(articles, summaries)       # float32 numpy array, input order
 
     from seahorse_metrics import MultiScorer         # several questions at once
@@ -43,6 +43,7 @@ from typing import Any, Hashable, Iterable, Iterator, Mapping, Optional, Sequenc
 
 import numpy as np
 
+from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, check_question_template, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model.config import T5Config
@@ -230,8 +231,8 @@ class MultiScorer:
         """Loads several checkpoints (any format `load_checkpoint` reads).
 
         Args:
-          checkpoints: name -> directory, or directories (named by their
-            base name, made unique).
+          checkpoints: name -> directory or Hugging Face hub id, or a list
+            of them (named by their base name, made unique).
           vocab: SentencePiece model; default: `spiece.model` in each
             checkpoint directory (they must be identical).
           dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs).
@@ -244,7 +245,7 @@ class MultiScorer:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
           ValueError: if the checkpoints' vocabularies or question templates differ.
         """
-        named = _name_checkpoints(checkpoints)
+        named = {name: resolve_checkpoint(path) for name, path in _name_checkpoints(checkpoints).items()}
         vocab_paths = {name: _resolve_vocabulary(path, vocab) for name, path in named.items()}
         digests = {name: _file_digest(path) for name, path in vocab_paths.items()}
         if len(set(digests.values())) > 1:
@@ -592,7 +593,9 @@ class Scorer:
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
         Args:
-          path: Checkpoint directory (ours, Hugging Face, T5X model or step dir).
+          path: Checkpoint directory (ours, Hugging Face, T5X model or step
+            dir) or Hugging Face hub id (`google/seahorse-large-q4`, read
+            from the hub cache when offline; see `checkpoints.hub`).
           vocab: SentencePiece model; defaults to `spiece.model` in `path`.
           dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs);
             parameters stay float32.
@@ -608,6 +611,7 @@ class Scorer:
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
         """
+        path = resolve_checkpoint(path)
         vocab_path = _resolve_vocabulary(path, vocab)
         kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
         model, params = _load_model(path, dtype)

@@ -1,0 +1,244 @@
+"""Export a checkpoint to the formats other tools train and serve with.
+
+    export_checkpoint("runs/q4/best", "hf", "exported/q4-hf")     # transformers
+    export_checkpoint("runs/q4/best", "t5x", "exported/q4-t5x")   # T5X
+
+`hf` writes a Hugging Face directory (config.json, model.safetensors,
+spiece.model) that `MT5ForConditionalGeneration` (or, for T5 v1.0 networks,
+`T5ForConditionalGeneration`) loads. `t5x` writes a T5X model directory:
+`checkpoint_<step>/checkpoint`, the msgpack `{"version": 3, "optimizer":
+{"target": ..., "state": {"step": ...}}}` whose parameters are TensorStore
+specs of gzip zarr arrays beside it (`target.encoder.layers_0...`, paths
+relative to the step directory), the layout T5X's own `Checkpointer` writes
+and `checkpoints.load_t5x_checkpoint` reads; no optimizer state is written, so
+T5X starts its optimizer afresh. `spiece.model` goes next to the step
+directories.
+
+The output is built in a staging directory beside it and renamed into place,
+so an interrupted export leaves no half-written checkpoint; a non-empty output
+directory is refused unless `overwrite` is set.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from seahorse_metrics.checkpoints.params import check_params, flatten
+from seahorse_metrics.model.config import T5Config
+
+logger = logging.getLogger(__name__)
+
+EXPORT_FORMATS = ("hf", "t5x")
+VOCAB_FILE = "spiece.model"
+T5X_VERSION = 3  # T5X's checkpoint version since 2021: bfloat16 stored natively.
+# T5X cuts arrays into zarr chunks of at most 64 MiB; so do we.
+_CHUNK_BYTES = 64 * 1024 * 1024
+# T5X's `find_checkpoint` treats a model directory whose latest step is 0 as
+# empty, so a checkpoint of unknown step is written as step 1.
+_DEFAULT_STEP = 1
+_STEP_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+
+def chunk_shape(shape: tuple[int, ...], itemsize: int, max_bytes: int = _CHUNK_BYTES) -> list[int]:
+    """A zarr chunk shape dividing `shape` whose chunks stay under `max_bytes`.
+
+    The largest chunk dimension is cut to its next smaller divisor until the
+    chunk fits, so chunks tile the array exactly.
+    """
+    chunks = [max(int(size), 1) for size in shape]
+    while chunks and int(np.prod(chunks)) * itemsize > max_bytes:
+        axis = int(np.argmax(chunks))
+        size = int(shape[axis])
+        chunks[axis] = max(d for d in range(1, chunks[axis]) if size % d == 0) if chunks[axis] > 1 else 1
+    return chunks
+
+
+def _write_zarr(step_dir: str, name: str, array: np.ndarray) -> dict[str, Any]:
+    """Writes one parameter as a gzip zarr array; returns its relative TensorStore spec."""
+    import tensorstore as ts
+
+    spec = {
+        "driver": "zarr",
+        "dtype": np.dtype(array.dtype).name,
+        "kvstore": {"driver": "file", "path": "target." + name.replace("/", ".")},
+        "metadata": {"compressor": {"id": "gzip"}, "shape": list(array.shape),
+                     "chunks": chunk_shape(array.shape, array.dtype.itemsize)},
+    }
+    absolute = dict(spec, kvstore={"driver": "file",
+                                   "path": os.path.join(step_dir, spec["kvstore"]["path"])})
+    store = ts.open(absolute, create=True, delete_existing=True).result()
+    store.write(array).result()
+    return spec
+
+
+def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step: int) -> str:
+    """Writes `params` as the T5X checkpoint `model_dir/checkpoint_<step>`; returns it.
+
+    Raises:
+      CheckpointError: if `params` do not fit `config`.
+      FileExistsError: if that step directory exists.
+    """
+    from flax import serialization
+
+    flat = {name: np.asarray(value, np.float32) for name, value in flatten(params).items()}
+    check_params(config, flat, "params to export")
+    step_dir = os.path.join(model_dir, f"checkpoint_{int(step)}")
+    if os.path.exists(step_dir):
+        raise FileExistsError(f"{step_dir} exists; choose another step or directory")
+    staging = tempfile.mkdtemp(dir=model_dir, prefix=f".checkpoint_{int(step)}.tmp-")
+    try:
+        target = {}
+        for name, array in flat.items():
+            node = target
+            *parents, leaf = name.split("/")
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = _write_zarr(staging, name, array)
+        contents = {"version": T5X_VERSION,
+                    "optimizer": {"target": target, "state": {"step": np.int32(step)}}}
+        with open(os.path.join(staging, "checkpoint"), "wb") as handle:
+            handle.write(serialization.msgpack_serialize(contents))
+        os.replace(staging, step_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("Wrote T5X checkpoint %s (%d arrays)", step_dir, len(flat))
+    return step_dir
+
+
+def checkpoint_step(path: str) -> Optional[int]:
+    """The training step a checkpoint directory records, or None.
+
+    `MODEL_DIR/best` records it in `best.json`; step directories
+    (`checkpoint_<step>`, ours or T5X's) in their name.
+    """
+    from seahorse_metrics.training.checkpointing import BEST_RECORD
+
+    record_path = os.path.join(path, BEST_RECORD)
+    if os.path.isfile(record_path):
+        with open(record_path, encoding="utf-8") as handle:
+            step = json.load(handle).get("step")
+        if isinstance(step, int):
+            return step
+    match = _STEP_DIR.match(os.path.basename(os.path.normpath(path)))
+    return int(match.group(1)) if match else None
+
+
+def _check_output(source: str, output: str, overwrite: bool) -> None:
+    source, output = os.path.realpath(source), os.path.realpath(output)
+    if output == source or source.startswith(output + os.sep) or output.startswith(source + os.sep):
+        raise ValueError(f"export output {output} overlaps the checkpoint {source}; "
+                         "choose a directory outside it")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise FileExistsError(f"export output {output} is a file; choose a directory")
+    if os.path.isdir(output) and os.listdir(output) and not overwrite:
+        raise FileExistsError(
+            f"export output {output} is not empty; choose another directory or pass --overwrite")
+
+
+def _replace_directory(staging: str, output: str) -> None:
+    """Moves the finished `staging` to `output`, dropping what `output` held."""
+    if os.path.isdir(output):
+        retired = tempfile.mkdtemp(dir=os.path.dirname(output),
+                                   prefix=f".{os.path.basename(output)}.old-")
+        os.replace(output, os.path.join(retired, "output"))
+        os.replace(staging, output)
+        shutil.rmtree(retired)
+    else:
+        os.replace(staging, output)
+
+
+def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool = False,
+                      vocab: Optional[str] = None, step: Optional[int] = None) -> dict[str, Any]:
+    """Exports any checkpoint `load_checkpoint` reads to a Hugging Face or T5X directory.
+
+    Args:
+      checkpoint: A checkpoint directory (ours, Hugging Face, T5X) or hub id,
+        e.g. `MODEL_DIR/best`; a training run's MODEL_DIR means its `best/`.
+      to: "hf" or "t5x".
+      output: The directory to write; it must not exist or be empty unless
+        `overwrite`.
+      overwrite: Replace a non-empty `output`.
+      vocab: SentencePiece model to ship with the export (default: the
+        checkpoint's `spiece.model`).
+      step: T5X step (default: the step the checkpoint records, else 1).
+
+    Returns:
+      A summary: format, output, files written, step (T5X), config.
+
+    Raises:
+      ValueError: for an unknown format, or an output overlapping the checkpoint.
+      FileExistsError: for a non-empty output without `overwrite`.
+      FileNotFoundError: for a missing checkpoint or vocabulary.
+    """
+    from seahorse_metrics.checkpoints import load_checkpoint
+    from seahorse_metrics.checkpoints.hf import export_hf
+
+    if to not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {to!r}; choose one of {EXPORT_FORMATS}")
+    checkpoint, vocab_path = _source(checkpoint, vocab)
+    _check_output(checkpoint, output, overwrite)
+    config, params = load_checkpoint(checkpoint)
+    output = os.path.abspath(output)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    staging = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.export-")
+    summary = {"format": to, "output": output, "checkpoint": checkpoint, "config": config.to_dict()}
+    try:
+        if to == "hf":
+            export_hf(staging, config, params, vocab_path=vocab_path)
+        else:
+            summary["step"] = int(step if step is not None else checkpoint_step(checkpoint)
+                                  or _DEFAULT_STEP)
+            export_t5x(staging, config, params, summary["step"])
+            if vocab_path is not None:
+                shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
+        summary["files"] = sorted(os.listdir(staging))
+        _replace_directory(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if vocab_path is None:
+        logger.warning("%s has no %s (none found with %s): pass --vocab so that it can be scored",
+                       output, VOCAB_FILE, checkpoint)
+    logger.info("Exported %s to %s (%s)", checkpoint, output, ", ".join(summary["files"]))
+    return summary
+
+
+def _source(checkpoint: str, vocab: Optional[str]) -> tuple[str, Optional[str]]:
+    """The checkpoint directory to export (hub id resolved, MODEL_DIR -> best/)
+    and the vocabulary to ship with it."""
+    from seahorse_metrics.checkpoints.hub import resolve_checkpoint
+
+    checkpoint = _best_of_model_dir(resolve_checkpoint(checkpoint))
+    vocab_path = vocab if vocab is not None else _checkpoint_vocabulary(checkpoint)
+    if vocab_path is not None and not os.path.isfile(vocab_path):
+        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
+    return checkpoint, vocab_path
+
+
+def _best_of_model_dir(path: str) -> str:
+    """`path`, or `path/best` when `path` is a training run's MODEL_DIR."""
+    from seahorse_metrics.checkpoints import detect_format
+
+    best = os.path.join(path, "best")
+    try:
+        detect_format(path)
+    except FileNotFoundError:
+        if os.path.isdir(best):
+            logger.info("%s is a training run; exporting its best checkpoint %s", path, best)
+            return best
+        raise
+    return path
+
+
+def _checkpoint_vocabulary(checkpoint: str) -> Optional[str]:
+    from seahorse_metrics.scoring.scorer import find_vocabulary
+
+    return find_vocabulary(checkpoint)

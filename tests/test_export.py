@@ -1,0 +1,189 @@
+"""`seahorse-metrics export`: Hugging Face and T5X directories others can load.
+
+The HF export is loaded by transformers and scored against our model; the
+T5X export is read the way T5X's `checkpoints.load_t5x_checkpoint` reads a
+checkpoint (msgpack, then each relative TensorStore spec with its chunks and
+compressor dropped); both round-trip through our loader bit for bit.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fixtures import scoring_reference as ref
+from fixtures import tiny_model
+from seahorse_metrics.checkpoints import load_checkpoint
+from seahorse_metrics.checkpoints.export import chunk_shape, export_checkpoint
+from seahorse_metrics.checkpoints.params import flatten
+from seahorse_metrics.cli import main
+from seahorse_metrics.data.inputs import encode_pair
+from seahorse_metrics.data.vocab import SentencePieceTokenizer
+from seahorse_metrics.model import EncoderDecoderModel
+
+BEST_STEP = 40
+
+
+def make_run(directory, config, params, vocab_path):
+    """A training run's MODEL_DIR whose best/ is `params` at BEST_STEP, as the trainer keeps it."""
+    from seahorse_metrics.training.checkpointing import BestCheckpoint
+
+    BestCheckpoint(os.path.join(directory, "best"), vocab_path).save(
+        BEST_STEP, config, params, {"roc_auc": 0.75})
+    return directory
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_hf_dir, tiny_vocab_path):
+    config, params = load_checkpoint(tiny_hf_dir)
+    return make_run(str(tmp_path_factory.mktemp("run")), config, params, tiny_vocab_path)
+
+
+def assert_same_params(path, expected_dir):
+    config, params = load_checkpoint(path)
+    expected_config, expected = load_checkpoint(expected_dir)
+    assert config == expected_config
+    flat, expected_flat = flatten(params), flatten(expected)
+    assert set(flat) == set(expected_flat)
+    for name, value in expected_flat.items():
+        assert flat[name].dtype == value.dtype
+        np.testing.assert_array_equal(flat[name], value, err_msg=name)  # bit for bit
+
+
+def first_step_log_p1(config, params, vocab_path, hf_model):
+    """log P("1") at the first decoder step of a padded batch: ours (JAX) and the
+    transformers model's, float32."""
+    import torch
+
+    tokenizer = SentencePieceTokenizer(vocab_path)
+    one, _ = ref.target_ids(vocab_path)
+    rows = [encode_pair(tokenizer, p, h, 2048, "summary_first").ids
+            for p, h in zip(*ref.random_pairs(5, seed=11))]
+    ids = np.zeros((len(rows), max(map(len, rows))), np.int32)
+    for index, row in enumerate(rows):
+        ids[index, :len(row)] = row
+    ours = np.log(np.asarray(EncoderDecoderModel(config).first_token_probs(params, ids, [one]))[:, 0])
+    with torch.no_grad():
+        input_ids = torch.from_numpy(ids).long()
+        logits = hf_model(input_ids=input_ids, attention_mask=(input_ids != 0).long(),
+                          decoder_input_ids=torch.zeros((len(rows), 1), dtype=torch.long)).logits
+    theirs = torch.log_softmax(logits[:, 0].float(), -1)[:, one].numpy()
+    return ours, theirs
+
+
+def test_hf_export_of_model_dir_best_scores_identically_in_transformers(
+        run_dir, tmp_path, tiny_vocab_path, capsys):
+    import transformers
+
+    output = str(tmp_path / "q4-hf")
+    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", output]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert sorted(os.listdir(output)) == ["config.json", "model.safetensors", "spiece.model"]
+    assert_same_params(output, os.path.join(run_dir, "best"))
+    model, info = transformers.MT5ForConditionalGeneration.from_pretrained(
+        output, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    config, params = load_checkpoint(output)
+    ours, theirs = first_step_log_p1(config, params, tiny_vocab_path, model.eval())
+    assert np.abs(ours - theirs).max() < 1e-5, np.abs(ours - theirs).max()
+
+
+def test_hf_export_of_a_t5_v1_0_model(tmp_path, tiny_vocab_path):
+    import transformers
+
+    hf_model = tiny_model.build_hf_model(tiny_model.tiny_t5_v1_0_config(), model_type="t5", seed=4)
+    source = tiny_model.save_hf_model(hf_model, str(tmp_path / "nli"), vocab_path=tiny_vocab_path)
+    output = str(tmp_path / "nli-export")
+    export_checkpoint(source, "hf", output)
+    with open(os.path.join(output, "config.json")) as handle:
+        written = json.load(handle)
+    assert written["architectures"] == ["T5ForConditionalGeneration"]
+    assert written["feed_forward_proj"] == "relu" and written["tie_word_embeddings"] is True
+    assert_same_params(output, source)
+    model, info = transformers.T5ForConditionalGeneration.from_pretrained(output, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    config, params = load_checkpoint(output)
+    ours, theirs = first_step_log_p1(config, params, tiny_vocab_path, model.eval())
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
+def test_t5x_export_reads_the_t5x_way_and_round_trips(run_dir, tmp_path):
+    import tensorstore as ts
+    from flax import serialization
+
+    output = str(tmp_path / "q4-t5x")
+    assert main(["export", "--checkpoint", os.path.join(run_dir, "best"), "--to", "t5x",
+                 "--output", output]) == 0
+    assert sorted(os.listdir(output)) == [f"checkpoint_{BEST_STEP}", "spiece.model"]
+    step_dir = os.path.join(output, f"checkpoint_{BEST_STEP}")
+    with open(os.path.join(step_dir, "checkpoint"), "rb") as handle:
+        contents = serialization.msgpack_restore(handle.read())
+    assert contents["version"] == 3
+    assert int(contents["optimizer"]["state"]["step"]) == BEST_STEP
+    _, expected = load_checkpoint(os.path.join(run_dir, "best"))
+    expected = flatten(expected)
+    specs = {}
+
+    def collect(tree, prefix):
+        for key, value in tree.items():
+            if isinstance(value, dict) and not {"driver", "kvstore", "metadata"} <= set(value):
+                collect(value, f"{prefix}{key}/")
+            else:
+                specs[prefix + key] = value
+
+    collect(contents["optimizer"]["target"], "")
+    assert set(specs) == set(expected)
+    for name, spec in specs.items():
+        # T5X's _read_ts: drop chunks and compressor, make the path absolute, open, read.
+        assert spec["kvstore"] == {"driver": "file", "path": "target." + name.replace("/", ".")}
+        assert spec["metadata"]["compressor"] == {"id": "gzip"}
+        assert list(spec["metadata"]["shape"]) == list(expected[name].shape)
+        del spec["metadata"]["chunks"], spec["metadata"]["compressor"]
+        spec["kvstore"]["path"] = os.path.join(step_dir, spec["kvstore"]["path"])
+        array = ts.open(spec, open=True).result().read().result()
+        np.testing.assert_array_equal(array, expected[name], err_msg=name)
+    assert_same_params(output, os.path.join(run_dir, "best"))
+    from seahorse_metrics import Scorer
+
+    assert Scorer.load(output).score(["a b c"], ["a b"]).shape == (1,)
+
+
+def test_chunks_tile_the_array_under_64_mib():
+    assert chunk_shape((32, 64), 4) == [32, 64]
+    chunks = chunk_shape((250112, 4096), 4)  # mT5-XXL's embedding
+    assert np.prod(chunks) * 4 <= 64 * 2**20
+    assert all(size % chunk == 0 for size, chunk in zip((250112, 4096), chunks))
+    assert chunk_shape((7, 0), 4) == [7, 1]
+
+
+def test_non_empty_output_is_refused_unless_overwrite(run_dir, tmp_path):
+    output = tmp_path / "taken"
+    output.mkdir()
+    (output / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        export_checkpoint(run_dir, "hf", str(output))
+    assert (output / "notes.txt").read_text() == "keep me"
+    export_checkpoint(run_dir, "t5x", str(output), overwrite=True, step=7)
+    assert sorted(os.listdir(output)) == ["checkpoint_7", "spiece.model"]
+    with pytest.raises(ValueError, match="overlaps the checkpoint"):
+        export_checkpoint(run_dir, "hf", os.path.join(run_dir, "best", "hf"))
+    with pytest.raises(ValueError, match="unknown export format"):
+        export_checkpoint(run_dir, "onnx", str(tmp_path / "x"))
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no staging left
+
+
+def test_an_interrupted_export_leaves_the_output_as_it_was(run_dir, tmp_path, monkeypatch):
+    from seahorse_metrics.checkpoints import export
+
+    output = tmp_path / "previous"
+    export_checkpoint(run_dir, "t5x", str(output), step=3)
+    before = sorted(os.listdir(output))
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "_write_zarr", fail)
+    with pytest.raises(KeyboardInterrupt):
+        export_checkpoint(run_dir, "t5x", str(output), overwrite=True, step=9)
+    assert sorted(os.listdir(output)) == before
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]
