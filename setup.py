@@ -20,6 +20,13 @@ INSTALL_REQUIRES = [
     "tqdm",
 ]
 
+# Scoring on Apache Beam (`seahorse-metrics score --runner ...`). apache-beam
+# needs protobuf<7, and sentencepiece 0.2.3 ships code generated for protobuf 7
+# that refuses to import under protobuf 6 (seqio and our vocabularies import
+# it): with Beam installed, sentencepiece stays below 0.2.3. 2.77 is the
+# oldest Beam tested (its numpy<2.5 admits the numpy 2 this project runs).
+BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
+
 EXTRAS_REQUIRE = {
     # The Hugging Face PyTorch MT5 is the independent reference the tests
     # compare against. transformers 5.x forces tied embeddings on MT5 configs,
@@ -31,7 +38,8 @@ EXTRAS_REQUIRE = {
         "torch==2.13.0",
         "transformers>=4.44,<5",
         "openpyxl",
-    ],
+    ] + BEAM,
+    "beam": BEAM,
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
 }
