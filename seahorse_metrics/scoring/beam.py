@@ -55,6 +55,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
@@ -203,9 +204,12 @@ def plan_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
     if not checkpoints:
         raise ValueError("no checkpoints given")
     files.file_format(output)
+    scorer_options = dict(scorer_options or {})
+    if scorer_options.get("vocab"):
+        scorer_options["vocab"] = _absolute(scorer_options["vocab"])
     return ScoringJob(inputs=tuple(match_inputs(inputs)), output=_absolute(output),
                       checkpoints={str(k): _absolute(str(v)) for k, v in checkpoints.items()},
-                      scorer_options=dict(scorer_options or {}),
+                      scorer_options=scorer_options,
                       fields=dict(DEFAULT_FIELDS if fields is None else fields),
                       id_field=id_field)
 
@@ -333,7 +337,7 @@ class ReadWindows(beam.DoFn):
     def __init__(self, job: ScoringJob):
         self.job = job
 
-    def process(self, element: tuple[int, str]) -> Iterator[Any]:
+    def process(self, element):  # (file index, path); no hints: Beam would parse them
         file_index, path = element
         done = written_windows(self.job, file_index)
         rows = windows = 0
@@ -456,7 +460,7 @@ class WriteWindow(beam.DoFn):
                          for name in ("rows", "scored", "errors", "truncated", "chunked")}
         self.rate = Metrics.distribution(METRICS_NAMESPACE, "examples_per_second")
 
-    def process(self, prediction: PredictionResult) -> Iterator[dict]:
+    def process(self, prediction):  # PredictionResult(Window, WindowScores)
         window, scores = prediction.example, prediction.inference
         text, counts = render_window(window, scores, self.job)
         # The counts go first: a shard that exists always has its counts.
@@ -526,7 +530,7 @@ class ReadCounts(beam.DoFn):
         self.job = job
         self.resumed = Metrics.counter(METRICS_NAMESPACE, "resumed_rows")
 
-    def process(self, key: tuple[int, int]) -> Iterator[dict]:
+    def process(self, key):  # (file index, window)
         counts = _read_json(self.job.shard_path(*key, COUNTS_SUFFIX))
         self.resumed.inc(counts["rows"])
         yield dict(counts, resumed=True)
@@ -637,9 +641,10 @@ def build_pipeline(pipeline: beam.Pipeline, job: ScoringJob, handler: ModelHandl
                                                 shard_name_template=""))
 
 
-def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str],
-                 handler: ModelHandler) -> tuple[dict, dict, float]:
-    """Runs the pipeline to the end.
+def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str], handler: ModelHandler,
+                 show_progress: Optional[bool] = None) -> tuple[dict, dict, float]:
+    """Runs the pipeline to the end (with a progress bar of the rows written;
+    default: on a terminal).
 
     Returns:
       (the totals of every window and file, Beam's counters, seconds).
@@ -657,8 +662,9 @@ def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str],
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, job, handler)
     try:
-        result = pipeline.run()
-        state = result.wait_until_finish()
+        with ShardProgress(job, show_progress):
+            result = pipeline.run()
+            state = result.wait_until_finish()
     except Exception:
         logger.error("the pipeline failed; the windows it wrote stay in %s: run the same command "
                      "again to score the rest", job.shards)
@@ -668,6 +674,43 @@ def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str],
                            f"{job.shards}: run the same command again to score the rest")
     seconds = time.perf_counter() - start
     return _read_json(FileSystems.join(job.shards, TOTALS_FILE)), _counters(result), seconds
+
+
+class ShardProgress:
+    """A progress bar of the rows written while a pipeline runs, on any runner:
+    a thread reads the counts of every new shard."""
+
+    def __init__(self, job: ScoringJob, show: Optional[bool] = None):
+        from tqdm.auto import tqdm
+
+        self.job = job
+        self.pattern = FileSystems.join(job.shards, "*" + COUNTS_SUFFIX)
+        self.interval = 2.0 if _is_local(job.shards) else 30.0  # Listing a bucket costs more.
+        self.seen = set(_matching(self.pattern))  # Written before: not this run's progress.
+        self.bar = tqdm(desc="scoring", unit="ex", dynamic_ncols=True,
+                        disable=None if show is None else not show)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> "ShardProgress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._update()
+        self.bar.close()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(self.interval):
+            self._update()
+
+    def _update(self) -> None:
+        for path in _matching(self.pattern):
+            if path not in self.seen:
+                self.seen.add(path)
+                self.bar.update(_read_json(path)["rows"])
 
 
 def _counters(result) -> dict:
@@ -696,6 +739,7 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 id_field: Optional[str] = None, pipeline_args: Sequence[str] = (),
                 merge: bool = False, overwrite: bool = False,
+                show_progress: Optional[bool] = None,
                 make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler) -> dict:
     """Scores every row of the input files with a Beam pipeline, resumably.
 
@@ -713,6 +757,7 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
       pipeline_args: Beam pipeline options (`--runner=...`, the runner's own).
       merge: Also write every row to `output`, in input order.
       overwrite: Discard shards, metadata and output of an earlier run.
+      show_progress: Progress bar of the rows written (default: on a terminal).
       make_handler: Builds RunInference's model handler for the job.
 
     Returns:
@@ -733,7 +778,8 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
         _write_bytes(FileSystems.join(job.shards, SETTINGS_FILE),
                      json.dumps(fingerprint, indent=2).encode("utf-8"))
         _remove([FileSystems.join(job.shards, TOTALS_FILE)])
-        totals, counters, seconds = run_pipeline(job, pipeline_args, make_handler(job))
+        totals, counters, seconds = run_pipeline(job, pipeline_args, make_handler(job),
+                                                 show_progress)
         meta = _metadata(job, fingerprint, totals, counters, seconds)
         _remove(_matching(FileSystems.join(job.shards, "*.tmp-*")))
     else:
