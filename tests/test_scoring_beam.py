@@ -9,11 +9,15 @@ import csv
 import functools
 import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
 from fixtures.beam_faults import FailOnceHandler
+from fixtures.fake_remote_fs import remote
 from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.cli import parse_args
@@ -168,6 +172,22 @@ def test_retried_bundle_writes_its_rows_once(tmp_path, tiny_hf_dir, shards, in_p
     assert meta["rows"]["resumed"] == 0
 
 
+def test_inputs_checkpoint_and_output_on_another_filesystem(tmp_path, tiny_hf_dir, shards,
+                                                           in_process_rows):
+    """As on Cloud Storage: nothing is opened as a local path, the checkpoint
+    is copied to the worker, shards and output are written through Beam."""
+    output = tmp_path / "scores.jsonl"
+    pattern = remote(os.path.join(os.path.dirname(shards[0]), "part-*.jsonl"))
+    meta = beam_scoring.score_files([pattern], remote(str(output)), {"score": remote(tiny_hf_dir)},
+                                    scorer_options=SCORER, pipeline_args=IN_PROCESS, merge=True,
+                                    show_progress=False)
+    rows = read_jsonl(output)
+    assert without_row_id(rows) == in_process_rows
+    assert rows[0][beam_scoring.ROW_ID_FIELD] == f"{remote(shards[0])}:1"
+    assert meta["rows"]["rows"] == len(rows) and meta["merged"] == remote(str(output))
+    assert meta["settings"]["checkpoints"]["score"] != remote(tiny_hf_dir)  # a local copy
+
+
 BAD_JSONL = [
     json.dumps({"article": "the fox jumps over the dog.", "summary": "a fox jumps."}),
     json.dumps({"article": "no summary here"}),
@@ -283,3 +303,33 @@ def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, capl
     with pytest.raises(ValueError, match="need --runner"):
         cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--input", source,
                   "--output", str(tmp_path / "two.jsonl")])
+
+
+def test_dataflow_script_adds_dataflow_options_that_beam_knows(tmp_path):
+    shim = tmp_path / "python"  # Stands in for the interpreter: parses what it is given.
+    shim.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""\
+        import json, sys
+        from seahorse_metrics.cli import parse_args
+        from seahorse_metrics.scoring.beam import check_pipeline_args
+        assert sys.argv[1:3] == ["-m", "seahorse_metrics"], sys.argv
+        args = parse_args(sys.argv[3:])
+        check_pipeline_args(args.pipeline_args)
+        print(json.dumps({"runner": args.runner, "input": args.input, "merge": args.merge,
+                          "pipeline_args": args.pipeline_args}))
+        """))
+    shim.chmod(0o755)
+    script = os.path.join(os.path.dirname(TESTS_DIR), "launch", "beam_dataflow.sh")
+    command = [script, "--checkpoint", "q4=gs://b/q4", "--input", "gs://b/in/*.jsonl",
+               "--output", "gs://b/out.jsonl", "--merge"]
+    env = dict(os.environ, PYTHON=str(shim), PROJECT="p", REGION="us-central1",
+               BUCKET="gs://b", IMAGE="img")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert parsed["runner"] == "DataflowRunner" and parsed["merge"]
+    assert parsed["input"] == ["gs://b/in/*.jsonl"]
+    assert {"--project=p", "--temp_location=gs://b/tmp", "--sdk_container_image=img",
+            "--number_of_worker_harness_threads=1"} <= set(parsed["pipeline_args"])
+    del env["BUCKET"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "set BUCKET" in result.stderr

@@ -43,6 +43,7 @@ partial file.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import csv
 import dataclasses
@@ -250,8 +251,7 @@ def check_pipeline_args(args: Sequence[str]) -> None:
     if unknown:
         raise ValueError("unknown Beam pipeline options: "
                          + ", ".join(f"--{name}" for name in unknown)
-                         + "; see `python -m apache_beam.runners.runner --help` or the runner's "
-                           "documentation")
+                         + " (Beam's options are in apache_beam.options.pipeline_options)")
 
 
 # ------------------------------------------------------------------ files
@@ -323,6 +323,34 @@ def _local_copy(path: str) -> Iterator[str]:
                 open(local, "wb") as target:
             shutil.copyfileobj(source, target, 1 << 20)
         yield local
+
+
+def _staged(path: str) -> str:
+    """`path` when local; else a local copy of the file, or of every file
+    under the folder (checkpoints load from local files), kept for the
+    worker's life."""
+    if _is_local(path):
+        return path
+    root = path.rstrip("/")
+    target = tempfile.mkdtemp(prefix="seahorse_")
+    atexit.register(shutil.rmtree, target, True)
+    found = _matching(root + "/**")
+    if found:
+        copies = {source: os.path.join(target, *source[len(root) + 1:].split("/"))
+                  for source in found}
+        staged = target
+    elif _exists(root):
+        staged = os.path.join(target, root.rsplit("/", 1)[-1])
+        copies = {root: staged}
+    else:
+        raise FileNotFoundError(f"{path} does not exist")
+    for source, local in copies.items():
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        with FileSystems.open(source, compression_type=_UNCOMPRESSED) as src, \
+                open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 24)
+    logger.info("copied %s (%d files) to %s", path, len(copies), staged)
+    return staged
 
 
 # ------------------------------------------------------------------ reading
@@ -405,7 +433,11 @@ class MultiScorerHandler(ModelHandler):
     def load_model(self):
         from seahorse_metrics.scoring.scorer import MultiScorer
 
-        return MultiScorer.load(dict(self.job.checkpoints), **self.job.scorer_options)
+        options = dict(self.job.scorer_options)
+        if options.get("vocab"):
+            options["vocab"] = _staged(options["vocab"])
+        checkpoints = {name: _staged(path) for name, path in self.job.checkpoints.items()}
+        return MultiScorer.load(checkpoints, **options)
 
     def run_inference(self, batch: Sequence[Window], model,
                       inference_args: Optional[dict] = None) -> list[PredictionResult]:
