@@ -403,15 +403,11 @@ class ReadWindows(beam.DoFn):
 
 def written_windows(job: ScoringJob, file_index: int) -> set[int]:
     """The windows of input `file_index` whose shard exists."""
-    pattern = job.shard_path(file_index, 0).replace(f"-{0:06d}", "-*")
-    try:
-        found = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # Nothing matched, on filesystems that raise for that.
-        return set()
+    pattern = FileSystems.join(job.shards, f"{file_index:05d}-*{job.extension}")
     name = job.shard_name()
     windows = set()
-    for metadata in found:
-        match = name.fullmatch(metadata.path.rsplit("/", 1)[-1])
+    for path in _matching(pattern):
+        match = name.fullmatch(path.rsplit("/", 1)[-1])
         if match and int(match.group(1)) == file_index:
             windows.add(int(match.group(2)))
     return windows
@@ -445,8 +441,9 @@ class MultiScorerHandler(ModelHandler):
                 for window in batch]
 
     def get_num_bytes(self, batch: Sequence[Window]) -> int:
-        return sum(len(json.dumps(item.record or {}, ensure_ascii=False))
-                   for window in batch for item in window.rows)
+        """The characters of the windows' text fields (Beam's default pickles the batch)."""
+        return sum(len(value) for window in batch for item in window.rows
+                   for value in (item.record or {}).values() if isinstance(value, str))
 
     def get_metrics_namespace(self) -> str:
         return METRICS_NAMESPACE
@@ -516,6 +513,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
               "rows": 0, "scored": 0, "bad": 0, "truncated": 0, "chunked": 0, "bad_rows": [],
               "stats": _stats_to_dict(scores.stats), "seconds": scores.seconds,
               "settings": scores.settings}
+    # The entries, records and writer of `score` (files.py): one output policy.
     records, input_columns = [], {}
     for item in window.rows:
         entry = scores.entries.get(item.row)
