@@ -74,10 +74,15 @@ def shards(tmp_path_factory, sample_rows):
 
 
 @pytest.fixture(scope="module")
-def in_process_rows(tmp_path_factory, tiny_hf_dir, sample_rows):
+def scorer(tiny_hf_dir):
+    """The in-process scorer with the pipeline's settings."""
+    return MultiScorer.load({"score": tiny_hf_dir}, **SCORER)
+
+
+@pytest.fixture(scope="module")
+def in_process_rows(tmp_path_factory, scorer, sample_rows):
     """`score`'s output for all the rows as one file."""
     folder = tmp_path_factory.mktemp("in_process")
-    scorer = MultiScorer.load({"score": tiny_hf_dir}, **SCORER)
     output = str(folder / "out.jsonl")
     files.score_file(scorer, write_jsonl(folder / "all.jsonl", sample_rows), output,
                      show_progress=False)
@@ -202,7 +207,7 @@ BAD_CSV = ("article,summary,lang\n"
            "another article,\"a summary, quoted\",de\n")
 
 
-def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_hf_dir):
+def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_hf_dir, scorer):
     bad_jsonl = tmp_path / "in" / "a.jsonl"
     bad_jsonl.parent.mkdir()
     bad_jsonl.write_text("\n".join(BAD_JSONL) + "\n", encoding="utf-8")
@@ -213,7 +218,6 @@ def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_h
                                     {"score": tiny_hf_dir}, scorer_options=SCORER,
                                     pipeline_args=IN_PROCESS, merge=True, show_progress=False)
     rows = read_jsonl(output)
-    scorer = MultiScorer.load({"score": tiny_hf_dir}, **SCORER)
     expected = []
     for source in (bad_jsonl, bad_csv):
         files.score_file(scorer, str(source), str(tmp_path / f"{source.name}.jsonl"),
@@ -232,11 +236,48 @@ def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_h
     assert meta["rows"]["rows"] == 9 and meta["rows"]["bad"] == 6 and meta["rows"]["scored"] == 3
     assert [(f"{b['file']}:{b['line']}", b["error"]) for b in meta["bad_rows"]] == errors
 
-def test_undecodable_input_follows_the_policy_of_score(tmp_path, tiny_hf_dir):
+def test_id_field_and_csv_merge_of_windows_with_other_columns(tmp_path, tiny_hf_dir):
+    pair = {"article": "the fox jumps over the dog.", "summary": "a fox jumps."}
+    source = tmp_path / "ids.jsonl"
+    source.write_text("\n".join([
+        json.dumps(dict(pair, id="a")), json.dumps(dict(pair, id="b")),
+        json.dumps(dict(pair, id="c", extra=1)), json.dumps(pair),  # no id
+        "{not json"]) + "\n", encoding="utf-8")
+    options = dict(SCORER, window_size=2)  # three windows with different columns
+    output = tmp_path / "out.csv"
+    meta = beam_scoring.score_files([str(source)], str(output), {"score": tiny_hf_dir},
+                                    scorer_options=options, id_field="id",
+                                    pipeline_args=IN_PROCESS, merge=True, show_progress=False)
+    expected = tmp_path / "score.csv"
+    files.score_file(MultiScorer.load({"score": tiny_hf_dir}, **options), str(source),
+                     str(expected), show_progress=False)
+    with open(expected, encoding="utf-8") as a, open(output, encoding="utf-8") as b:
+        expected_reader, reader = csv.DictReader(a), csv.DictReader(b)
+        expected_rows, rows = list(expected_reader), list(reader)
+        assert [c for c in reader.fieldnames if c != beam_scoring.ROW_ID_FIELD] == \
+            expected_reader.fieldnames == ["article", "summary", "id", "extra", "score", "error"]
+    assert [r.pop(beam_scoring.ROW_ID_FIELD) for r in rows] == ["", "", "", f"{source}:4",
+                                                               f"{source}:5"]
+    assert rows[3].pop("error") == "missing field 'id' (the rows' id)"
+    assert expected_rows[3].pop("error") == "" and expected_rows[3].pop("score")
+    assert rows[3].pop("score") == ""
+    assert rows == expected_rows
+    assert meta["rows"]["bad"] == 2 and meta["id_field"] == "id"
+    assert sorted(n for n in os.listdir(str(output) + beam_scoring.SHARDS_SUFFIX)
+                  if n.endswith(".csv")) == [f"00000-00000{w}.csv" for w in range(3)]
+
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text(json.dumps(dict(pair, row_id=7)) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="clash.jsonl:1: the input has a 'row_id' field"):
+        beam_scoring.score_files([str(clash)], str(tmp_path / "clash_out.jsonl"),
+                                 {"score": tiny_hf_dir}, scorer_options=SCORER,
+                                 pipeline_args=IN_PROCESS, show_progress=False)
+
+
+def test_undecodable_input_follows_the_policy_of_score(tmp_path, tiny_hf_dir, scorer):
     source = tmp_path / "latin1.jsonl"
     source.write_bytes(json.dumps({"article": "caf\u00e9 au lait", "summary": "a caf\u00e9"},
                                   ensure_ascii=False).encode("latin-1") + b"\n")
-    scorer = MultiScorer.load({"score": tiny_hf_dir}, **SCORER)
     output = tmp_path / "out.jsonl"
     run = functools.partial(beam_scoring.score_files, [str(source)], str(output),
                             {"score": tiny_hf_dir}, scorer_options=SCORER,
