@@ -33,8 +33,8 @@ whole under a temporary name, then renamed into place. A bundle that a runner
 retries (Dataflow, Flink and Spark do; so does Beam's BundleBasedDirectRunner,
 up to four attempts) or runs twice rewrites the same rows under the same
 name: no row is duplicated, and every window counts once (the counts flow
-through Beam, which keeps one successful attempt's output). The Python
-DirectRunner (the FnApiRunner beneath it) does not retry a failed bundle: the
+through Beam, which keeps one successful attempt's output). Beam's Python
+direct runner (the FnApiRunner) and Prism do not retry a failed bundle: the
 pipeline fails, keeping the shards written so far, and running the same
 command again resumes: finished windows are only counted (from their
 `.counts.json`), the others are scored. `OUTPUT.shards/settings.json` makes
