@@ -54,7 +54,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
