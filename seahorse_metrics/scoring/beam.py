@@ -222,19 +222,15 @@ def match_inputs(patterns: Sequence[str]) -> list[str]:
       FileNotFoundError: if a pattern matches no file.
       ValueError: for a file that is not JSONL, CSV or TSV.
     """
-    paths: list[str] = []
+    paths: dict[str, None] = {}
     for pattern in patterns:
-        try:
-            found = sorted(m.path for m in FileSystems.match([_absolute(pattern)])[0].metadata_list)
-        except Exception:  # Beam raises BeamIOError for a missing path on some filesystems.
-            found = []
+        found = sorted(_matching(_absolute(pattern)))
         if not found:
             raise FileNotFoundError(f"{pattern}: no input file matches")
         for path in found:
             files.file_format(path)
-            if path not in paths:
-                paths.append(path)
-    return paths
+            paths.setdefault(path)
+    return list(paths)
 
 
 def check_pipeline_args(args: Sequence[str]) -> None:
@@ -862,6 +858,7 @@ def _previous_run(job: ScoringJob, fingerprint: dict, overwrite: bool) -> Option
 
 
 def _matching(pattern: str) -> list[str]:
+    """The paths `pattern` matches (none when nothing does)."""
     try:
         return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
     except Exception:  # Nothing matched, on filesystems that raise for that.
