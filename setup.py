@@ -23,7 +23,8 @@ INSTALL_REQUIRES = [
 # Scoring on Apache Beam (`seahorse-metrics score --runner ...`). apache-beam
 # needs protobuf<7, and sentencepiece 0.2.3 ships code generated for protobuf 7
 # that refuses to import under protobuf 6 (seqio and our vocabularies import
-# it): with Beam installed, sentencepiece stays below 0.2.3. 2.77 is the
+# it): with Beam installed, sentencepiece stays below 0.2.3 (the sample
+# vocabulary is trained with 0.2.2, see scripts/train_vocab.py). 2.77 is the
 # oldest Beam tested (its numpy<2.5 admits the numpy 2 this project runs).
 BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
 
