@@ -23,6 +23,7 @@ demo: install
 bench: install
 	$(PY) bench/score.py --quick
 	$(PY) bench/train.py --quick
+	$(PY) bench/beam.py --quick
 
 clean:
 	rm -rf $(VENV) demo_output .pytest_cache build *.egg-info

@@ -22,6 +22,14 @@ INSTALL_REQUIRES = [
     "tqdm",
 ]
 
+# Scoring on Apache Beam (`seahorse-metrics score --runner ...`). apache-beam
+# needs protobuf<7, and sentencepiece 0.2.3 ships code generated for protobuf 7
+# that refuses to import under protobuf 6 (seqio and our vocabularies import
+# it): with Beam installed, sentencepiece stays below 0.2.3 (the sample
+# vocabulary is trained with 0.2.2, see scripts/train_vocab.py). 2.77 is the
+# oldest Beam tested (its numpy<2.5 admits the numpy 2 this project runs).
+BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
+
 EXTRAS_REQUIRE = {
     # The Hugging Face PyTorch MT5 is the independent reference the tests
     # compare against. transformers 5.x forces tied embeddings on MT5 configs,
@@ -38,7 +46,8 @@ EXTRAS_REQUIRE = {
         "selenium",
         # LLM-AggreFact's hub files are Parquet.
         "pyarrow",
-    ],
+    ] + BEAM,
+    "beam": BEAM,
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
     "parquet": ["pyarrow"],

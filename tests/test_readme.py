@@ -77,12 +77,16 @@ def _check_repository_paths(words: list[str]) -> None:
 
 
 def _parse_cli(arguments: list[str]) -> None:
-    from seahorse_metrics.cli import build_parser
+    from seahorse_metrics.cli import parse_args
 
     try:
-        build_parser().parse_args(arguments)
+        args = parse_args(arguments)
     except SystemExit as error:  # argparse's way of rejecting a command line
         raise AssertionError(f"`seahorse-metrics {' '.join(arguments)}` does not parse") from error
+    if getattr(args, "runner", None):  # The Beam pipeline options must be Beam's.
+        from seahorse_metrics.scoring.beam import check_pipeline_args
+
+        check_pipeline_args(args.pipeline_args)
 
 
 def _check_t5x_command(words: list[str]) -> None:
@@ -113,7 +117,9 @@ def test_parse_blocks_use_real_commands_and_files():
                 _parse_cli(words[1:])
             elif words[0].startswith("launch/"):
                 assert os.access(os.path.join(REPO_ROOT, words[0]), os.X_OK), words[0]
-                _parse_cli(["train", *words[1:]])
+                # launch/beam_* scripts take `score`'s arguments, the others the trainer's.
+                command = "score" if os.path.basename(words[0]).startswith("beam_") else "train"
+                _parse_cli([command, *words[1:]])
             elif words[:2] == ["python", "-m"] and words[2] in T5X_SCRIPTS:
                 _check_t5x_command(words)
             elif words[0] == "python":

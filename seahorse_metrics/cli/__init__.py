@@ -32,9 +32,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parses a command line. Options no parser knows are Beam pipeline
+    options for `score --runner ...` (kept in `args.pipeline_args`); without
+    `--runner` they are refused as usual."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "runner", None):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.pipeline_args = unknown
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

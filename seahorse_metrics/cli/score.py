@@ -32,7 +32,24 @@ to OUTPUT.meta.json.
 example:
   seahorse-metrics score --checkpoint q4=runs/q4/best --checkpoint q6=runs/q6/best \\
       --input data/prepared/test.jsonl --output scores/test.jsonl
+
+With --runner, an Apache Beam pipeline scores one or more inputs (files or
+globs, --input repeatable) on that runner's workers; options the command does
+not know are Beam pipeline options. One shard per window of rows goes to
+OUTPUT.shards/ (each row with a row_id, file:line), counts to OUTPUT.meta.json,
+and --merge writes OUTPUT in input order. A failed run resumes when rerun.
+  seahorse-metrics score --checkpoint q4=runs/q4/best --input 'data/part-*.jsonl' \\
+      --output scores/all.jsonl --merge --runner DirectRunner \\
+      --direct_num_workers=2 --direct_running_mode=multi_processing
 """
+
+# `--runner` -> Beam's runner. Beam's own DirectRunner first tries to download
+# and run Prism, where the --direct_* options do not apply; ours is the Python
+# direct runner it otherwise runs (in one process, or in
+# --direct_num_workers=N processes with --direct_running_mode=multi_processing).
+BEAM_RUNNERS = {"DirectRunner": "FnApiRunner", "PrismRunner": "PrismRunner",
+                "DataflowRunner": "DataflowRunner", "FlinkRunner": "FlinkRunner",
+                "SparkRunner": "SparkRunner"}
 
 
 def add_parser(subparsers) -> None:
@@ -45,7 +62,8 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
                         help="Metric checkpoint directory or hub id (repeatable).")
-    parser.add_argument("--input", required=True, help="JSONL, CSV or TSV file.")
+    parser.add_argument("--input", required=True, action="append",
+                        help="JSONL, CSV or TSV file; with --runner repeatable, and globs.")
     parser.add_argument("--output", required=True,
                         help="JSONL, CSV or TSV file to write (format from the extension).")
     parser.add_argument("--premise_field", default="article",
@@ -91,6 +109,16 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
+    beam = parser.add_argument_group("Apache Beam (pip install -e '.[beam]')")
+    beam.add_argument("--runner", choices=sorted(BEAM_RUNNERS), default=None,
+                      help="Score with a Beam pipeline on this runner (default: in this "
+                           "process); unknown options are passed to Beam.")
+    beam.add_argument("--merge", action="store_true",
+                      help="With --runner: also write OUTPUT, every row in input order "
+                           "(rerun with --merge to merge a finished run).")
+    beam.add_argument("--id_field", default=None,
+                      help="With --runner: the input's id field; default: a row_id field "
+                           "(file:line) is added to every row.")
     parser.set_defaults(func=run)
 
 
@@ -150,27 +178,66 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
     return {name: thresholds.metrics[name].threshold for name in names}
 
 
+def scorer_options(args) -> dict:
+    """The `MultiScorer.load` arguments the command line sets (bar the checkpoints)."""
+    buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
+               if args.buckets else None)
+    return dict(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
+                batch_size=args.batch_size, truncation=args.truncation,
+                normalize=args.normalize, long_inputs=args.long_inputs,
+                chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
+                sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
+                max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
+
+
+def input_fields(args) -> dict:
+    """The input fields, as keyword arguments of `files.row_example` (and `score_file`)."""
+    return dict(premise_field=args.premise_field, hypothesis_field=args.hypothesis_field,
+                lang_field=args.lang_field, question_field=args.question_field)
+
+
 def run(args) -> int:
+    if args.runner:
+        return run_beam(args)
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
-    buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
-               if args.buckets else None)
+    if len(args.input) > 1 or args.merge or args.id_field or getattr(args, "pipeline_args", None):
+        raise ValueError("several --input files, --merge, --id_field and Beam options need "
+                         "--runner (the Beam pipeline); without it, score one file")
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
-    scorer = MultiScorer.load(
-        named, vocab=args.vocab, dtype=args.dtype,
-        max_input_length=args.max_input_length, batch_size=args.batch_size,
-        truncation=args.truncation, normalize=args.normalize, long_inputs=args.long_inputs,
-        chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
-        sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-        max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
-    summary = score_file(scorer, args.input, args.output, premise_field=args.premise_field,
-                         hypothesis_field=args.hypothesis_field, lang_field=args.lang_field,
-                         question_field=args.question_field, thresholds=thresholds,
+    scorer = MultiScorer.load(named, **scorer_options(args))
+    summary = score_file(scorer, args.input[0], args.output, **input_fields(args),
+                         thresholds=thresholds,
                          overwrite=args.overwrite,
                          show_progress=False if args.no_progress else None)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
                 rows["rows"], rows["bad"], args.output)
+    return 0
+
+
+def run_beam(args) -> int:
+    """`score --runner ...`: the Beam pipeline (`seahorse_metrics.scoring.beam`)."""
+    try:
+        from seahorse_metrics.scoring import beam as beam_scoring
+    except ImportError as error:
+        raise ValueError(f"--runner needs Apache Beam ({error}); pip install -e '.[beam]'") \
+            from None
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # Beam logs several INFO lines per bundle and worker; ours say what happens.
+        logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
+    named = checkpoint_names(args.checkpoint)
+    meta = beam_scoring.score_files(
+        args.input, args.output, named, scorer_options=scorer_options(args),
+        fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
+        thresholds=decision_thresholds(args.threshold, list(named)), merge=args.merge,
+        overwrite=args.overwrite,
+        show_progress=False if args.no_progress else None)
+    rows = meta["rows"]
+    logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],
+                rows["bad"], meta["shards"], f" and {meta['merged']}" if meta.get("merged") else "",
+                args.output + ".meta.json")
     return 0

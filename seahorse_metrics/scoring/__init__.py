@@ -10,6 +10,8 @@
 * `runner`: one model's compiled first-step scorer on a device mesh.
 * `pipeline`: windows of examples -> batches -> scores, aggregated per example.
 * `files`: the resumable JSONL/CSV/TSV scoring behind `seahorse-metrics score`.
+* `beam`: the same scoring as an Apache Beam pipeline (`score --runner ...`),
+  on RunInference; needs the `beam` extra.
 
 Nothing here imports TensorFlow.
 """

@@ -432,6 +432,26 @@ def _already_done(output_path: str, partial_path: str, meta_path: str, fingerpri
                      "settings; pass --overwrite (overwrite=True) to replace it")
 
 
+def row_example(item: InputRow, premise_field: str = "article",
+                hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
+                question_field: Optional[str] = None) -> Optional[Example]:
+    """The `Example` of a row (keyed by its row id), or None when the row
+    cannot be scored; then `item.error` says why.
+
+    The one check of a row's fields, shared by `score_file` and the Beam
+    pipeline (`seahorse_metrics.scoring.beam`).
+    """
+    if item.error is not None:
+        return None
+    try:
+        texts = record_fields(item.record, premise_field, hypothesis_field, lang_field,
+                              question_field)
+    except BadRecord as error:
+        item.error = str(error)
+        return None
+    return Example(item.row, *texts)
+
+
 def _windows_to_score(rows: Iterator[InputRow], partial: PartialFile, window_size: int,
                       premise_field: str, hypothesis_field: str, lang_field: Optional[str],
                       note_bad: Callable[[InputRow], None],
@@ -445,17 +465,12 @@ def _windows_to_score(rows: Iterator[InputRow], partial: PartialFile, window_siz
             if pending:
                 yield window
             window, window_index, pending = [], item.row // window_size, False
-        if item.error is None:
-            try:
-                texts = record_fields(item.record, premise_field, hypothesis_field, lang_field,
-                                      question_field)
-            except BadRecord as error:
-                item.error = str(error)
-            else:
-                window.append(Example(item.row, *texts))
-                pending |= not partial.is_done(item.row)
-                continue
-        if not partial.is_done(item.row):
+        example = row_example(item, premise_field, hypothesis_field, lang_field,
+                              question_field)
+        if example is not None:
+            window.append(example)
+            pending |= not partial.is_done(item.row)
+        elif not partial.is_done(item.row):
             note_bad(item)
     if pending:
         yield window
