@@ -31,6 +31,8 @@ EXTRAS_REQUIRE = {
         "torch==2.13.0",
         "transformers>=4.44,<5",
         "openpyxl",
+        # Property-based tests of the table readers (tests/test_data_tables.py).
+        "hypothesis",
     ],
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
