@@ -13,6 +13,7 @@ benchmarks (repeatable), KIND:PATH[:OPTIONS]:
   mface:FILE[:q1,q4,q6][,threshold=T]       mFACE sheet -> mface-5lang/qN and mface-all/qN
   true:DIR_OR_CSV                           TRUE-style CSV(s) -> true/<file stem>
   ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,threshold=T]
+  (mface, true and ratings also take encoding=E for a file that is not UTF-8)
 
 metrics (repeatable), [NAME=]SPEC:
   checkpoint:DIR | baseline:majority | baseline:rougeL[:fmeasure|precision|recall]
@@ -62,6 +63,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--drop_nan", action="store_true",
                         help="Leave out items a metric scored NaN (counted in the report) "
                              "instead of stopping with an error.")
+    parser.add_argument("--allow_partial_coverage", action="store_true",
+                        help="Report a scores file without scores for some benchmarks as not "
+                             "covered there, instead of stopping with an error.")
     parser.add_argument("--no_cache", action="store_true",
                         help="Neither read nor write OUTPUT/cache.")
     parser.add_argument("--vocab", default=None,
@@ -76,11 +80,11 @@ def run(args: argparse.Namespace) -> int:
     from seahorse_metrics.evaluation.run import EvaluationConfig, run_evaluation
 
     if args.bootstrap == 0 and args.compare:
-        raise SystemExit("--compare needs --bootstrap > 0")
+        raise ValueError("--compare needs bootstrap resamples: drop --bootstrap 0")
     config = EvaluationConfig(
         n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
         threshold=args.threshold, drop_nan=args.drop_nan, use_cache=not args.no_cache,
-        alpha=args.alpha,
+        alpha=args.alpha, allow_partial_coverage=args.allow_partial_coverage,
     )
     report = run_evaluation(
         args.benchmark, args.metric, args.output, config,

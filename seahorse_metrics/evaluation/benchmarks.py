@@ -8,6 +8,9 @@ comma-separated options::
     true:DIR_OR_CSV                           TRUE-style CSV(s), one column per file
     ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,threshold=T]
 
+mface, true and ratings files are read as UTF-8 unless an `encoding=E`
+option names their encoding (e.g. `true:csvs:encoding=latin-1`).
+
 SEAHORSE gives one benchmark per question (`seahorse/q4`; all six by
 default) on the `test` split of a prepared directory; `split=validation` or a
 path to a `.jsonl` split picks another. mFACE gives, for each of its three
@@ -36,8 +39,8 @@ BENCHMARK_KINDS = ("seahorse", "mface", "true", "ratings")
 # Systems whose summaries are human-written references (model-only vs
 # reference-only breakdowns).
 REFERENCE_SYSTEMS = frozenset({"reference", "references", "human", "gold", "ref"})
-_QUESTION_TOKEN = re.compile(r"^q([1-6])$", re.IGNORECASE)
-_OPTION_TOKEN = re.compile(r"^(q[1-6]|[a-z_]+=.*)$", re.IGNORECASE)
+_QUESTION_TOKEN = re.compile(r"^q(\d+)$", re.IGNORECASE)
+_OPTION_TOKEN = re.compile(r"^(q\d+|[a-z_]+=.*)$", re.IGNORECASE)
 _SPEC_HELP = (
     "benchmark specs are seahorse:DIR[:q4], mface:FILE[:q1,q4,q6], true:DIR_OR_CSV, "
     "ratings:FILE[:rating=FIELD,threshold=T]"
@@ -193,12 +196,15 @@ def parse_benchmark_spec(text: str) -> BenchmarkSpec:
         for token in tokens:
             match = _QUESTION_TOKEN.match(token)
             if match:
+                if int(match.group(1)) not in QUESTIONS:
+                    raise ValueError(f"bad benchmark spec {text!r}: unknown question {token}; "
+                                     f"the questions are q1 ... q{QUESTIONS[-1]}")
                 questions.append(int(match.group(1)))
             else:
                 key, _, value = token.partition("=")
                 options.append((key.lower(), value))
-    known = {"seahorse": {"split"}, "mface": {"threshold"}, "true": set(),
-             "ratings": {"rating", "premise", "hypothesis", "id", "threshold"}}[kind]
+    known = {"seahorse": {"split"}, "mface": {"threshold", "encoding"}, "true": {"encoding"},
+             "ratings": {"rating", "premise", "hypothesis", "id", "threshold", "encoding"}}[kind]
     unknown = sorted({key for key, _ in options} - known)
     if unknown:
         raise ValueError(
@@ -261,6 +267,7 @@ def _mface_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
         )
     threshold = _float_option(spec, "threshold")
     kwargs = {} if threshold is None else {"threshold": threshold}
+    kwargs["encoding"] = spec.option("encoding", "utf-8")
     subsets = (("mface-5lang", tuple(mface.SEAHORSE_SHARED_LANGS),
                 "the languages shared with SEAHORSE"), ("mface-all", None, "all languages"))
     benchmarks = []
@@ -284,7 +291,7 @@ def _true_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     return [
         Benchmark(name=f"true/{name}", family="true", column=name,
                   description=f"TRUE {name} ({spec.path})", items=tuple(items))
-        for name, items in sorted(read_true(spec.path).items())
+        for name, items in sorted(read_true(spec.path, spec.option("encoding", "utf-8")).items())
     ]
 
 
@@ -294,7 +301,7 @@ def _ratings_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"ratings file {spec.path} not found")
     fields = {"rating": "rating_field", "premise": "premise_field",
-              "hypothesis": "hypothesis_field", "id": "id_field"}
+              "hypothesis": "hypothesis_field", "id": "id_field", "encoding": "encoding"}
     kwargs = {arg: spec.option(key) for key, arg in fields.items() if spec.option(key)}
     threshold = _float_option(spec, "threshold")
     if threshold is not None:

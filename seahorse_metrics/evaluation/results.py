@@ -31,6 +31,9 @@ class EvaluationConfig:
       breakdowns: Item fields to break results down by (`BREAKDOWNS`).
       use_cache: Read and write the score cache.
       alpha: Significance level of the paired tests.
+      allow_partial_coverage: Report a scores-file metric that has no scores
+        for a benchmark as "not covered" instead of failing (it must still
+        cover at least one benchmark).
     """
 
     n_resamples: int = stats.DEFAULT_RESAMPLES
@@ -41,6 +44,7 @@ class EvaluationConfig:
     breakdowns: tuple[str, ...] = BREAKDOWNS
     use_cache: bool = True
     alpha: float = 0.05
+    allow_partial_coverage: bool = False
 
     def __post_init__(self):
         unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
