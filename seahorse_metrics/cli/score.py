@@ -17,13 +17,36 @@ output column is NAME, or `score` for a single unnamed checkpoint, or
 
 The run is resumable: finished batches go to OUTPUT.partial.jsonl; rerun the
 same command after an interruption and it continues. The output keeps the
-input rows and order; bad rows get an `error` column. Settings and counts go
-to OUTPUT.meta.json.
+input rows and order; bad rows get an `error` column (input columns named
+like an output column are kept as input_<name>). Settings and counts go to
+OUTPUT.meta.json. A run where no row could be scored exits with status 2.
+
+A TSV is read unquoted (one line per row, as the SEAHORSE release) unless
+quotes are detected or --quoting quoted is given; CSV is read quoted.
 
 example:
   seahorse-metrics score --checkpoint q4=runs/q4/best --checkpoint q6=runs/q6/best \\
       --input data/prepared/test.jsonl --output scores/test.jsonl
 """
+
+
+def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """The input and output files and how the input is read."""
+    parser.add_argument("--input", required=True, help="JSONL, JSON, CSV or TSV file.")
+    parser.add_argument("--output", required=True,
+                        help="JSONL, JSON, CSV or TSV file to write (format from the extension).")
+    parser.add_argument("--premise_field", default="article",
+                        help="Column of the article (default: article).")
+    parser.add_argument("--hypothesis_field", default="summary",
+                        help="Column of the summary (default: summary).")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="Text encoding of the input (default utf-8; a byte order mark is "
+                             "accepted), e.g. latin-1 or cp1252.")
+    parser.add_argument("--quoting", choices=("auto", "none", "quoted"), default="auto",
+                        help="CSV/TSV quoting: detect (default; CSV is always quoted), none "
+                             "(split on the delimiter only), or quoted (fields in double quotes).")
+    parser.add_argument("--lang_field", default="lang",
+                        help="Column of the language code, for truncation counts (default: lang).")
 
 
 def add_parser(subparsers) -> None:
@@ -36,15 +59,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
                         help="Metric checkpoint directory (repeatable).")
-    parser.add_argument("--input", required=True, help="JSONL, CSV or TSV file.")
-    parser.add_argument("--output", required=True,
-                        help="JSONL, CSV or TSV file to write (format from the extension).")
-    parser.add_argument("--premise_field", default="article",
-                        help="Column of the article (default: article).")
-    parser.add_argument("--hypothesis_field", default="summary",
-                        help="Column of the summary (default: summary).")
-    parser.add_argument("--lang_field", default="lang",
-                        help="Column of the language code, for truncation counts (default: lang).")
+    _add_file_arguments(parser)
     parser.add_argument("--vocab", default=None,
                         help="SentencePiece model (default: spiece.model in the checkpoints).")
     parser.add_argument("--normalize", choices=("full", "pair"), default="full",
@@ -105,7 +120,11 @@ def checkpoint_names(specs: list[str]) -> dict[str, str]:
 
 def run(args) -> int:
     from seahorse_metrics.scoring.scorer import MultiScorer
-    from seahorse_metrics.scoring.files import score_file
+    from seahorse_metrics.scoring.files import check_output_path, raise_if_nothing_scored, score_file
+
+    if not os.path.isfile(args.input):
+        raise FileNotFoundError(f"--input {args.input}: file not found")
+    check_output_path(args.input, args.output)
 
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
                if args.buckets else None)
@@ -118,8 +137,10 @@ def run(args) -> int:
         max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
     summary = score_file(scorer, args.input, args.output, premise_field=args.premise_field,
                          hypothesis_field=args.hypothesis_field, lang_field=args.lang_field,
-                         overwrite=args.overwrite,
+                         overwrite=args.overwrite, encoding=args.encoding,
+                         quoting=args.quoting,
                          show_progress=False if args.no_progress else None)
+    raise_if_nothing_scored(summary)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
                 rows["rows"], rows["bad"], args.output)

@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 TEXT_FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 QUOTING_MODES = ("auto", "none", "quoted")
-ENCODING_HINT = "encoding=... (CLI: --encoding)"
+ENCODING_HINT = "encoding=... (score: --encoding; evaluate: the spec option encoding=)"
 _FULLY_QUOTED = re.compile(r'"(?:[^"]|"")*"', re.S)
 _LOGGED_RANGES = 5
 
@@ -86,6 +86,7 @@ class TableReport:
       path: The file.
       kind: "jsonl", "json" (an array), "csv" or "tsv".
       quoting: For CSV/TSV, "quoted" or "none" as read.
+      header: For CSV/TSV, the column names.
       lines: Physical lines of the file.
       header_lines: Lines of the header (CSV/TSV).
       blank_lines: Blank lines and rows whose cells are all blank.
@@ -100,6 +101,7 @@ class TableReport:
     path: str
     kind: str
     quoting: Optional[str] = None
+    header: Optional[list] = None
     lines: int = 0
     header_lines: int = 0
     blank_lines: int = 0
@@ -175,7 +177,7 @@ def _undecodable(path: str, line: int, raw: bytes, error: UnicodeDecodeError,
     bad = raw[error.start:error.end][:4].hex(" ")
     return TableFormatError(
         f"{path}:{line}: not valid {encoding} text (bytes {bad} at byte {error.start + 1} of "
-        f"the line); give the file's encoding with {ENCODING_HINT}, e.g. latin-1 or cp1252, "
+        f"the line); give the file's encoding, e.g. latin-1 or cp1252, with {ENCODING_HINT}, "
         f"or convert the file to {encoding}")
 
 
@@ -301,6 +303,7 @@ def _header(path: str, records, report: TableReport) -> list[str]:
                     f"{path}:{first}: columns {seen[name]} and {index} both have {shown} in the "
                     "header; give every column its own name")
             seen[name] = index
+        report.header = header
         return header
     raise TableFormatError(f"{path}: empty file; expected a header row")
 

@@ -2,11 +2,12 @@
 
 A record is scorable when its premise and hypothesis fields hold non-empty
 text. Anything else is a bad row: it is reported and returned with an
-`error` field, never dropped silently.
+`error` field, never dropped silently. Input fields that an output field
+would overwrite are renamed (`renamed_input_fields`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Collection, Iterable, Mapping, Optional
 
 ERROR_FIELD = "error"
 
@@ -47,3 +48,31 @@ def record_texts(record: Any, premise_field: str, hypothesis_field: str,
     hypothesis = _text(record, hypothesis_field)
     lang = record.get(lang_field) if lang_field else None
     return premise, hypothesis, lang if isinstance(lang, str) and lang else None
+
+
+def renamed_input_fields(fields: Iterable[str], output_fields: Collection[str]) -> dict[str, str]:
+    """Input field -> new name, for the input fields an output field would overwrite.
+
+    Output fields (scores, `error`, ...) are always written fresh: an input
+    that already has one (e.g. a file scored before) keeps its value under
+    `input_<field>` (`input_<field>_2`, ... if that is taken too), so an old
+    score never sits beside a new error, nor an old error beside a new score.
+    """
+    fields = list(fields)
+    taken = set(fields) | set(output_fields)
+    renamed = {}
+    for field in fields:
+        if field not in output_fields:
+            continue
+        new, number = f"input_{field}", 1
+        while new in taken:
+            number += 1
+            new = f"input_{field}_{number}"
+        renamed[field] = new
+        taken.add(new)
+    return renamed
+
+
+def with_renamed_fields(record: Mapping[str, Any], renamed: Mapping[str, str]) -> dict:
+    """A copy of `record` with the fields of `renamed_input_fields` renamed."""
+    return {renamed.get(key, key): value for key, value in record.items()}
