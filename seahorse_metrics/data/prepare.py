@@ -20,7 +20,6 @@ import collections
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Iterable, Sequence
 
 from seahorse_metrics.data.articles import ArticleSource
@@ -34,12 +33,16 @@ MISSING_NAME = "missing_articles.jsonl"
 
 
 def write_atomic(path: str, lines: Iterable[str]) -> None:
-    """Writes `lines` to `path` through a temporary file and `os.replace`."""
+    """Writes `lines` to `path` through a temporary file and `os.replace`.
+
+    The temporary file is opened plainly (not with mkstemp, which makes it
+    0600), so the file gets the permissions the user's umask gives.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(path)}")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
+        with open(tmp_path, "w", encoding="utf-8") as f:
             for line in lines:
                 f.write(line)
         os.replace(tmp_path, path)
