@@ -86,6 +86,13 @@ def test_output_columns_are_fresh_and_evaluate_never_reads_an_error_as_a_score(t
     assert rows[0]["input_score"] == 0.5 and rows[0]["input_error"] == "old error"
     assert rows[1]["error"] == "field 'summary' is empty" and "score" not in rows[1]
     assert rows[1]["input_score"] == 0.9
+    # The Python API's records the same way.
+    records = list(scorer.score_records([{"article": "a dog.", "summary": "", "score": 0.9},
+                                         {"article": "a fox.", "summary": "a fox.",
+                                          "error": "old"}]))
+    assert records[0] == {"article": "a dog.", "summary": "", "input_score": 0.9,
+                          "error": "field 'summary' is empty"}
+    assert "error" not in records[1] and records[1]["input_error"] == "old"
     # A scores file whose error rows still carry a score (as old outputs did):
     # the score of a row with an error is never read.
     stale = write_jsonl(tmp_path / "stale.jsonl", [

@@ -274,7 +274,8 @@ class PartialFile:
             offset = handle.tell()
             line = handle.readline()
             entry = _parse_line(line) if line.endswith(b"\n") else None
-            if not isinstance(entry, dict) or not 0 <= entry.get("row", -1) < len(self.done):
+            row = entry.get("row") if isinstance(entry, dict) else None
+            if not isinstance(row, int) or not 0 <= row < len(self.done):
                 handle.seek(offset)
                 return
             yield offset, entry
