@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seahorse_metrics.data import mface, ratings, tables, true
+from seahorse_metrics.data import mface, ratings, true
 from seahorse_metrics.data.tables import TableFormatError, TableReport, iter_table
 
 HEADER = ["premise", "hypothesis", "id"]

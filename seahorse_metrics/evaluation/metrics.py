@@ -26,7 +26,6 @@ score` writes for a row it could not score) has no score: NaN.
 from __future__ import annotations
 
 import abc
-import csv
 import dataclasses
 import hashlib
 import json
