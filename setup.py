@@ -46,6 +46,8 @@ EXTRAS_REQUIRE = {
         "selenium",
         # LLM-AggreFact's hub files are Parquet.
         "pyarrow",
+        # Property-based tests of the table readers (tests/test_data_tables.py).
+        "hypothesis",
     ] + BEAM,
     "beam": BEAM,
     "xlsx": ["openpyxl"],

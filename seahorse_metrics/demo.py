@@ -37,7 +37,6 @@ logger = logging.getLogger("seahorse_metrics.demo")
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sample")
 DEMO_GIN = "gin/runs/demo.gin"
-BACKBONE_DIR = os.path.join(os.path.dirname(SAMPLE_DIR), "backbone")
 # What the demo's metrics must reach on the synthetic test split (ROC-AUC):
 # the questions whose signal is in the summary alone, and those that need the
 # article.
@@ -74,8 +73,7 @@ def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
         started = time.time()
         model_dir = os.path.join(output_dir, "metrics", f"q{question}")
         bindings = [f"MODEL_DIR = '{model_dir}'", f"TASK = 'seahorse_q{question}'",
-                    f"DATA_DIR = '{prepared}'", f"INIT_CHECKPOINT = '{BACKBONE_DIR}'",
-                    *extra_bindings]
+                    f"DATA_DIR = '{prepared}'", *extra_bindings]
         result = trainer.train_from_gin([DEMO_GIN], bindings)
         if result.best_checkpoint is None:
             raise RuntimeError(f"training q{question} kept no best checkpoint ({model_dir})")

@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Optional, Sequence
 
+from seahorse_metrics.cli import run_command
 from seahorse_metrics.cli import train as train_cli
 
 
@@ -22,12 +23,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     train_cli.add_arguments(parser)
     parser.add_argument("--log_level", default="INFO", help="Python logging level.")
+    parser.add_argument("--debug", action="store_true",
+                        help="On an error, show the Python traceback instead of one line.")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return train_cli.run(args)
+    return run_command(train_cli.run, args)
 
 
 if __name__ == "__main__":

@@ -359,3 +359,35 @@ def test_t5_v1_0_scores_through_the_scorer(tmp_path, t5_v1_0_model, tiny_vocab_p
     expected = ref.hf_scores(t5_v1_0_model, SentencePieceTokenizer(tiny_vocab_path), tiny_vocab_path,
                              premises, hypotheses)
     np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-7)
+
+
+def _truncate(path, keep=0.5):
+    with open(path, "r+b") as handle:
+        handle.truncate(int(os.path.getsize(path) * keep))
+
+
+def _largest_file(directory):
+    files = [os.path.join(root, name) for root, _, names in os.walk(directory) for name in names]
+    return max(files, key=os.path.getsize)
+
+
+def test_a_damaged_file_is_named(tmp_path, tiny_hf_dir):
+    """Cut-short checkpoint files give a CheckpointError naming the file, not
+    the reader library's own error (an AttributeError, an OCDBT or
+    safetensors error)."""
+    config, params = load_checkpoint(tiny_hf_dir)
+    for case in ("metadata", "data"):
+        written = save_checkpoint(str(tmp_path / case), config, params)
+        params_dir = os.path.join(written, "params")
+        damaged = (os.path.join(params_dir, "_METADATA") if case == "metadata"
+                   else _largest_file(params_dir))
+        _truncate(damaged)
+        expected = damaged if case == "metadata" else params_dir
+        with pytest.raises(CheckpointError, match=rf"{expected}: cannot read this checkpoint .*"
+                                                  "damaged or incomplete"):
+            load_checkpoint(written)
+    hf = str(tmp_path / "hf")
+    shutil.copytree(tiny_hf_dir, hf)
+    _truncate(os.path.join(hf, "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"hf/model\.safetensors: cannot read"):
+        load_checkpoint(hf)

@@ -1,5 +1,6 @@
 """Meta-evaluation: specs, benchmarks, scores files, cache and `evaluate` end to end."""
 import argparse
+import dataclasses
 import json
 import os
 
@@ -231,7 +232,7 @@ def test_scores_file_errors(tmp_path):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{repeated}")).table
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"id": "item0", "score": 0.1}\n{"id": \n')
-    with pytest.raises(ValueError, match="broken.jsonl: line 2: invalid JSON"):
+    with pytest.raises(ValueError, match=r"broken\.jsonl:2: invalid JSON"):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{broken}")).table
     words = eval_data.write_scores_file(str(tmp_path / "w.jsonl"),
                                         [{"id": "item0", "score": "high"}])
@@ -239,6 +240,24 @@ def test_scores_file_errors(tmp_path):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{words}")).table
     with pytest.raises(FileNotFoundError):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec("scores:/nope.jsonl"))
+
+
+def test_a_scores_file_that_cannot_be_aligned_is_an_error_unless_partial_coverage_is_allowed(
+        tmp_path):
+    frank = _bench(n=6)
+    other = Benchmark("a/b", "a", "b", "", tuple(eval_data.rated_pairs(5, 1, prefix="other")))
+    path = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"),
+                                       [{"id": i, "score": 0.5} for i in frank.ids])
+    metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"ext=scores:{path}"))
+    with pytest.raises(ValueError, match=r"metric ext cannot be aligned with a/b: .*has no scores "
+                                         r"for the ids of a/b.*--allow_partial_coverage"):
+        run_lib.evaluate([frank, other], [metric], FAST)
+    partial = dataclasses.replace(FAST, allow_partial_coverage=True)
+    report = run_lib.evaluate([frank, other], [metric], partial)
+    assert report.result("ext", "a/b").note.startswith("not covered")
+    assert report.result("ext", "true/frank").n == 6
+    with pytest.raises(ValueError, match="metric ext covers none of the benchmarks"):
+        run_lib.evaluate([other], [metric], partial)
 
 
 def test_nan_scores_fail_naming_the_metric_unless_dropped(tmp_path):
@@ -375,7 +394,7 @@ def test_evaluate_on_bundled_samples(tmp_path):
     argv = [a for spec in specs for a in ("--benchmark", spec)] + [
         "--metric", "baseline:rougeL", "--metric", f"ext=scores:{scores}",
         # The sample sheet carries an NLI metric's scores: any column can be compared.
-        "--metric", f"nli=scores:{mface}:e2e_nli_score",
+        "--metric", f"nli=scores:{mface}:e2e_nli_score", "--allow_partial_coverage",
         "--compare", "ext", "ROUGE-L", "--bootstrap", "100", "--output", str(output)]
     assert _evaluate_cli(argv) == 0
     report = json.loads((output / "report.json").read_text(), parse_constant=_no_nan)
@@ -456,7 +475,7 @@ def test_evaluate_cli_rejects_bad_arguments(data, tmp_path):
     with pytest.raises(ValueError, match=r"--compare \['length', 'bleu'\]"):
         _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--compare", "length",
                               "bleu"])
-    with pytest.raises(SystemExit, match="--compare needs --bootstrap > 0"):
+    with pytest.raises(ValueError, match="--compare needs bootstrap resamples"):
         _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--bootstrap", "0",
                               "--compare", "length", "length"])
     assert not os.path.exists(tmp_path / "out" / "report.md")

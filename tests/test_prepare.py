@@ -1,12 +1,10 @@
 """Tests of `prepare` and the `seahorse-metrics prepare` command."""
-import argparse
 import json
 import os
 
 import pytest
 
 from fixtures import tiny_data
-from seahorse_metrics.cli import prepare as prepare_cli
 from seahorse_metrics.data import seahorse
 from seahorse_metrics.data.articles import LocalArticleSource
 from seahorse_metrics.data.prepare import prepare
@@ -105,10 +103,9 @@ def test_missing_split_file(tmp_path):
 
 
 def _cli(argv):
-    parser = argparse.ArgumentParser()
-    prepare_cli.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["prepare"] + argv)
-    return args.func(args)
+    from seahorse_metrics.cli import main
+
+    return main(["prepare"] + argv)
 
 
 def test_cli(tmp_path, capsys):
@@ -121,10 +118,10 @@ def test_cli(tmp_path, capsys):
     assert os.path.isfile(os.path.join(out, "prepare_report.json"))
     with open(os.path.join(release, "test.tsv"), "ab") as f:
         f.write(b"xsum-test-1\ten-US\tbad \xff bytes\tt5\tYes\tYes\tYes\tYes\tYes\tYes\n")
-    assert _cli(["--release_dir", release, "--articles", articles, "--output_dir", out]) == 1
+    assert _cli(["--release_dir", release, "--articles", articles, "--output_dir", out]) == 2
     assert "test.tsv:6: the line is not valid UTF-8" in capsys.readouterr().err
     assert _cli(["--release_dir", release, "--articles", articles, "--output_dir", out, "--lenient"]) == 0
-    assert _cli(["--release_dir", release, "--article_source", "local", "--output_dir", out]) == 1
+    assert _cli(["--release_dir", release, "--article_source", "local", "--output_dir", out]) == 2
     assert "--articles" in capsys.readouterr().err
 
 

@@ -26,7 +26,8 @@ from typing import Any, Iterator, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
-                                                 expected_shapes, flatten, to_dtype, unflatten)
+                                                 expected_shapes, flatten, reading, to_dtype,
+                                                 unflatten)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,9 @@ def _read_safetensors(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
     from safetensors.numpy import load_file  # bfloat16 arrives as ml_dtypes.bfloat16
 
     for path in paths:
-        yield from load_file(path).items()
+        with reading(path):
+            tensors = load_file(path)
+        yield from tensors.items()
 
 
 def _read_torch(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
@@ -224,7 +227,8 @@ def _read_torch(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
             "directory to model.safetensors") from error
     for path in paths:
         # weights_only: never run code from a pickle.
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with reading(path):
+            state = torch.load(path, map_location="cpu", weights_only=True)
         for name, tensor in state.items():
             if tensor.dtype == torch.bfloat16:
                 tensor = tensor.float()
@@ -237,7 +241,7 @@ def _read_flax_msgpack(path: str) -> Iterator[tuple[str, np.ndarray]]:
     [out, in])."""
     from flax import serialization
 
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle, reading(path):
         tree = serialization.msgpack_restore(handle.read())
     for name, value in flatten(tree).items():
         parts = name.split("/")

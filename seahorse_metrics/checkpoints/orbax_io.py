@@ -18,14 +18,15 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten, to_dtype,
-                                                 unflatten)
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten, reading,
+                                                 to_dtype, unflatten)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "seahorse_config.json"
 PARAMS_DIR = "params"
+ORBAX_METADATA_FILE = "_METADATA"
 _STEP_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
@@ -92,6 +93,19 @@ def load_config(checkpoint_dir: str) -> T5Config:
         raise CheckpointError(f"{path}: not a valid T5Config ({error})") from error
 
 
+def _reading_params(params_dir: str):
+    """`reading` of the Orbax parameters, naming `_METADATA` when that is the
+    damaged file (Orbax then returns no metadata) and the OCDBT database
+    (`manifest.ocdbt` and the `d/` data files) otherwise."""
+    metadata_file = os.path.join(params_dir, ORBAX_METADATA_FILE)
+    try:
+        with open(metadata_file, encoding="utf-8") as handle:
+            json.load(handle)
+    except (OSError, ValueError):
+        return reading(metadata_file)
+    return reading(params_dir, "parameter database (manifest.ocdbt and the d/ data files)")
+
+
 def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
     """Loads our checkpoint (or the latest step under `path`) onto the host.
 
@@ -111,10 +125,12 @@ def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
     if not os.path.isdir(params_dir):
         raise FileNotFoundError(f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing")
     checkpointer = ocp.PyTreeCheckpointer()
-    tree = checkpointer.metadata(params_dir).item_metadata.tree
-    # Restore as host numpy arrays: the caller decides on placement and sharding.
-    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
-    params = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(restore_args=restore_args))
+    with _reading_params(params_dir):
+        tree = checkpointer.metadata(params_dir).item_metadata.tree
+        # Restore as host numpy arrays: the caller decides on placement and sharding.
+        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+        params = checkpointer.restore(params_dir,
+                                      args=ocp.args.PyTreeRestore(restore_args=restore_args))
     flat = flatten(params)
     check_params(config, flat, checkpoint_dir)
     return config, unflatten(to_dtype(flat, dtype))

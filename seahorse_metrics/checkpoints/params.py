@@ -1,8 +1,10 @@
-"""Checks of loaded parameter trees against the network's expected shapes."""
+"""Checks of loaded parameter trees against the network's expected shapes,
+and of the reads themselves (`reading` names a damaged file)."""
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -16,6 +18,27 @@ _FLOAT_KINDS = ("float32", "bfloat16", "float16", "float64")
 class CheckpointError(ValueError):
     """A checkpoint that does not fit the network: missing, unknown or
     mis-shaped parameters, an unsupported config, or an unreadable layout."""
+
+
+@contextlib.contextmanager
+def reading(path: str, what: str = "file") -> Iterator[None]:
+    """Turns any failure while reading `path` into a `CheckpointError` naming it.
+
+    Checkpoint libraries report a cut-short or corrupted file in many ways
+    (safetensors, pickle, msgpack, TensorStore and OCDBT errors, even an
+    `AttributeError`); the user needs to know which file to copy again.
+    Errors that already say what to do (CheckpointError, a missing file or
+    dependency) pass through.
+    """
+    try:
+        yield
+    except (CheckpointError, FileNotFoundError, ImportError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as error:  # the readers' own error types vary
+        detail = " ".join(str(error).split())[:300] or type(error).__name__
+        raise CheckpointError(
+            f"{path}: cannot read this checkpoint {what} ({type(error).__name__}: {detail}); it "
+            "is damaged or incomplete (a copy or download cut short?): copy it again") from error
 
 
 @functools.lru_cache(maxsize=16)

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
-                                                 to_dtype, unflatten)
+                                                 reading, to_dtype, unflatten)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -141,7 +141,8 @@ def _read_zarr(step_dir: str, relative_path: str, name: str,
         raise CheckpointError(
             f"parameter {name}: zarr array {array_dir} has shape {tuple(store.shape)}, the "
             f"msgpack says {tuple(expected_shape)}")
-    return np.asarray(store.read().result())
+    with reading(array_dir, f"array of {name}"):
+        return np.asarray(store.read().result())
 
 
 def _materialise(step_dir: str, name: str, leaf: Any) -> np.ndarray:

@@ -2,7 +2,11 @@
 
 Each subcommand lives in its own module of this package and exposes
 `add_parser(subparsers)`, which registers the subcommand and sets `func`
-to the function that runs it. This module only dispatches.
+to the function that runs it. This module only dispatches, and turns the
+errors a user can fix (a missing file, a malformed row, a bad spec, a
+damaged checkpoint: `ValueError`, `OSError`, `ImportError` and their
+subclasses, plus any types a subcommand module lists in `USER_ERRORS`) into
+one line on stderr and exit status 2; `--debug` shows the traceback instead.
 """
 import argparse
 import importlib
@@ -10,6 +14,16 @@ import logging
 import sys
 
 SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export")
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+# Errors whose message tells the user what to fix; anything else is a bug
+# and keeps its traceback.
+USER_ERRORS = (ValueError, OSError, ImportError)
+
+
+def _add_debug_flag(parser: argparse.ArgumentParser, default=False) -> None:
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="On an error, show the Python traceback instead of one line.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,12 +38,44 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log_level", default="INFO", help="Python logging level (default: INFO)."
     )
+    _add_debug_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"seahorse_metrics.cli.{name}")
         module.add_parser(subparsers)
+    for subparser in subparsers.choices.values():
+        # Also after the subcommand; SUPPRESS keeps a --debug given before it.
+        _add_debug_flag(subparser, default=argparse.SUPPRESS)
     return parser
+
+
+def user_errors(command: str) -> tuple[type, ...]:
+    """The exception types reported as one line for `command`."""
+    module = sys.modules.get(f"seahorse_metrics.cli.{command}")
+    return USER_ERRORS + tuple(getattr(module, "USER_ERRORS", ()))
+
+
+def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_ERRORS) -> int:
+    """Runs `func(args)`; a user error becomes `error: <message>` and status 2.
+
+    With `args.debug` the exception propagates (full traceback). Ctrl-C
+    prints one line and returns 130 (resumable commands continue when rerun).
+    """
+    try:
+        return int(func(args) or 0)
+    except errors as error:
+        if getattr(args, "debug", False):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        if getattr(args, "debug", False):
+            raise
+        print("interrupted (score and train resume when the same command is run again)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -50,8 +96,7 @@ def main(argv=None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    result = args.func(args)
-    return int(result or 0)
+    return run_command(args.func, args, user_errors(args.command))
 
 
 if __name__ == "__main__":

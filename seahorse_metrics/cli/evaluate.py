@@ -15,6 +15,7 @@ benchmarks (repeatable), KIND:PATH[:OPTIONS]:
   ratings:FILE[:rating=F,premise=F,hypothesis=F,id=F,question=F,threshold=T]
   aggrefact:FILE_OR_DIR[:split=dev|test]    LLM-AggreFact -> aggrefact/<dataset> (+ their mean)
   summac:FILE[:cut=val|test]                SummaC rows -> summac/<dataset> (+ their mean)
+  (mface, true, ratings, aggrefact and summac also take encoding=E for a file that is not UTF-8)
 
 metrics (repeatable), [NAME=]SPEC:
   checkpoint:DIR_OR_HUB_ID[,long_inputs=chunk][,per_sentence=min|mean|share@T][,normalize=pair]
@@ -72,6 +73,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--drop_nan", action="store_true",
                         help="Leave out items a metric scored NaN (counted in the report) "
                              "instead of stopping with an error.")
+    parser.add_argument("--allow_partial_coverage", action="store_true",
+                        help="Report a scores file without scores for some benchmarks as not "
+                             "covered there, instead of stopping with an error.")
     parser.add_argument("--no_cache", action="store_true",
                         help="Neither read nor write OUTPUT/cache.")
     parser.add_argument("--vocab", default=None,
@@ -104,12 +108,13 @@ def run(args: argparse.Namespace) -> int:
     from seahorse_metrics.evaluation.run import EvaluationConfig, run_evaluation
 
     if args.bootstrap == 0 and args.compare:
-        raise SystemExit("--compare needs --bootstrap > 0")
+        raise ValueError("--compare needs bootstrap resamples: drop --bootstrap 0")
     config = EvaluationConfig(
         n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
         threshold=args.threshold, drop_nan=args.drop_nan, use_cache=not args.no_cache,
         alpha=args.alpha, threshold_objective=args.threshold_objective,
         threshold_scope=args.threshold_scope, browser_rows=args.browser_rows,
+        allow_partial_coverage=args.allow_partial_coverage,
     )
     report = run_evaluation(
         args.benchmark, args.metric, args.output, config,

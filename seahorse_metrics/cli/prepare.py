@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 
-from seahorse_metrics.data.articles import ArticleSourceError, MissingDependencyError, make_article_source
+from seahorse_metrics.data.articles import ArticleSourceError, make_article_source
 from seahorse_metrics.data.prepare import REPORT_NAME, prepare
 
 logger = logging.getLogger(__name__)
+
+# Reported as one line by the CLI (besides ValueError, OSError and ImportError).
+USER_ERRORS = (ArticleSourceError,)
 
 
 def add_parser(subparsers) -> None:
@@ -53,19 +55,14 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     kind = args.article_source or "local"
     if args.articles and kind != "local":
-        print("error: --articles is a local file; drop it or use --article_source local", file=sys.stderr)
-        return 2
-    try:
-        source = make_article_source(
-            kind,
-            path=args.articles,
-            tfds_data_dir=args.tfds_data_dir,
-            tfds_download=args.tfds_download,
-            hf_cache_dir=args.hf_cache_dir,
-        )
-        report = prepare(args.release_dir, source, args.output_dir, strict=not args.lenient)
-    except (ValueError, FileNotFoundError, MissingDependencyError, ArticleSourceError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        raise ValueError("--articles is a local file; drop it or use --article_source local")
+    source = make_article_source(
+        kind,
+        path=args.articles,
+        tfds_data_dir=args.tfds_data_dir,
+        tfds_download=args.tfds_download,
+        hf_cache_dir=args.hf_cache_dir,
+    )
+    report = prepare(args.release_dir, source, args.output_dir, strict=not args.lenient)
     print(json.dumps(report["totals"], indent=2))
     return 0

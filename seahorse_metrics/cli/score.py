@@ -26,8 +26,12 @@ score is at or above the metric's threshold, else no.
 
 The run is resumable: finished batches go to OUTPUT.partial.jsonl; rerun the
 same command after an interruption and it continues. The output keeps the
-input rows and order; bad rows get an `error` column. Settings and counts go
-to OUTPUT.meta.json.
+input rows and order; bad rows get an `error` column (input columns named
+like an output column are kept as input_<name>). Settings and counts go to
+OUTPUT.meta.json. A run where no row could be scored exits with status 2.
+
+A TSV is read unquoted (one line per row, as the SEAHORSE release) unless
+quotes are detected or --quoting quoted is given; CSV is read quoted.
 
 example:
   seahorse-metrics score --checkpoint q4=runs/q4/best --checkpoint q6=runs/q6/best \\
@@ -52,6 +56,26 @@ BEAM_RUNNERS = {"DirectRunner": "FnApiRunner", "PrismRunner": "PrismRunner",
                 "SparkRunner": "SparkRunner"}
 
 
+def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """The input and output files and how the input is read."""
+    parser.add_argument("--input", required=True, action="append",
+                        help="JSONL, JSON, CSV or TSV file; with --runner repeatable, and globs.")
+    parser.add_argument("--output", required=True,
+                        help="JSONL, JSON, CSV or TSV file to write (format from the extension).")
+    parser.add_argument("--premise_field", default="article",
+                        help="Column of the article (default: article).")
+    parser.add_argument("--hypothesis_field", default="summary",
+                        help="Column of the summary (default: summary).")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="Text encoding of the input (default utf-8; a byte order mark is "
+                             "accepted), e.g. latin-1 or cp1252.")
+    parser.add_argument("--quoting", choices=("auto", "none", "quoted"), default="auto",
+                        help="CSV/TSV quoting: detect (default; CSV is always quoted), none "
+                             "(split on the delimiter only), or quoted (fields in double quotes).")
+    parser.add_argument("--lang_field", default="lang",
+                        help="Column of the language code, for truncation counts (default: lang).")
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "score",
@@ -62,16 +86,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
                         help="Metric checkpoint directory or hub id (repeatable).")
-    parser.add_argument("--input", required=True, action="append",
-                        help="JSONL, CSV or TSV file; with --runner repeatable, and globs.")
-    parser.add_argument("--output", required=True,
-                        help="JSONL, CSV or TSV file to write (format from the extension).")
-    parser.add_argument("--premise_field", default="article",
-                        help="Column of the article (default: article).")
-    parser.add_argument("--hypothesis_field", default="summary",
-                        help="Column of the summary (default: summary).")
-    parser.add_argument("--lang_field", default="lang",
-                        help="Column of the language code, for truncation counts (default: lang).")
+    _add_file_arguments(parser)
     _add_question_and_threshold(parser)
     parser.add_argument("--vocab", default=None,
                         help="SentencePiece model (default: spiece.model in the checkpoints).")
@@ -200,18 +215,23 @@ def run(args) -> int:
     if args.runner:
         return run_beam(args)
     from seahorse_metrics.scoring.scorer import MultiScorer
-    from seahorse_metrics.scoring.files import score_file
+    from seahorse_metrics.scoring.files import check_output_path, raise_if_nothing_scored, score_file
 
     if len(args.input) > 1 or args.merge or args.id_field or getattr(args, "pipeline_args", None):
         raise ValueError("several --input files, --merge, --id_field and Beam options need "
                          "--runner (the Beam pipeline); without it, score one file")
+    input_path = args.input[0]
+    if not os.path.isfile(input_path):
+        raise FileNotFoundError(f"--input {input_path}: file not found")
+    check_output_path(input_path, args.output)
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
     scorer = MultiScorer.load(named, **scorer_options(args))
-    summary = score_file(scorer, args.input[0], args.output, **input_fields(args),
-                         thresholds=thresholds,
-                         overwrite=args.overwrite,
+    summary = score_file(scorer, input_path, args.output, **input_fields(args),
+                         thresholds=thresholds, overwrite=args.overwrite,
+                         encoding=args.encoding, quoting=args.quoting,
                          show_progress=False if args.no_progress else None)
+    raise_if_nothing_scored(summary)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
                 rows["rows"], rows["bad"], args.output)
@@ -233,8 +253,8 @@ def run_beam(args) -> int:
     meta = beam_scoring.score_files(
         args.input, args.output, named, scorer_options=scorer_options(args),
         fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
-        thresholds=decision_thresholds(args.threshold, list(named)), merge=args.merge,
-        overwrite=args.overwrite,
+        thresholds=decision_thresholds(args.threshold, list(named)), encoding=args.encoding,
+        quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     rows = meta["rows"]
     logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],

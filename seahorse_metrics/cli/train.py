@@ -97,11 +97,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = trainer.train_from_gin(args.gin_file, bindings)
     except trainer.NonFiniteLossError as error:
+        if getattr(args, "debug", False):
+            raise
         print(f"error: {error}", file=sys.stderr)
         return EXIT_DIVERGED
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     import jax  # pylint: disable=g-import-not-at-top
 
     if jax.process_index() == 0:

@@ -4,6 +4,8 @@
 * `seahorse`: the SEAHORSE release TSVs and the prepared JSONL splits.
 * `articles`, `prepare`: joining the release with its GEM articles.
 * `mface`, `true`, `ratings`: mFACE, TRUE and generic rated files.
+* `tables`: reading JSONL/JSON/CSV/TSV tables with every line accounted for
+  (quoting, encodings, bad rows with their lines); every reader uses it.
 * `factcheck`: the LLM-AggreFact and SummaC layouts.
 * `inputs`: `premise: ... hypothesis: ...` inputs (with `question: ...` for
   query-focused summaries) and their truncation.

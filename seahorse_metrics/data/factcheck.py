@@ -48,10 +48,10 @@ def _parquet_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, row
 
 
-def _rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _rows(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, dict[str, Any]]]:
     if path.lower().endswith(".parquet"):
         return _parquet_rows(path)
-    return read_table(path)
+    return read_table(path, encoding=encoding)
 
 
 def _check_columns(path: str, line: int, row: dict, columns: tuple[str, ...], layout: str) -> None:
@@ -95,12 +95,14 @@ def aggrefact_files(path: str, split: str) -> list[str]:
     return files
 
 
-def read_aggrefact(path: str, split: str = "test") -> dict[str, list[RatedPair]]:
+def read_aggrefact(path: str, split: str = "test",
+                   encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
     """Reads an LLM-AggreFact split, by dataset.
 
     Args:
       path: A split file, or a directory holding the split's files.
       split: `dev` or `test` (used for a directory).
+      encoding: Text encoding of CSV/TSV/JSONL files (default UTF-8).
 
     Returns:
       dataset name -> RatedPairs in file order (id `<file stem>-<row>`, source
@@ -113,7 +115,7 @@ def read_aggrefact(path: str, split: str = "test") -> dict[str, list[RatedPair]]
     by_dataset: dict[str, list[RatedPair]] = {}
     for file in aggrefact_files(path, split):
         stem = os.path.splitext(os.path.basename(file))[0]
-        for line, row in _rows(file):
+        for line, row in _rows(file, encoding):
             _check_columns(file, line, row, AGGREFACT_COLUMNS, "LLM-AggreFact")
             dataset = cell_text(row["dataset"]).strip()
             label = _label(file, line, row["label"])
@@ -126,13 +128,15 @@ def read_aggrefact(path: str, split: str = "test") -> dict[str, list[RatedPair]]
     return by_dataset
 
 
-def read_summac(path: str, cut: str = "test") -> dict[str, list[RatedPair]]:
+def read_summac(path: str, cut: str = "test",
+                encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
     """Reads the rows of one SummaC cut, by dataset.
 
     Args:
       path: A CSV, TSV or JSONL file with `document, claim, label, cut`
         (optionally `dataset`, `model_name`, `origin`).
       cut: `val` or `test`.
+      encoding: Text encoding of the file (default UTF-8).
 
     Returns:
       dataset name (the `dataset` column, else the file stem) -> RatedPairs
@@ -147,7 +151,7 @@ def read_summac(path: str, cut: str = "test") -> dict[str, list[RatedPair]]:
     stem = os.path.splitext(os.path.basename(path))[0]
     by_dataset: dict[str, list[RatedPair]] = {}
     other_cut = 0
-    for line, row in read_table(path):
+    for line, row in read_table(path, encoding=encoding):
         _check_columns(path, line, row, SUMMAC_COLUMNS, "SummaC")
         if cell_text(row["cut"]).strip() != cut:
             other_cut += 1

@@ -84,6 +84,7 @@ def read_mface(
     question: str,
     threshold: float = DEFAULT_THRESHOLD,
     languages: Optional[Iterable[str]] = None,
+    encoding: str = "utf-8",
 ) -> list[RatedPair]:
     """Reads one mFACE question as rated pairs.
 
@@ -94,6 +95,7 @@ def read_mface(
         the scale assumed by the default 0.5).
       languages: Keep only these languages (codes or XL-Sum names), e.g.
         `SEAHORSE_SHARED_LANGS`; None keeps all.
+      encoding: Text encoding of a CSV/TSV sheet (default UTF-8).
 
     Returns:
       RatedPairs in sheet order: id from the `id` column, premise = input,
@@ -111,53 +113,61 @@ def read_mface(
     if question not in MFACE_COLUMNS:
         raise ValueError(f"unknown mFACE question {question!r}; choose one of {MFACE_QUESTIONS}")
     path = os.fspath(path)
-    prefix = MFACE_COLUMNS[question]
-    avg_column = f"{prefix}_avg"
+    avg_column = f"{MFACE_COLUMNS[question]}_avg"
     keep = {normalise_mface_language(l) for l in languages} if languages is not None else None
     pairs, seen, unrated = [], set(), 0
-    for row_number, row in read_table(path):
+    for row_number, row in read_table(path, encoding=encoding):
         where = f"{path}:{row_number}"
-        for column in ("lang", "input", "summary", "system", avg_column):
-            if column not in row:
-                raise TableFormatError(f"{where}: missing column {column!r} (columns: {sorted(row)})")
-        try:
-            lang = normalise_mface_language(cell_text(row["lang"]))
-        except ValueError as err:
-            raise TableFormatError(f"{where}: {err}") from None
+        lang = _row_language(row, where, avg_column)
         if keep is not None and lang not in keep:
             continue
         if is_blank(row[avg_column]):
             unrated += 1
             continue
-        average = parse_float(row[avg_column], f"{where}: column {avg_column!r}")
-        pair_id = cell_text(row["id"]) if not is_blank(row.get("id")) else f"mface-{row_number}"
-        if pair_id in seen:
-            raise TableFormatError(f"{where}: duplicate id {pair_id!r}")
-        seen.add(pair_id)
-        pairs.append(
-            RatedPair(
-                id=pair_id,
-                premise=cell_text(row["input"]),
-                hypothesis=cell_text(row["summary"]),
-                label=average >= threshold,
-                rating=average,
-                lang=lang,
-                source="xlsum",
-                system=cell_text(row["system"]).strip(),
-                meta={
-                    "question": question,
-                    "min": _optional_float(row, f"{prefix}_min", where),
-                    "max": _optional_float(row, f"{prefix}_max", where),
-                    "doc_id": cell_text(row.get("doc_id")),
-                    "split": cell_text(row.get("split")),
-                },
-            )
-        )
+        pair = _pair(row, row_number, where, question, lang, threshold)
+        if pair.id in seen:
+            raise TableFormatError(f"{where}: duplicate id {pair.id!r}")
+        seen.add(pair.id)
+        pairs.append(pair)
     _check_scale(path, pairs, threshold)
     if unrated:
         logger.warning("%s: %d rows have no %s rating (%s) and are skipped", path, unrated, question, avg_column)
     logger.info("%s: %d mFACE %s ratings", path, len(pairs), question)
     return pairs
+
+
+def _row_language(row: dict, where: str, avg_column: str) -> str:
+    """Checks the row's columns; returns its language code."""
+    for column in ("lang", "input", "summary", "system", avg_column):
+        if column not in row:
+            raise TableFormatError(f"{where}: missing column {column!r} (columns: {sorted(row)})")
+    try:
+        return normalise_mface_language(cell_text(row["lang"]))
+    except ValueError as err:
+        raise TableFormatError(f"{where}: {err}") from None
+
+
+def _pair(row: dict, row_number: int, where: str, question: str, lang: str,
+          threshold: float) -> RatedPair:
+    prefix = MFACE_COLUMNS[question]
+    average = parse_float(row[f"{prefix}_avg"], f"{where}: column {prefix + '_avg'!r}")
+    return RatedPair(
+        id=cell_text(row["id"]) if not is_blank(row.get("id")) else f"mface-{row_number}",
+        premise=cell_text(row["input"]),
+        hypothesis=cell_text(row["summary"]),
+        label=average >= threshold,
+        rating=average,
+        lang=lang,
+        source="xlsum",
+        system=cell_text(row["system"]).strip(),
+        meta={
+            "question": question,
+            "min": _optional_float(row, f"{prefix}_min", where),
+            "max": _optional_float(row, f"{prefix}_max", where),
+            "doc_id": cell_text(row.get("doc_id")),
+            "split": cell_text(row.get("split")),
+        },
+    )
 
 
 def _optional_float(row: dict, column: str, where: str) -> Optional[float]:

@@ -20,7 +20,6 @@ import collections
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Iterable, Sequence
 
 from seahorse_metrics.data.articles import ArticleSource
@@ -34,12 +33,16 @@ MISSING_NAME = "missing_articles.jsonl"
 
 
 def write_atomic(path: str, lines: Iterable[str]) -> None:
-    """Writes `lines` to `path` through a temporary file and `os.replace`."""
+    """Writes `lines` to `path` through a temporary file and `os.replace`.
+
+    The temporary file is opened plainly (not with mkstemp, which makes it
+    0600), so the file gets the permissions the user's umask gives.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(path)}")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
+        with open(tmp_path, "w", encoding="utf-8") as f:
             for line in lines:
                 f.write(line)
         os.replace(tmp_path, path)
@@ -136,35 +139,11 @@ def prepare(
       ReleaseFormatError: on a malformed row in strict mode.
     """
     release_dir, output_dir = os.fspath(release_dir), os.fspath(output_dir)
-    paths = {split: os.path.join(release_dir, f"{split}.tsv") for split in splits}
-    for path in paths.values():
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"{path}: missing release split; --release_dir must hold "
-                f"{', '.join(os.path.basename(p) for p in paths.values())}"
-            )
-    read = {split: read_release_split(path, strict=strict) for split, path in paths.items()}
+    read = _read_release(release_dir, splits, strict)
     wanted = sorted({row.gem_id for rows, _ in read.values() for row in rows})
     logger.info("fetching %d articles from %s", len(wanted), article_source.name)
     articles = article_source.fetch(wanted)
-
-    split_reports: dict[str, dict[str, Any]] = {}
-    missing_lines: list[str] = []
-    for split, (rows, dropped) in read.items():
-        report, joined, missing = _split_report(rows, dropped, articles)
-        split_reports[split] = report
-        write_atomic(
-            os.path.join(output_dir, f"{split}.jsonl"),
-            (json.dumps(prepared_record(r, articles[r.gem_id], split), ensure_ascii=False) + "\n" for r in joined),
-        )
-        missing_lines.extend(_missing_line(r, split) for r in missing)
-        if missing:
-            logger.warning(
-                "%s: %d of %d rows have no article (by source: %s); listed in %s",
-                split, len(missing), len(rows), report["missing_articles"], MISSING_NAME,
-            )
-    write_atomic(os.path.join(output_dir, MISSING_NAME), missing_lines)
-
+    split_reports = _write_splits(read, articles, output_dir)
     full_report = {
         "release_dir": os.path.abspath(release_dir),
         "output_dir": os.path.abspath(output_dir),
@@ -181,3 +160,36 @@ def prepare(
     )
     logger.info("prepared %s: %s", output_dir, full_report["totals"])
     return full_report
+
+
+def _read_release(release_dir: str, splits: Sequence[str], strict: bool) -> dict:
+    """split -> (rows, dropped counts); every split file must exist."""
+    paths = {split: os.path.join(release_dir, f"{split}.tsv") for split in splits}
+    for path in paths.values():
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path}: missing release split; --release_dir must hold "
+                f"{', '.join(os.path.basename(p) for p in paths.values())}"
+            )
+    return {split: read_release_split(path, strict=strict) for split, path in paths.items()}
+
+
+def _write_splits(read: dict, articles: dict[str, str], output_dir: str) -> dict[str, Any]:
+    """Writes `<split>.jsonl` and `missing_articles.jsonl`; returns the split reports."""
+    split_reports: dict[str, dict[str, Any]] = {}
+    missing_lines: list[str] = []
+    for split, (rows, dropped) in read.items():
+        report, joined, missing = _split_report(rows, dropped, articles)
+        split_reports[split] = report
+        write_atomic(
+            os.path.join(output_dir, f"{split}.jsonl"),
+            (json.dumps(prepared_record(r, articles[r.gem_id], split), ensure_ascii=False) + "\n" for r in joined),
+        )
+        missing_lines.extend(_missing_line(r, split) for r in missing)
+        if missing:
+            logger.warning(
+                "%s: %d of %d rows have no article (by source: %s); listed in %s",
+                split, len(missing), len(rows), report["missing_articles"], MISSING_NAME,
+            )
+    write_atomic(os.path.join(output_dir, MISSING_NAME), missing_lines)
+    return split_reports

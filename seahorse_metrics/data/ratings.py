@@ -1,91 +1,67 @@
 """Generic rated premise/hypothesis files, and the table reading other readers share.
 
 `read_ratings` reads any JSONL, CSV or TSV file with a premise, a hypothesis
-(and, for query-focused summaries, an optional `question`) and a rating: binary (0/1, yes/no, true/false) or continuous (SQuALITY-style
+(and, for query-focused summaries, an optional `question`) and a rating: binary
+(0/1, yes/no, true/false) or continuous (SQuALITY-style
 1-100, Likert 1-5, rater averages). Binary ratings become the label;
 continuous ratings stay as the raw rating, and become a label only when a
 threshold is given.
 
-`read_table` yields the rows of a CSV, TSV, XLSX (needs `openpyxl`) or JSONL
-file as dicts with their line/row number, for the mFACE and TRUE readers too.
+`read_table` yields the rows of a CSV, TSV, XLSX (needs `openpyxl`), JSONL or
+JSON file as dicts with their line/row number, for the mFACE and TRUE readers
+too. Text files are read by `seahorse_metrics.data.tables`, which accounts
+for every line (see there for encodings and quoting).
 """
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import math
 import os
-import sys
 from typing import Any, Iterator, Optional
 
 from seahorse_metrics.data.records import RatedPair
+from seahorse_metrics.data.tables import TableFormatError, read_table_rows
 
 logger = logging.getLogger(__name__)
 
 TABLE_EXTENSIONS = (".csv", ".tsv", ".xlsx", ".jsonl", ".json")
 _BINARY_STRINGS = {"1": True, "0": False, "yes": True, "no": False, "true": True, "false": False}
 
-
-class TableFormatError(ValueError):
-    """A ratings/benchmark table does not match its expected format."""
-
-
-def read_table(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_table(path: str | os.PathLike, *, encoding: str = "utf-8",
+               quoting: str = "auto") -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields `(line_or_row_number, row)` for each data row of a table file.
 
     CSV/TSV: the header row names the columns (surrounding spaces stripped;
     the unnamed index column pandas writes is dropped); the number is the
     line where the record ends. XLSX: the first sheet, its first row as
-    header; the number is the sheet row. JSONL: one object per line.
+    header; the number is the sheet row. JSONL (and a JSON array): one object
+    per row, numbered by its (last) line.
+
+    Args:
+      path: The file; the extension gives the format.
+      encoding, quoting: For text files, see `seahorse_metrics.data.tables`.
 
     Raises:
       FileNotFoundError: if `path` does not exist.
-      TableFormatError: for an unknown extension or a malformed line.
+      TableFormatError: for an unknown extension, undecodable text, a header
+        that names a column twice, or a malformed row (naming its lines).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: file not found")
     extension = os.path.splitext(path)[1].lower()
-    if extension in (".csv", ".tsv"):
-        yield from _read_delimited(path, "\t" if extension == ".tsv" else ",")
-    elif extension == ".xlsx":
+    if extension == ".xlsx":
         yield from _read_xlsx(path)
-    elif extension in (".jsonl", ".json"):
-        yield from _read_jsonl(path)
-    else:
+        return
+    if extension not in TABLE_EXTENSIONS:
         raise TableFormatError(
             f"{path}: unsupported file type {extension!r}; use one of {TABLE_EXTENSIONS}"
         )
-
-
-def _read_delimited(path: str, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    # Articles are long: lift the csv module's 128 KiB field limit.
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        try:
-            header = [c.strip() for c in next(reader)]
-        except StopIteration:
-            raise TableFormatError(f"{path}: empty file; expected a header row") from None
-        except UnicodeDecodeError as err:
-            raise TableFormatError(f"{path}:1: not valid UTF-8 ({err.reason})") from None
-        try:
-            for cells in reader:
-                if not any(c.strip() for c in cells):
-                    continue
-                if len(cells) != len(header):
-                    raise TableFormatError(
-                        f"{path}:{reader.line_num}: {len(cells)} columns, the header has "
-                        f"{len(header)}"
-                    )
-                yield reader.line_num, {k: v for k, v in zip(header, cells) if k}
-        except UnicodeDecodeError as err:
-            raise TableFormatError(
-                f"{path}: invalid UTF-8 after line {reader.line_num} ({err.reason})"
-            ) from None
-        except csv.Error as err:
-            raise TableFormatError(f"{path}:{reader.line_num}: {err}") from None
+    rows, _ = read_table_rows(path, encoding=encoding, quoting=quoting)
+    for row in rows:
+        if row.error is not None:
+            raise TableFormatError(f"{path}:{row.lines}: {row.error}")
+        yield row.line, {k: v for k, v in row.record.items() if k}
 
 
 def _read_xlsx(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -102,26 +78,17 @@ def _read_xlsx(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         header = [str(c).strip() if c is not None else "" for c in next(rows, ())]
         if not any(header):
             raise TableFormatError(f"{path}: the first sheet has no header row")
+        named = [name for name in header if name]
+        duplicates = sorted({name for name in named if named.count(name) > 1})
+        if duplicates:
+            raise TableFormatError(f"{path}:1: the header names {duplicates} more than once; "
+                                   "give every column its own name")
         for row_number, values in enumerate(rows, start=2):
             if all(v is None or str(v).strip() == "" for v in values):
                 continue
             yield row_number, {k: v for k, v in zip(header, values) if k}
     finally:
         workbook.close()
-
-
-def _read_jsonl(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TableFormatError(f"{path}:{line_number}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise TableFormatError(f"{path}:{line_number}: expected a JSON object")
-            yield line_number, record
 
 
 def is_blank(value: Any) -> bool:
@@ -190,9 +157,10 @@ def read_ratings(
     system_field: str = "system",
     source: Optional[str] = None,
     strict: bool = True,
+    encoding: str = "utf-8",
     question_field: str = "question",
 ) -> list[RatedPair]:
-    """Reads a rated premise/hypothesis file (JSONL, CSV or TSV).
+    """Reads a rated premise/hypothesis file (JSONL, JSON, CSV or TSV).
 
     Args:
       path: The file.
@@ -208,6 +176,7 @@ def read_ratings(
       source: Source name for the pairs (default: the file stem).
       strict: If True a row with an empty or non-numeric rating raises; if
         False it is skipped, counted and logged.
+      encoding: Text encoding of the file (default UTF-8).
 
     Returns:
       RatedPairs in file order; rating is 1.0/0.0 for binary files and the raw
@@ -218,53 +187,65 @@ def read_ratings(
         ids; the message names file, line and field.
     """
     path = os.fspath(path)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    rows = list(read_table(path))
+    rows = list(read_table(path, encoding=encoding))
     if not rows:
         raise TableFormatError(f"{path}: no data rows")
+    required = (premise_field, hypothesis_field, rating_field) + ((id_field,) if id_field else ())
+    _check_fields(path, rows, required)
+    kept, skipped = _rated_rows(path, rows, rating_field, strict)
+    if binary is None:
+        binary = all(parse_binary(value) is not None for _, _, value in kept)
+    fields = {"premise": premise_field, "hypothesis": hypothesis_field, "id": id_field,
+              "rating": rating_field, "lang": lang_field, "system": system_field,
+              "question": question_field}
+    pairs = _pairs(path, kept, fields, binary, threshold, source)
+    if skipped:
+        logger.warning("%s: skipped %d rows without a usable rating", path, skipped)
+    logger.info("%s: %d %s ratings", path, len(pairs), "binary" if binary else "continuous")
+    return pairs
+
+
+def _pairs(path: str, kept: list, fields: dict[str, Optional[str]], binary: bool,
+           threshold: Optional[float], source: Optional[str]) -> list[RatedPair]:
+    """The RatedPairs of the rows with a usable rating; ids must be unique."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    pairs, seen = [], set()
+    for line, row, value in kept:
+        where = f"{path}:{line}: field {fields['rating']!r}"
+        label, rating = _judgment(value, binary, threshold, where)
+        pair_id = cell_text(row[fields["id"]]) if fields["id"] else f"{stem}-{line}"
+        if pair_id in seen:
+            raise TableFormatError(f"{path}:{line}: duplicate id {pair_id!r}")
+        seen.add(pair_id)
+        pairs.append(RatedPair(
+            id=pair_id, premise=cell_text(row[fields["premise"]]),
+            hypothesis=cell_text(row[fields["hypothesis"]]), label=label, rating=rating,
+            lang=optional_text(row, fields["lang"]), source=source or stem,
+            system=optional_text(row, fields["system"]), meta={"line": line},
+            question=optional_text(row, fields["question"])))
+    return pairs
+
+
+def _check_fields(path: str, rows: list[tuple[int, dict[str, Any]]], fields) -> None:
     for line, row in rows:
-        for field in (premise_field, hypothesis_field, rating_field) + ((id_field,) if id_field else ()):
+        for field in fields:
             if field not in row:
                 raise TableFormatError(
                     f"{path}:{line}: missing field {field!r} (fields: {sorted(row)}); pass "
                     "the right premise_field/hypothesis_field/rating_field/id_field"
                 )
-    kept, skipped = _rated_rows(path, rows, rating_field, strict)
-    if binary is None:
-        binary = all(parse_binary(value) is not None for _, _, value in kept)
-    pairs, seen = [], set()
-    for line, row, value in kept:
-        where = f"{path}:{line}: field {rating_field!r}"
-        if binary:
-            label = parse_binary(value)
-            if label is None:
-                raise TableFormatError(f"{where}: {value!r} is not a binary rating")
-            rating = 1.0 if label else 0.0
-        else:
-            rating = parse_float(value, where)
-            label = None if threshold is None else rating >= threshold
-        pair_id = cell_text(row[id_field]) if id_field else f"{stem}-{line}"
-        if pair_id in seen:
-            raise TableFormatError(f"{path}:{line}: duplicate id {pair_id!r}")
-        seen.add(pair_id)
-        pairs.append(
-            RatedPair(
-                id=pair_id,
-                premise=cell_text(row[premise_field]),
-                hypothesis=cell_text(row[hypothesis_field]),
-                label=label,
-                rating=rating,
-                lang=optional_text(row, lang_field),
-                source=source or stem,
-                system=optional_text(row, system_field),
-                meta={"line": line},
-                question=optional_text(row, question_field),
-            )
-        )
-    if skipped:
-        logger.warning("%s: skipped %d rows without a usable rating", path, skipped)
-    logger.info("%s: %d %s ratings", path, len(pairs), "binary" if binary else "continuous")
-    return pairs
+
+
+def _judgment(value: Any, binary: bool, threshold: Optional[float],
+              where: str) -> tuple[Optional[bool], float]:
+    """(label, rating) of a rating cell."""
+    if binary:
+        label = parse_binary(value)
+        if label is None:
+            raise TableFormatError(f"{where}: {value!r} is not a binary rating")
+        return label, 1.0 if label else 0.0
+    rating = parse_float(value, where)
+    return (None if threshold is None else rating >= threshold), rating
 
 
 def _rated_rows(path, rows, rating_field, strict):

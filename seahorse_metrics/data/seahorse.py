@@ -32,6 +32,7 @@ import re
 from typing import Iterator, Optional
 
 from seahorse_metrics.data.records import QUESTIONS, RatedPair
+from seahorse_metrics.data.tables import text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -260,6 +261,34 @@ def read_release_split(
         mode; the message names the file and line.
     """
     path = os.fspath(path)
+    lines, terminated = _release_lines(path)
+    rows: list[SeahorseRow] = []
+    dropped: collections.Counter = collections.Counter()
+    escaped_rows = 0
+    for index in range(1, len(lines)):
+        raw = lines[index].rstrip(b"\r")
+        if not raw.strip():
+            continue
+        is_unterminated_last = index == len(lines) - 1 and not terminated
+        try:
+            row, was_escaped = _parse_line(raw, is_unterminated_last)
+        except _MalformedRow as err:
+            if strict:
+                raise ReleaseFormatError(
+                    f"{path}:{index + 1}: {err.detail} [{err.reason}]. {_LENIENT_HINT}"
+                ) from None
+            dropped[err.reason] += 1
+            logger.debug("%s:%d: skipped (%s): %s", path, index + 1, err.reason, err.detail)
+            continue
+        escaped_rows += was_escaped
+        rows.append(dataclasses.replace(row, line=index + 1))
+    _log_split(path, rows, dropped, escaped_rows)
+    return rows, dropped
+
+
+def _release_lines(path: str) -> tuple[list[bytes], bool]:
+    """The file's lines (header first, without `\\n`) and whether the last
+    one ended with a newline; the header is checked."""
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"{path}: SEAHORSE release file not found (expected train.tsv, "
@@ -274,29 +303,11 @@ def read_release_split(
     if not lines or not lines[0].strip():
         raise ReleaseFormatError(f"{path}:1: the file is empty; expected a header row")
     _check_header(path, lines[0])
+    return lines, terminated
 
-    rows: list[SeahorseRow] = []
-    dropped: collections.Counter = collections.Counter()
-    escaped_rows = 0
-    for index in range(1, len(lines)):
-        line_number = index + 1
-        raw = lines[index].rstrip(b"\r")
-        if not raw.strip():
-            continue
-        is_unterminated_last = index == len(lines) - 1 and not terminated
-        try:
-            row, was_escaped = _parse_line(raw, is_unterminated_last)
-        except _MalformedRow as err:
-            if strict:
-                raise ReleaseFormatError(
-                    f"{path}:{line_number}: {err.detail} [{err.reason}]. {_LENIENT_HINT}"
-                ) from None
-            dropped[err.reason] += 1
-            logger.debug("%s:%d: skipped (%s): %s", path, line_number, err.reason, err.detail)
-            continue
-        escaped_rows += was_escaped
-        rows.append(dataclasses.replace(row, line=line_number))
 
+def _log_split(path: str, rows: list[SeahorseRow], dropped: collections.Counter,
+               escaped_rows: int) -> None:
     if escaped_rows:
         logger.info(
             "%s: decoded unicode escapes (\\uXXXX) in %d rows (early release download)",
@@ -313,7 +324,6 @@ def read_release_split(
         )
     else:
         logger.info("%s: read %d rows", path, len(rows))
-    return rows, dropped
 
 
 def iter_prepared(path: str | os.PathLike) -> Iterator[dict]:
@@ -327,29 +337,30 @@ def iter_prepared(path: str | os.PathLike) -> Iterator[dict]:
       FileNotFoundError: if `path` does not exist.
       ReleaseFormatError: on a line that is not a JSON object with those
         fields; the message names file and line.
+      TableFormatError: on a line that is not valid UTF-8.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"{path}: prepared split not found; run `seahorse-metrics prepare` first"
         )
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ReleaseFormatError(f"{path}:{line_number}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ReleaseFormatError(f"{path}:{line_number}: expected a JSON object")
-            missing = [k for k in PREPARED_FIELDS if k not in record]
-            if missing:
-                raise ReleaseFormatError(
-                    f"{path}:{line_number}: missing fields {missing}; re-run "
-                    "`seahorse-metrics prepare`"
-                )
-            yield record
+    # Lines decoded one by one: a BOM is accepted, bad UTF-8 names its line.
+    for line_number, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ReleaseFormatError(f"{path}:{line_number}: invalid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise ReleaseFormatError(f"{path}:{line_number}: expected a JSON object")
+        missing = [k for k in PREPARED_FIELDS if k not in record]
+        if missing:
+            raise ReleaseFormatError(
+                f"{path}:{line_number}: missing fields {missing}; re-run "
+                "`seahorse-metrics prepare`"
+            )
+        yield record
 
 
 def prepared_pairs(path: str | os.PathLike, question: int) -> list[RatedPair]:

@@ -58,13 +58,15 @@ def true_name(path: str | os.PathLike) -> str:
     return TRUE_FILE_NAMES.get(stem.lower(), stem)
 
 
-def read_true_file(path: str | os.PathLike, name: str | None = None) -> list[RatedPair]:
+def read_true_file(path: str | os.PathLike, name: str | None = None,
+                   encoding: str = "utf-8") -> list[RatedPair]:
     """Reads one TRUE CSV.
 
     Args:
       path: The CSV.
       name: Short name (default: `true_name(path)`); it is the pairs' source
         and the prefix of their ids.
+      encoding: Text encoding of the CSV (default UTF-8).
 
     Returns:
       RatedPairs in file order: id `"{name}-{line}"` (TRUE's own ids repeat,
@@ -79,7 +81,7 @@ def read_true_file(path: str | os.PathLike, name: str | None = None) -> list[Rat
     path = os.fspath(path)
     name = name or true_name(path)
     pairs = []
-    for line, row in read_table(path):
+    for line, row in read_table(path, encoding=encoding):
         for column in ("grounding", "generated_text", "label"):
             if column not in row:
                 raise TableFormatError(
@@ -137,7 +139,8 @@ def list_true_files(path_or_dir: str | os.PathLike) -> dict[str, str]:
     return by_name
 
 
-def read_true(path_or_dir: str | os.PathLike) -> dict[str, list[RatedPair]]:
+def read_true(path_or_dir: str | os.PathLike,
+              encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
     """Reads a TRUE CSV, or every `*.csv` of a directory, by short name.
 
     Raises:
@@ -146,4 +149,5 @@ def read_true(path_or_dir: str | os.PathLike) -> dict[str, list[RatedPair]]:
       ValueError: if two files map to the same short name.
       TableFormatError: for a malformed file (see `read_true_file`).
     """
-    return {name: read_true_file(file, name) for name, file in list_true_files(path_or_dir).items()}
+    return {name: read_true_file(file, name, encoding)
+            for name, file in list_true_files(path_or_dir).items()}

@@ -10,6 +10,9 @@ comma-separated options::
     aggrefact:FILE_OR_DIR[:split=test]        LLM-AggreFact, one column per dataset
     summac:FILE[:cut=test]                    SummaC benchmark rows, one column per dataset
 
+mface, true, ratings, aggrefact and summac files are read as UTF-8 unless an
+`encoding=E` option names their encoding (e.g. `true:csvs:encoding=latin-1`).
+
 SEAHORSE gives one benchmark per question (`seahorse/q4`; all six by
 default) on the `test` split of a prepared directory; `split=validation` or a
 path to a `.jsonl` split picks another. mFACE gives, for each of its three
@@ -42,8 +45,8 @@ BENCHMARK_KINDS = ("seahorse", "mface", "true", "ratings", "aggrefact", "summac"
 # Systems whose summaries are human-written references (model-only vs
 # reference-only breakdowns).
 REFERENCE_SYSTEMS = frozenset({"reference", "references", "human", "gold", "ref"})
-_QUESTION_TOKEN = re.compile(r"^q([1-6])$", re.IGNORECASE)
-_OPTION_TOKEN = re.compile(r"^(q[1-6]|[a-z_]+=.*)$", re.IGNORECASE)
+_QUESTION_TOKEN = re.compile(r"^q(\d+)$", re.IGNORECASE)
+_OPTION_TOKEN = re.compile(r"^(q\d+|[a-z_]+=.*)$", re.IGNORECASE)
 _SPEC_HELP = (
     "benchmark specs are seahorse:DIR[:q4], mface:FILE[:q1,q4,q6], true:DIR_OR_CSV, "
     "ratings:FILE[:rating=FIELD,threshold=T], aggrefact:FILE_OR_DIR[:split=dev|test], "
@@ -201,13 +204,17 @@ def parse_benchmark_spec(text: str) -> BenchmarkSpec:
         for token in tokens:
             match = _QUESTION_TOKEN.match(token)
             if match:
+                if int(match.group(1)) not in QUESTIONS:
+                    raise ValueError(f"bad benchmark spec {text!r}: unknown question {token}; "
+                                     f"the questions are q1 ... q{QUESTIONS[-1]}")
                 questions.append(int(match.group(1)))
             else:
                 key, _, value = token.partition("=")
                 options.append((key.lower(), value))
-    known = {"seahorse": {"split"}, "mface": {"threshold"}, "true": set(),
-             "ratings": {"rating", "premise", "hypothesis", "id", "question", "threshold"},
-             "aggrefact": {"split"}, "summac": {"cut"}}[kind]
+    known = {"seahorse": {"split"}, "mface": {"threshold", "encoding"}, "true": {"encoding"},
+             "ratings": {"rating", "premise", "hypothesis", "id", "question", "threshold",
+                         "encoding"},
+             "aggrefact": {"split", "encoding"}, "summac": {"cut", "encoding"}}[kind]
     unknown = sorted({key for key, _ in options} - known)
     if unknown:
         raise ValueError(
@@ -270,6 +277,7 @@ def _mface_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
         )
     threshold = _float_option(spec, "threshold")
     kwargs = {} if threshold is None else {"threshold": threshold}
+    kwargs["encoding"] = spec.option("encoding", "utf-8")
     subsets = (("mface-5lang", tuple(mface.SEAHORSE_SHARED_LANGS),
                 "the languages shared with SEAHORSE"), ("mface-all", None, "all languages"))
     benchmarks = []
@@ -293,7 +301,7 @@ def _true_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     return [
         Benchmark(name=f"true/{name}", family="true", column=name,
                   description=f"TRUE {name} ({spec.path})", items=tuple(items))
-        for name, items in sorted(read_true(spec.path).items())
+        for name, items in sorted(read_true(spec.path, spec.option("encoding", "utf-8")).items())
     ]
 
 
@@ -303,7 +311,8 @@ def _ratings_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"ratings file {spec.path} not found")
     fields = {"rating": "rating_field", "premise": "premise_field",
-              "hypothesis": "hypothesis_field", "id": "id_field", "question": "question_field"}
+              "hypothesis": "hypothesis_field", "id": "id_field", "question": "question_field",
+              "encoding": "encoding"}
     kwargs = {arg: spec.option(key) for key, arg in fields.items() if spec.option(key)}
     threshold = _float_option(spec, "threshold")
     if threshold is not None:
@@ -328,7 +337,7 @@ def _aggrefact_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
         raise ValueError(f"aggrefact:{spec.path}: split= needs a directory of split files, "
                          "not a file (the file is one split)")
     return _by_dataset("aggrefact", f"LLM-AggreFact {split} ({spec.path})",
-                       read_aggrefact(spec.path, split))
+                       read_aggrefact(spec.path, split, spec.option("encoding", "utf-8")))
 
 
 def _summac_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
@@ -337,7 +346,8 @@ def _summac_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"SummaC file {spec.path} not found")
     cut = spec.option("cut", "test")
-    return _by_dataset("summac", f"SummaC {cut} ({spec.path})", read_summac(spec.path, cut))
+    return _by_dataset("summac", f"SummaC {cut} ({spec.path})",
+                       read_summac(spec.path, cut, spec.option("encoding", "utf-8")))
 
 
 _LOADERS = {"seahorse": _seahorse_benchmarks, "mface": _mface_benchmarks,

@@ -24,15 +24,16 @@ or plain text with one number per line. The score column is COLUMN, else
 `score`, else the only numeric column that is not an id/label/rating field.
 With an `id` column, scores are aligned to items by id (and by `benchmark`
 too when that column exists, so one file can hold several benchmarks); a
-benchmark whose ids are all absent is reported as not covered by the metric,
-one with some ids missing is an error. Without an `id` column, rows align by
+benchmark whose ids are all absent is not covered by the metric (an error,
+unless partial coverage is allowed: then it is reported as not covered), one
+with some ids missing is an error. Without an `id` column, rows align by
 order and apply only to a benchmark with exactly as many items (use ids when
-evaluating several benchmarks).
+evaluating several benchmarks). A row with an `error` (as `seahorse-metrics
+score` writes for a row it could not score) has no score: NaN.
 """
 from __future__ import annotations
 
 import abc
-import csv
 import dataclasses
 import hashlib
 import json
@@ -57,8 +58,9 @@ _NON_SCORE_FIELDS = frozenset({
     "id", "gem_id", "benchmark", "label", "rating", "lang", "source", "system",
     "premise", "hypothesis", "article", "summary", "grounding", "generated_text",
     # The bookkeeping and ratings of a prepared SEAHORSE split.
-    "line", "split", "q1", "q2", "q3", "q4", "q5", "q6",
+    "line", "split", "q1", "q2", "q3", "q4", "q5", "q6", "error",
 })
+_ERROR_FIELD = "error"
 _SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,per_sentence=min|"
               "mean|share@T], baseline:rougeL|majority|length, scores:FILE[:COLUMN]")
 # Scorer settings a checkpoint spec may set, and how each is read.
@@ -67,7 +69,13 @@ _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 
 class MetricNotApplicable(Exception):
-    """The metric has no scores for a benchmark (e.g. a scores file for another set)."""
+    """The metric has no scores for a benchmark (e.g. the majority class of a
+    benchmark without binary labels)."""
+
+
+class MetricNotAligned(MetricNotApplicable):
+    """A scores file has no scores that line up with a benchmark's items: an
+    error unless the run allows partial coverage."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,6 +328,20 @@ class _ScoreTable:
     benchmarks: Optional[list]
 
 
+def _row_error(row: dict) -> Optional[str]:
+    """The row's `error` (as `seahorse-metrics score` writes it), or None."""
+    value = row.get(_ERROR_FIELD)
+    return None if value in (None, "") else str(value)
+
+
+def _row_score(row: dict, column: str, path: str, number: int) -> float:
+    """The row's score; NaN when the row has an error (a stale score beside
+    an error is never read)."""
+    if _row_error(row):
+        return math.nan
+    return _parse_number(row.get(column), path, number, column)
+
+
 def _parse_number(value, path: str, row: int, column: str) -> float:
     if value is None or (isinstance(value, str) and not value.strip()):
         return math.nan
@@ -329,30 +351,19 @@ def _parse_number(value, path: str, row: int, column: str) -> float:
         raise ValueError(f"{path}: row {row}: {column}={value!r} is not a number") from None
 
 
-def _read_rows(path: str) -> list[dict]:
-    ext = os.path.splitext(path)[1].lower()
-    with open(path, encoding="utf-8", newline="") as handle:
-        if ext == ".jsonl":
-            rows = []
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{path}: line {number}: invalid JSON ({error.msg})") from None
-                if not isinstance(record, dict):
-                    raise ValueError(f"{path}: line {number}: expected a JSON object")
-                rows.append(record)
-            return rows
-        if ext == ".json":
-            data = json.load(handle)
-            if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-                raise ValueError(f"{path}: expected a JSON list of objects")
-            return data
-        if ext in (".csv", ".tsv"):
-            return list(csv.DictReader(handle, delimiter="\t" if ext == ".tsv" else ","))
-        return [{"score": line.strip()} for line in handle if line.strip()]
+def _read_rows(path: str, encoding: str = "utf-8") -> list[dict]:
+    """The rows of a scores file: a table (see `seahorse_metrics.data.tables`)
+    or plain text with one number per line; a malformed row is an error."""
+    from seahorse_metrics.data import tables
+
+    if os.path.splitext(path)[1].lower() not in tables.TEXT_FORMATS:
+        return [{"score": text.strip()} for _, text in tables.text_lines(path, encoding)
+                if text.strip()]
+    rows, _ = tables.read_table_rows(path, encoding=encoding)
+    for row in rows:
+        if row.error is not None:
+            raise ValueError(f"{path}:{row.lines}: {row.error}")
+    return [row.record for row in rows]
 
 
 def _choose_column(rows: list[dict], requested: Optional[str], path: str) -> str:
@@ -405,8 +416,12 @@ def read_score_table(path: str, column: Optional[str] = None) -> _ScoreTable:
     if not rows:
         raise ValueError(f"{path}: no rows")
     chosen = _choose_column(rows, column, path)
-    scores = [_parse_number(row.get(chosen), path, number, chosen)
-              for number, row in enumerate(rows, start=1)]
+    scores = [_row_score(row, chosen, path, number) for number, row in enumerate(rows, start=1)]
+    failed = [number for number, row in enumerate(rows, start=1) if _row_error(row)]
+    if failed:
+        logger.warning("%s: %d rows have an %r (first: row %d: %s) and no score; they count as "
+                       "NaN (--drop_nan leaves them out)", path, len(failed), _ERROR_FIELD,
+                       failed[0], _row_error(rows[failed[0] - 1]))
     has_ids = all(row.get("id") not in (None, "") for row in rows)
     ids = [str(row["id"]) for row in rows] if has_ids else _prepared_ids(rows)
     has_ids = ids is not None
@@ -449,7 +464,7 @@ class ScoresFileMetric(Metric):
         path = self.spec.argument
         if table.ids is None:
             if len(table.scores) != len(benchmark):
-                raise MetricNotApplicable(
+                raise MetricNotAligned(
                     f"{path} has {len(table.scores)} rows and no id column; {benchmark.name} "
                     f"has {len(benchmark)} items (add an id column to align by id)")
             return np.array(table.scores, dtype=np.float64)
@@ -460,7 +475,7 @@ class ScoresFileMetric(Metric):
             lookup = dict(zip(table.ids, table.scores))
         missing = [item_id for item_id in benchmark.ids if item_id not in lookup]
         if len(missing) == len(benchmark):
-            raise MetricNotApplicable(f"{path} has no scores for the ids of {benchmark.name}")
+            raise MetricNotAligned(f"{path} has no scores for the ids of {benchmark.name}")
         if missing:
             raise ValueError(
                 f"{path}: no score for {len(missing)} of {len(benchmark)} items of "

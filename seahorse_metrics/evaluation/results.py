@@ -41,6 +41,9 @@ class EvaluationConfig:
         the same name).
       browser_rows: Items per benchmark in report.html's table (a sample
         when there are more; 0 = no table).
+      allow_partial_coverage: Report a scores-file metric that has no scores
+        for a benchmark as "not covered" instead of failing (it must still
+        cover at least one benchmark).
     """
 
     n_resamples: int = stats.DEFAULT_RESAMPLES
@@ -54,6 +57,7 @@ class EvaluationConfig:
     threshold_objective: str = "balanced_accuracy"
     threshold_scope: str = "metric"
     browser_rows: int = DEFAULT_BROWSER_ROWS
+    allow_partial_coverage: bool = False
 
     def __post_init__(self):
         thresholds_lib.check_objective(self.threshold_objective)

@@ -31,7 +31,8 @@ import numpy as np
 from seahorse_metrics.evaluation import stats
 from seahorse_metrics.evaluation.benchmarks import Benchmark, load_benchmarks, subset_of
 from seahorse_metrics.evaluation.cache import ScoreCache
-from seahorse_metrics.evaluation.metrics import Metric, MetricNotApplicable, build_metrics
+from seahorse_metrics.evaluation.metrics import (Metric, MetricNotAligned, MetricNotApplicable,
+                                                 build_metrics)
 from seahorse_metrics.evaluation.report import write_report
 from seahorse_metrics.evaluation.results import (TUNED_STATISTIC, Comparison, EvaluationConfig,
                                                  EvaluationReport, MetricResult)
@@ -264,6 +265,39 @@ def _macro_averages(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric], 
     return macro
 
 
+def _score_all(source: ScoreSource, metrics: Sequence[Metric], benchmarks: Sequence[Benchmark],
+               config: EvaluationConfig) -> tuple[dict, dict]:
+    """Scores metric by metric (one checkpoint in memory at a time); returns
+    the "not covered" results and the scores, by (metric, benchmark).
+
+    Raises:
+      ValueError: for a scores file that cannot be aligned with a benchmark
+        (unless `config.allow_partial_coverage`), or with any benchmark.
+    """
+    results, all_scores = {}, {}
+    for metric in metrics:
+        unaligned = []
+        for benchmark in benchmarks:
+            key = (metric.name, benchmark.name)
+            try:
+                all_scores[key] = source.scores(metric, benchmark)
+            except MetricNotApplicable as reason:
+                if isinstance(reason, MetricNotAligned):
+                    if not config.allow_partial_coverage:
+                        raise ValueError(
+                            f"metric {metric.name} cannot be aligned with {benchmark.name}: "
+                            f"{reason}; give it scores for every benchmark, or pass "
+                            "--allow_partial_coverage to report it as not covered") from None
+                    unaligned.append(f"{benchmark.name}: {reason}")
+                logger.info("metric %s does not cover %s: %s", metric.name, benchmark.name, reason)
+                results[key] = MetricResult(metric.name, benchmark.name, 0,
+                                            note=f"not covered: {reason}")
+        if unaligned and len(unaligned) == len(benchmarks):
+            raise ValueError(f"metric {metric.name} covers none of the benchmarks "
+                             f"({'; '.join(unaligned)}); check its file and ids")
+    return results, all_scores
+
+
 def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
              config: EvaluationConfig = EvaluationConfig(), *,
              cache: Optional[ScoreCache] = None,
@@ -284,7 +318,9 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
 
     Raises:
       ValueError: Unknown metric names in `compare`, NaN scores without
-        `drop_nan`, or a metric returning the wrong number of scores.
+        `drop_nan`, a metric returning the wrong number of scores, or a
+        scores file that cannot be aligned with a benchmark (without
+        `allow_partial_coverage`).
     """
     names = [m.name for m in metrics]
     for pair in compare:
@@ -293,18 +329,8 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
             raise ValueError(f"--compare {list(pair)}: needs two different metric names "
                              f"from {names}")
     source = ScoreSource(cache if config.use_cache else None)
-    results, all_scores = {}, {}
-    # Score metric by metric (one checkpoint in memory at a time), then compute
-    # statistics benchmark by benchmark (every metric reuses its resamples).
-    for metric in metrics:
-        for benchmark in benchmarks:
-            key = (metric.name, benchmark.name)
-            try:
-                all_scores[key] = source.scores(metric, benchmark)
-            except MetricNotApplicable as reason:
-                logger.info("metric %s does not cover %s: %s", metric.name, benchmark.name, reason)
-                results[key] = MetricResult(metric.name, benchmark.name, 0,
-                                            note=f"not covered: {reason}")
+    results, all_scores = _score_all(source, metrics, benchmarks, config)
+    # Statistics benchmark by benchmark (every metric reuses its resamples).
     for benchmark in benchmarks:
         for metric in metrics:
             key = (metric.name, benchmark.name)

@@ -72,7 +72,7 @@ from seahorse_metrics.data.inputs import TruncationStats
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.scoring.pipeline import Example, ScoringStats
-from seahorse_metrics.scoring.records import ERROR_FIELD
+from seahorse_metrics.scoring.records import ERROR_FIELD, renamed_input_fields
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class ScoringJob:
       id_field: Input field with each row's id, or None (`row_id` is `file:line`).
       decisions: Output column -> threshold of its yes/no `<column>_decision`
         column (`score --threshold`); empty for none.
+      encoding, quoting: How the inputs are read (`files.read_rows`).
     """
 
     inputs: tuple[str, ...]
@@ -119,6 +120,8 @@ class ScoringJob:
     fields: dict
     id_field: Optional[str] = None
     decisions: dict = dataclasses.field(default_factory=dict)
+    encoding: str = "utf-8"
+    quoting: str = "auto"
 
     @property
     def shards(self) -> str:
@@ -199,7 +202,8 @@ def plan_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
              scorer_options: Optional[Mapping[str, Any]] = None,
              fields: Optional[Mapping[str, Optional[str]]] = None,
              id_field: Optional[str] = None,
-             thresholds: Optional[Mapping[str, float]] = None) -> ScoringJob:
+             thresholds: Optional[Mapping[str, float]] = None, encoding: str = "utf-8",
+             quoting: str = "auto") -> ScoringJob:
     """Matches the inputs and checks the formats; loads nothing.
 
     Raises:
@@ -217,7 +221,8 @@ def plan_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
                       scorer_options=scorer_options,
                       fields=dict(DEFAULT_FIELDS if fields is None else fields),
                       id_field=id_field,
-                      decisions={str(k): float(v) for k, v in (thresholds or {}).items()})
+                      decisions={str(k): float(v) for k, v in (thresholds or {}).items()},
+                      encoding=encoding, quoting=quoting)
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
@@ -383,7 +388,8 @@ class ReadWindows(beam.DoFn):
         with _local_copy(path) as local:
             try:
                 for index, items in itertools.groupby(
-                        files.read_rows(local), key=lambda item: item.row // self.job.window_size):
+                        files.read_rows(local, self.job.encoding, self.job.quoting),
+                        key=lambda item: item.row // self.job.window_size):
                     items = list(items)
                     self._check_ids(path, items)
                     rows, windows = rows + len(items), windows + 1
@@ -474,7 +480,7 @@ def score_window(scorer, window: Window, job: ScoringJob) -> WindowScores:
     entries = {}
     for group in scorer.run([examples], stats=stats):
         for result in group:
-            entries[result.key] = files._entry(result, scorer.names, job.columns)
+            entries[result.key] = files.result_entry(result, scorer.names, job.columns)
     return WindowScores(entries, errors, stats, time.perf_counter() - start, scorer.metadata())
 
 
@@ -526,6 +532,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
               "settings": scores.settings}
     # The entries, records and writer of `score` (files.py): one output policy.
     records, input_columns = [], {}
+    added = files.output_columns([], job.columns, job.per_sentence, decisions=job.decisions)
     for item in window.rows:
         entry = scores.entries.get(item.row)
         if entry is None:
@@ -537,11 +544,13 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
             counts["chunked"] += int(entry.get("chunked", False))
         counts["rows"] += 1
         named = dataclasses.replace(item, record=_with_row_id(item, window.path, job))
-        input_columns.update(dict.fromkeys(named.record))
-        records.append(files._output_record(named, entry, job.decisions))
+        # Output fields are written fresh: input fields of those names are renamed, as in score.
+        renamed = renamed_input_fields(named.record, added)
+        input_columns.update(dict.fromkeys(renamed.get(c, c) for c in named.record))
+        records.append(files.output_record(named, entry, renamed, job.decisions))
     buffer = io.StringIO()
-    writer = files._OutputWriter(buffer, job.kind, files._output_columns(
-        list(input_columns), job.columns, job.per_sentence, job.decisions))
+    writer = files._OutputWriter(buffer, job.kind, files.output_columns(
+        list(input_columns), job.columns, job.per_sentence, decisions=job.decisions))
     for record in records:
         writer.write(record)
     return buffer.getvalue(), counts
@@ -779,7 +788,8 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
                 scorer_options: Optional[Mapping[str, Any]] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 id_field: Optional[str] = None, pipeline_args: Sequence[str] = (),
-                thresholds: Optional[Mapping[str, float]] = None,
+                thresholds: Optional[Mapping[str, float]] = None, encoding: str = "utf-8",
+                quoting: str = "auto",
                 merge: bool = False, overwrite: bool = False,
                 show_progress: Optional[bool] = None,
                 make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler) -> dict:
@@ -799,6 +809,7 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
       pipeline_args: Beam pipeline options (`--runner=...`, the runner's own).
       thresholds: Output column -> decision threshold: adds a yes/no
         `<column>_decision` column per metric named (as `score --threshold`).
+      encoding, quoting: How the inputs are read (as `score --encoding/--quoting`).
       merge: Also write every row to `output`, in input order.
       overwrite: Discard shards, metadata and output of an earlier run.
       show_progress: Progress bar of the rows written (default: on a terminal).
@@ -815,7 +826,7 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
     """
     check_pipeline_args(pipeline_args)
     job = plan_job(inputs, output, checkpoints, scorer_options=scorer_options, fields=fields,
-                   id_field=id_field, thresholds=thresholds)
+                   id_field=id_field, thresholds=thresholds, encoding=encoding, quoting=quoting)
     fingerprint = _fingerprint(job)
     meta = _previous_run(job, fingerprint, overwrite)
     if meta is None:
@@ -846,7 +857,7 @@ def _fingerprint(job: ScoringJob) -> dict:
     return json.loads(json.dumps({
         "inputs": inputs, "output_format": job.kind, "checkpoints": job.checkpoints,
         "scorer_options": job.scorer_options, "fields": job.fields, "id_field": job.id_field,
-        "decisions": job.decisions,
+        "decisions": job.decisions, "encoding": job.encoding, "quoting": job.quoting,
     }, default=str))
 
 
@@ -969,10 +980,10 @@ def _merge_delimited(job: ScoringJob, paths: Sequence[str], handle) -> None:
     the added ones, as `score` orders them."""
     delimiter = "\t" if job.kind == "tsv" else ","
     headers = [_shard_header(path, delimiter) for path in paths]
-    added = set(files._output_columns([], job.columns, job.per_sentence, job.decisions))
+    added = set(files.output_columns([], job.columns, job.per_sentence, decisions=job.decisions))
     input_columns = dict.fromkeys(c for header in headers for c in header if c not in added)
-    header = files._output_columns(list(input_columns), job.columns, job.per_sentence,
-                                   job.decisions)
+    header = files.output_columns(list(input_columns), job.columns, job.per_sentence,
+                                  decisions=job.decisions)
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
     writer = files._OutputWriter(text, job.kind, header)
     same = all(h == header for h in headers)

@@ -50,7 +50,8 @@ from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.pipeline import (Example, ExampleResult, ScoringPipeline,
                                                ScoringStats, in_input_order, windows_of)
-from seahorse_metrics.scoring.records import ERROR_FIELD, BadRecord, record_fields
+from seahorse_metrics.scoring.records import (ERROR_FIELD, BadRecord, record_fields,
+                                              renamed_input_fields, with_renamed_fields)
 from seahorse_metrics.scoring.units import InputSettings
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,9 @@ def _shared_question_template(checkpoints: Mapping[str, str]) -> str:
 
 
 def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"checkpoint directory {path} does not exist" if not
+                                os.path.exists(path) else f"checkpoint {path} is not a directory")
     vocab_path = vocab or find_vocabulary(path)
     if vocab_path is None:
         raise FileNotFoundError(
@@ -425,7 +429,8 @@ class MultiScorer:
 
         Each yielded record is a copy of the input with a score field per
         metric (`fields[name]`, default the metric name), and with
-        `per_sentence` a `<field>_sentences` list and a `sentences` list.
+        `per_sentence` a `<field>_sentences` list and a `sentences` list;
+        input fields of those names (or `error`) are kept as `input_<name>`.
         A record that cannot be scored (missing, empty or non-text field)
         is yielded with an `error` field instead, and logged. Memory stays
         bounded: about one window of records is held at a time.
@@ -460,9 +465,12 @@ class MultiScorer:
                 yield Example(index, *texts)
 
         results = self.run(windows_of(examples(), self.window_size), batch_size, stats)
+        written = self._output_fields(fields)
         for result in in_input_order(_with_errors(results, errors), pending):
-            record = dict(held.pop(result.key)) if isinstance(held[result.key], Mapping) else {
-                "record": held.pop(result.key)}
+            record = held.pop(result.key)
+            record = (dict(record) if isinstance(record, Mapping) else {"record": record})
+            # Output fields are fresh: the record's own fields of those names are renamed.
+            record = with_renamed_fields(record, renamed_input_fields(record, written))
             if result.key in errors:
                 record[ERROR_FIELD] = errors.pop(result.key)
             else:
@@ -470,6 +478,12 @@ class MultiScorer:
             yield record
         stats.log(self.settings.max_input_length)
         self._merge_stats(stats)
+
+    def _output_fields(self, fields: Mapping[str, str]) -> list[str]:
+        written = list(fields.values()) + [ERROR_FIELD]
+        if self.settings.per_sentence:
+            written += [f"{field}_sentences" for field in fields.values()] + [SENTENCES_FIELD]
+        return written
 
     def _result_fields(self, result: ExampleResult, fields: Mapping[str, str]) -> dict:
         values = {}

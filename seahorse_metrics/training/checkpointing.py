@@ -4,7 +4,10 @@
 same step and atomically, the train state (params, optimizer state, step,
 dropout key) and a small JSON record of the data position and the
 best-so-far validation result; the last `keep` are kept. Restarting a run on
-the same MODEL_DIR restores the latest one and continues exactly.
+the same MODEL_DIR restores the latest one and continues exactly; a
+checkpoint that cannot be read (a file cut short or damaged) is moved to
+`MODEL_DIR/checkpoints_damaged/` with a warning saying why, and the next
+older one is used.
 
 `MODEL_DIR/best/` is a standalone scoring checkpoint (the project's own
 format, `seahorse_metrics.checkpoints.save_checkpoint`, plus the vocabulary
@@ -79,6 +82,49 @@ class RunCheckpoints:
             ),
         )
         return restored[STATE_ITEM], dict(restored[RECORD_ITEM])
+
+    def restore_latest(self, abstract_state) -> Optional[tuple[int, Any, dict[str, Any]]]:
+        """(step, state, record) of the newest checkpoint that can be read, or None.
+
+        A checkpoint that fails to restore is moved aside (see the module
+        docstring) and the next older one is tried.
+
+        Raises:
+          CheckpointError: if there are checkpoints and none can be read (they
+            are moved aside, so a rerun starts over).
+        """
+        failures = []
+        for step in sorted(self._manager.all_steps(), reverse=True):
+            try:
+                state, record = self.restore(step, abstract_state)
+            except Exception as error:  # Orbax/TensorStore raise many types for damaged files
+                reason = " ".join(str(error).split())[:300] or type(error).__name__
+                failures.append(f"step {step}: {type(error).__name__}: {reason}")
+                moved = self._set_aside(step)
+                logger.warning("Checkpoint step %d of %s cannot be read (%s: %s); moved it to %s "
+                               "and trying the previous one.", step, self.directory,
+                               type(error).__name__, reason, moved)
+                continue
+            return step, state, record
+        if failures:
+            raise checkpoint_formats.CheckpointError(
+                f"none of the checkpoints in {self.directory} can be read ({'; '.join(failures)});"
+                f" they were moved to {self.directory}_damaged, so running again starts over")
+        return None
+
+    def _set_aside(self, step: int) -> str:
+        """Moves a damaged step out of the manager's directory; returns where."""
+        target = os.path.join(f"{self.directory}_damaged", str(step))
+        if jax.process_index() == 0:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            suffix = 1
+            while os.path.exists(target):
+                suffix += 1
+                target = os.path.join(f"{self.directory}_damaged", f"{step}.{suffix}")
+            os.replace(os.path.join(self.directory, str(step)), target)
+        _barrier(f"checkpoint_set_aside_{step}")
+        self._manager.reload()
+        return target
 
     def wait(self) -> None:
         """Blocks until pending saves are on disk."""

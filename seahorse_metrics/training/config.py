@@ -8,9 +8,12 @@ matter.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import os
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import gin
 import gin.config_parser
@@ -20,6 +23,9 @@ from seahorse_metrics.training.optimizers import OptimizerConfig
 # The repository root holding gin/, so `include 'gin/models/tiny.gin'` and
 # `--gin_file=gin/runs/finetune.gin` resolve from any working directory.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The sample's backbone, shipped inside the package (see `sample_backbone`).
+BACKBONE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                            "backbone")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +81,9 @@ class TrainConfig:
       log_every: Write train metrics every this many steps.
       data_cache_dir: Where materialised splits are cached; None uses
         MODEL_DIR/data.
+      allow_config_change: Let a run resume MODEL_DIR with other values of
+        `CHANGEABLE_ON_RESUME` (train_steps, ...) than it was started with.
+        Other settings change what is trained and can never differ.
     """
 
     model_dir: str
@@ -106,6 +115,7 @@ class TrainConfig:
     eval_max_examples: Optional[int] = None
     log_every: int = 50
     data_cache_dir: Optional[str] = None
+    allow_config_change: bool = False
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -145,6 +155,31 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+# Settings a resumed run may change (with allow_config_change=True): they
+# decide how long and how often the run works, or where it reads from, not
+# what one training step computes.
+CHANGEABLE_ON_RESUME = ("train_steps", "checkpoint_every", "keep_checkpoints", "eval_every",
+                        "eval_batch_size", "log_every", "data_dir", "data_cache_dir",
+                        "model_parallel")
+_NOT_COMPARED = ("model_dir", "allow_config_change")
+
+
+def config_differences(saved: Mapping[str, Any], config: TrainConfig) -> dict[str, tuple]:
+    """{field: (saved value, value now)} for the settings that differ.
+
+    Args:
+      saved: A run's `train_config.json` (`TrainConfig.to_json()` as JSON).
+      config: The configuration of the run about to start.
+
+    A field the saved file lacks (written by an older version) counts as its
+    default.
+    """
+    current = json.loads(json.dumps(config.to_json(), default=str))
+    defaults = json.loads(json.dumps(TrainConfig(model_dir="-", task="-").to_json(), default=str))
+    return {name: (saved.get(name, defaults.get(name)), value) for name, value in current.items()
+            if name not in _NOT_COMPARED and saved.get(name, defaults.get(name)) != value}
+
+
 # --------------------------------------------------------------------------
 # Gin.
 
@@ -153,6 +188,16 @@ class TrainConfig:
 # picks up bindings left over from an earlier gin parse.
 _GIN_TRAIN_CONFIG = gin.external_configurable(TrainConfig, name="TrainConfig")
 gin.external_configurable(OptimizerConfig, name="OptimizerConfig")
+
+
+@gin.configurable
+def sample_backbone() -> str:
+    """The demo's backbone as installed with the package (its absolute path).
+
+    `gin/runs/demo.gin` binds `INIT_CHECKPOINT = @sample_backbone()`, so the
+    demo trains from any working directory.
+    """
+    return BACKBONE_DIR
 
 
 def binding_from_flag(name: str, value: str) -> str:
@@ -196,14 +241,35 @@ def resolve_gin_file(path: str) -> str:
     )
 
 
+class _GinPackageLookupFilter(logging.Filter):
+    """Drops gin's log lines about looking up an include as a Python package
+    resource (`ERROR ... Path not found: gin/models/tiny.gin`) before it finds
+    the file under the repository root: noise, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.pathname.endswith(os.path.join("gin", "resource_reader.py"))
+
+
+@contextlib.contextmanager
+def _quiet_gin_lookups() -> Iterator[None]:
+    root = logging.getLogger()  # gin logs through the root logger
+    quiet = _GinPackageLookupFilter()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
+
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str] = ()) -> None:
     """Replaces the gin bindings by those of `gin_files` then `bindings`."""
     gin.clear_config()
     if os.path.isdir(os.path.join(REPO_ROOT, "gin")):
         gin.add_config_file_search_path(REPO_ROOT)
-    gin.parse_config_files_and_bindings(
-        [resolve_gin_file(f) for f in gin_files], list(bindings), finalize_config=False
-    )
+    with _quiet_gin_lookups():
+        gin.parse_config_files_and_bindings(
+            [resolve_gin_file(f) for f in gin_files], list(bindings), finalize_config=False
+        )
 
 
 def config_from_gin(gin_files: Sequence[str], bindings: Sequence[str] = ()) -> TrainConfig:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -133,10 +132,11 @@ class ExampleSet:
         return dataclasses.replace(self, labels=labels)
 
     def save(self, path: str) -> None:
-        """Writes the set as one .npz file, atomically."""
+        """Writes the set as one .npz file, atomically, with the umask's permissions."""
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, suffix=".npz.tmp", delete=False) as f:
+        temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        with open(temporary, "wb") as f:
             np.savez(
                 f,
                 input_tokens=self.input_tokens,
@@ -146,7 +146,7 @@ class ExampleSet:
                 labels=self.labels,
                 ids=np.asarray(self.ids, dtype=str),
             )
-        os.replace(f.name, path)
+        os.replace(temporary, path)
 
     @classmethod
     def load(cls, path: str) -> "ExampleSet":

@@ -6,12 +6,15 @@ that does nothing, so the training loop never asks which process it is on.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
 from typing import Any, Mapping, Optional
 
 import tqdm
+
+logger = logging.getLogger(__name__)
 
 LOG_FILE = "train_log.jsonl"
 
@@ -26,23 +29,31 @@ class MetricsWriter:
     """Appends metrics to MODEL_DIR/train_log.jsonl and TensorBoard events.
 
     Each JSONL line is `{"step": s, "split": "train"|"validation", ...}`;
-    TensorBoard gets the same scalars under `<split>/<name>`.
+    TensorBoard gets the same scalars under `<split>/<name>`. A run that
+    starts at `start_step` (a resume) first drops the records of later steps
+    that an interrupted run had logged, since those steps are done again:
+    each step appears once in the log.
 
     Args:
       model_dir: The run directory.
       enabled: False on every process but the first.
+      start_step: The step the run starts from (0 for a new run).
     """
 
-    def __init__(self, model_dir: str, enabled: bool = True):
+    def __init__(self, model_dir: str, enabled: bool = True, start_step: int = 0):
         self.enabled = enabled
         self._log = None
         self._tensorboard = None
         if enabled:
             os.makedirs(model_dir, exist_ok=True)
-            self._log = open(os.path.join(model_dir, LOG_FILE), "a", encoding="utf-8")
+            path = os.path.join(model_dir, LOG_FILE)
+            dropped = _drop_records_after(path, start_step)
+            self._log = open(path, "a", encoding="utf-8")
             from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
-            self._tensorboard = SummaryWriter(os.path.join(model_dir, "tensorboard"))
+            # purge_step: TensorBoard hides the earlier run's events of the redone steps.
+            self._tensorboard = SummaryWriter(os.path.join(model_dir, "tensorboard"),
+                                              purge_step=start_step + 1 if dropped else None)
 
     def write(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
         """Records `metrics` of `split` at `step`."""
@@ -67,6 +78,33 @@ class MetricsWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _drop_records_after(path: str, step: int) -> int:
+    """Rewrites the log without records of steps after `step`; returns how many
+    were dropped. A torn last line (a killed run) is dropped too."""
+    if not os.path.exists(path):
+        return 0
+    kept, dropped, unterminated = [], 0, False
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                dropped += 1
+                continue
+            if isinstance(record, dict) and int(record.get("step", 0)) > step:
+                dropped += 1
+            else:
+                unterminated |= not line.endswith("\n")
+                kept.append(line if line.endswith("\n") else line + "\n")
+    if dropped or unterminated:
+        logger.info("%s: dropping %d records after step %d (those steps run again)", path,
+                    dropped, step)
+        with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
+            handle.writelines(kept)
+        os.replace(f"{path}.tmp", path)
+    return dropped
 
 
 class Throughput:

@@ -29,12 +29,16 @@ from seahorse_metrics.training import sharding as sharding_lib
 from seahorse_metrics.training import step as step_lib
 from seahorse_metrics.training import summaries
 from seahorse_metrics.training import validation
-from seahorse_metrics.training.config import TrainConfig, config_from_gin
+from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig, config_differences,
+                                               config_from_gin)
 from seahorse_metrics.training.data import ExampleSet, StreamPosition
 
 logger = logging.getLogger(__name__)
 
 TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
+CHECKPOINTS_DIR = "checkpoints"
+# The run's settings, compared on resume (config.gin holds them as gin).
+CONFIG_JSON = "train_config.json"
 # Embedding rows are rounded up to a multiple of this (as mT5's 250112).
 VOCAB_MULTIPLE = 128
 
@@ -237,10 +241,10 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
 def _start(run: _Run, run_checkpoints: checkpointing.RunCheckpoints):
     """The state, stream position and best record to start from."""
     config, plan = run.config, run.plan
-    latest = run_checkpoints.latest_step()
-    if latest is not None:
-        logger.info("Resuming from step %d of %s.", latest, run_checkpoints.directory)
-        state, record = run_checkpoints.restore(latest, plan.abstract_state)
+    restored = run_checkpoints.restore_latest(plan.abstract_state)
+    if restored is not None:
+        step, state, record = restored
+        logger.info("Resuming from step %d of %s.", step, run_checkpoints.directory)
         return state, StreamPosition.from_json(record["stream"]), record.get("best")
     return plan.init_state(config.seed, run.host_params), StreamPosition(), None
 
@@ -374,12 +378,53 @@ def _write_run_file(config: TrainConfig, name: str, text: str) -> None:
 
 
 def _write_config(config: TrainConfig) -> None:
-    _write_run_file(config, "train_config.json",
+    _write_run_file(config, CONFIG_JSON,
                     json.dumps(config.to_json(), indent=2, sort_keys=True, default=str))
 
 
 def _write_operative_config(config: TrainConfig) -> None:
     _write_run_file(config, "config.gin", gin.operative_config_str())
+
+
+def _has_checkpoints(model_dir: str) -> bool:
+    directory = os.path.join(model_dir, CHECKPOINTS_DIR)
+    return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
+
+
+def check_resume(config: TrainConfig) -> None:
+    """Refuses to resume MODEL_DIR under settings other than its saved ones.
+
+    The run's settings are saved in MODEL_DIR/train_config.json (and as gin
+    in config.gin). A resume that would train another task, model,
+    vocabulary, data layout, optimizer, ... is refused; a change of
+    `CHANGEABLE_ON_RESUME` (train_steps, ...) needs `allow_config_change`.
+
+    Raises:
+      ValueError: listing the differences and what to do.
+    """
+    saved_path = os.path.join(config.model_dir, CONFIG_JSON)
+    if not _has_checkpoints(config.model_dir):
+        return
+    if not os.path.isfile(saved_path):
+        logger.warning("%s has checkpoints but no %s; resuming without checking that the "
+                       "settings are the same.", config.model_dir, CONFIG_JSON)
+        return
+    with open(saved_path, encoding="utf-8") as handle:
+        differences = config_differences(json.load(handle), config)
+    listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in differences.items())
+    fixed = [name for name in differences if name not in CHANGEABLE_ON_RESUME]
+    if fixed:
+        raise ValueError(
+            f"{config.model_dir} holds a run trained with other settings ({listed}); "
+            f"{', '.join(fixed)} change what is trained, so it cannot resume with them: train "
+            "in a new MODEL_DIR, or rerun with the settings in "
+            f"{os.path.join(config.model_dir, 'config.gin')}")
+    if differences and not config.allow_config_change:
+        raise ValueError(
+            f"{config.model_dir} holds a run started with other settings ({listed}); to resume "
+            "it with these, pass --gin.TrainConfig.allow_config_change=True")
+    if differences:
+        logger.warning("Resuming %s with changed settings: %s.", config.model_dir, listed)
 
 
 def train_from_gin(
@@ -398,10 +443,14 @@ def train_from_gin(
 
     Returns:
       The TrainResult.
+
+    Raises:
+      ValueError: see `train`.
     """
     config = config_from_gin(gin_files, bindings)
+    check_resume(config)
     _write_operative_config(config)
-    return train(config, examples)
+    return _train(config, examples)
 
 
 def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = None) -> TrainResult:
@@ -417,17 +466,26 @@ def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = No
 
     Raises:
       NonFiniteLossError: The loss became NaN/inf (the message names the step).
-      ValueError: Inconsistent configuration or data.
+      ValueError: Inconsistent configuration or data, or a MODEL_DIR whose
+        run was started with other settings (see `check_resume`).
+      CheckpointError: MODEL_DIR has checkpoints and none can be read.
     """
+    check_resume(config)
+    return _train(config, examples)
+
+
+def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) -> TrainResult:
     _write_config(config)
     run = _prepare_run(config, examples)
     run_checkpoints = checkpointing.RunCheckpoints(
-        os.path.join(config.model_dir, "checkpoints"), config.keep_checkpoints
+        os.path.join(config.model_dir, CHECKPOINTS_DIR), config.keep_checkpoints
     )
     best_keeper = checkpointing.BestCheckpoint(os.path.join(config.model_dir, "best"), run.vocabulary_path)
     try:
         state, position, best = _start(run, run_checkpoints)
-        with summaries.MetricsWriter(config.model_dir, enabled=jax.process_index() == 0) as writer:
+        start_step = int(jax.device_get(state.step))
+        with summaries.MetricsWriter(config.model_dir, enabled=jax.process_index() == 0,
+                                     start_step=start_step) as writer:
             loop = _Loop(run, run_checkpoints, writer, best_keeper, state, position, best)
             loop.run_steps()
         run_checkpoints.wait()

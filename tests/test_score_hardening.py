@@ -1,0 +1,240 @@
+"""`seahorse-metrics score` with bad inputs, stale columns, and two runs on one output.
+
+Issue 19's points 1, 3, 4, 5, 6, 8 and 9 as they concern scoring files; the
+tiny random model scores (its numbers do not matter, only that every row is
+accounted for).
+"""
+import json
+import os
+import threading
+
+import pytest
+
+from seahorse_metrics import MultiScorer
+from seahorse_metrics.cli import main as cli_main
+from seahorse_metrics.evaluation.metrics import read_score_table
+from seahorse_metrics.scoring import files
+
+FAST = {"xla_backend_optimization_level": 0}
+ARGS = ["--max_input_length", "64", "--buckets", "64", "--batch_size", "4", "--window_size", "8",
+        "--no_progress"]
+
+
+def score(checkpoint, source, output, *extra):
+    return cli_main(["score", "--checkpoint", checkpoint, "--input", str(source), "--output",
+                     str(output)] + ARGS + list(extra))
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("error: "), err
+    assert "Traceback" not in "\n".join(err)
+    return err[-1]
+
+
+@pytest.fixture(scope="module")
+def scorer(tiny_hf_dir):
+    return MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(64,),
+                            batch_size=4, window_size=8, compiler_options=FAST)
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                    encoding="utf-8")
+    return path
+
+
+PAIRS = [{"article": f"the fox number {i} jumps over the dog.", "summary": f"fox {i} jumps."}
+         for i in range(20)]
+
+
+# ---------------------------------------------------------------- point 1
+def test_a_stray_quote_in_a_tsv_input_does_not_swallow_rows(tmp_path, tiny_hf_dir):
+    source = tmp_path / "in.tsv"
+    source.write_text("article\tsummary\n"
+                      "The fox jumps.\t\"A fox, he said.\n"
+                      "The dog sleeps.\tA dog sleeps.\n"
+                      "The cat runs.\tIt ran\".\n"
+                      "The owl sees.\tAn owl.\n", encoding="utf-8")
+    output = tmp_path / "out.tsv"
+    assert score(tiny_hf_dir, source, output) == 0
+    meta = json.load(open(str(output) + files.META_SUFFIX))
+    assert meta["rows"]["rows"] == meta["rows"]["scored"] == 4
+    assert meta["input_table"]["quoting"] == "none" and meta["input_table"]["lines"] == 5
+    lines = output.read_text(encoding="utf-8").splitlines()
+    # The summary with the quote is written back quoted, so it reads back exactly.
+    assert len(lines) == 5 and lines[1].split("\t")[1] == '"""A fox, he said."'
+
+
+# ---------------------------------------------------------------- point 3
+def test_output_columns_are_fresh_and_evaluate_never_reads_an_error_as_a_score(tmp_path, scorer):
+    source = write_jsonl(tmp_path / "in.jsonl", [
+        {"article": "a fox.", "summary": "a fox.", "score": 0.5, "error": "old error"},
+        {"article": "a dog.", "summary": "", "score": 0.9},
+        {"article": "a cat.", "summary": "a cat.", "id": "c"},
+    ])
+    output = tmp_path / "out.jsonl"
+    summary = files.score_file(scorer, str(source), str(output), show_progress=False)
+    assert summary["renamed_input_columns"] == {"score": "input_score", "error": "input_error"}
+    rows = read_jsonl(output)
+    assert rows[0]["score"] != 0.5 and "error" not in rows[0]
+    assert rows[0]["input_score"] == 0.5 and rows[0]["input_error"] == "old error"
+    assert rows[1]["error"] == "field 'summary' is empty" and "score" not in rows[1]
+    assert rows[1]["input_score"] == 0.9
+    # The Python API's records the same way.
+    records = list(scorer.score_records([{"article": "a dog.", "summary": "", "score": 0.9},
+                                         {"article": "a fox.", "summary": "a fox.",
+                                          "error": "old"}]))
+    assert records[0] == {"article": "a dog.", "summary": "", "input_score": 0.9,
+                          "error": "field 'summary' is empty"}
+    assert "error" not in records[1] and records[1]["input_error"] == "old"
+    # A scores file whose error rows still carry a score (as old outputs did):
+    # the score of a row with an error is never read.
+    stale = write_jsonl(tmp_path / "stale.jsonl", [
+        {"id": "a", "score": 0.5, "error": "field 'summary' is empty"}, {"id": "b", "score": 0.7}])
+    table = read_score_table(str(stale))
+    assert table.scores[0] != table.scores[0] and table.scores[1] == 0.7  # NaN, then the score
+
+
+# ---------------------------------------------------------------- point 4
+def test_undecodable_input_stops_with_its_line_unless_the_encoding_is_given(tmp_path, tiny_hf_dir,
+                                                                           capsys):
+    source = tmp_path / "latin1.csv"
+    source.write_bytes("article,summary\nA fox.,A fox.\nUn café.,Le café.\n".encode("latin-1"))
+    output = tmp_path / "out.csv"
+    assert score(tiny_hf_dir, source, output) == 2
+    assert "latin1.csv:3: not valid utf-8 text" in error_line(capsys)
+    assert not output.exists()
+    assert score(tiny_hf_dir, source, output, "--encoding", "latin-1") == 0
+    assert "Le café." in output.read_text(encoding="utf-8")
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(PAIRS[0]).encode() + b"\n")
+    assert score(tiny_hf_dir, bom, tmp_path / "bom_out.jsonl") == 0
+
+
+# ---------------------------------------------------------------- points 5 and 6
+def test_user_errors_are_one_line_with_what_to_do(tmp_path, tiny_hf_dir, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert score(tiny_hf_dir, empty, tmp_path / "o.csv") == 2
+    assert "empty.csv: empty file; expected a header row" in error_line(capsys)
+
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("article,summary\n")
+    assert score(tiny_hf_dir, header_only, tmp_path / "o.csv") == 2
+    assert "no data rows" in error_line(capsys)
+
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("doc,text\nA fox.,A fox.\n")
+    assert score(tiny_hf_dir, wrong, tmp_path / "o.csv") == 2
+    line = error_line(capsys)
+    assert "no 'article' or 'summary' column (columns: doc, text)" in line
+    assert "--premise_field and --hypothesis_field" in line
+    assert not (tmp_path / "o.csv").exists()
+
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:2])
+    assert score(tiny_hf_dir, source, source) == 2
+    assert "is the input file" in error_line(capsys)
+    assert score(str(tmp_path / "no_such_dir"), source, tmp_path / "o.jsonl") == 2
+    line = error_line(capsys)
+    assert "checkpoint directory" in line and "no_such_dir does not exist" in line
+    assert "vocab" not in line
+
+    damaged = tmp_path / "damaged"
+    os.makedirs(damaged)
+    for name in os.listdir(tiny_hf_dir):
+        with open(os.path.join(tiny_hf_dir, name), "rb") as handle:
+            data = handle.read()
+        if name == "model.safetensors":
+            data = data[: len(data) // 2]
+        (damaged / name).write_bytes(data)
+    assert score(str(damaged), source, tmp_path / "o.jsonl") == 2
+    assert "model.safetensors" in error_line(capsys)
+    with pytest.raises(Exception):  # --debug: the traceback, not one line
+        score(str(damaged), source, tmp_path / "o.jsonl", "--debug")
+
+
+def test_a_run_where_every_row_failed_exits_non_zero(tmp_path, tiny_hf_dir, capsys):
+    source = write_jsonl(tmp_path / "in.jsonl", [{"article": "a", "summary": ""},
+                                                 {"article": "", "summary": "b"}])
+    output = tmp_path / "out.jsonl"
+    assert score(tiny_hf_dir, source, output) == 2
+    line = error_line(capsys)
+    assert "none of the 2 rows could be scored (line 1: field 'summary' is empty)" in line
+    assert [r["error"] for r in read_jsonl(output)] == ["field 'summary' is empty",
+                                                        "field 'article' is empty"]
+
+
+# ---------------------------------------------------------------- point 8
+def test_a_second_run_on_the_same_output_refuses_naming_the_first(tmp_path, scorer, tiny_hf_dir,
+                                                                  capsys, monkeypatch):
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS)
+    output = tmp_path / "out.jsonl"
+    started, release = threading.Event(), threading.Event()
+    run = scorer.run
+
+    def paused_run(*args, **kwargs):
+        for index, group in enumerate(run(*args, **kwargs)):
+            yield group
+            if index == 0:
+                started.set()
+                assert release.wait(120)
+
+    monkeypatch.setattr(scorer, "run", paused_run)
+    first = threading.Thread(target=files.score_file, args=(scorer, str(source), str(output)),
+                             kwargs={"show_progress": False})
+    first.start()
+    try:
+        assert started.wait(120)
+        assert score(tiny_hf_dir, source, output) == 2
+        line = error_line(capsys)
+        assert "out.jsonl is being written by another run" in line
+        assert f"PID {os.getpid()}" in line
+    finally:
+        release.set()
+        first.join()
+    rows = read_jsonl(output)
+    assert [r["summary"] for r in rows] == [p["summary"] for p in PAIRS]
+    assert not os.path.exists(str(output) + files.LOCK_SUFFIX)
+
+
+def test_the_partial_file_is_read_by_records(tmp_path, scorer, monkeypatch):
+    """Lines another writer appended meanwhile cannot misplace this run's rows."""
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS)
+    reference = tmp_path / "reference.jsonl"
+    files.score_file(scorer, str(source), str(reference), show_progress=False)
+    output = tmp_path / "out.jsonl"
+    partial = str(output) + files.PARTIAL_SUFFIX
+    run = scorer.run
+
+    def run_with_a_second_writer(*args, **kwargs):
+        for index, group in enumerate(run(*args, **kwargs)):
+            yield group
+            with open(partial, "rb") as handle:
+                first_record = handle.readlines()[1]
+            with open(partial, "ab") as other:  # what a second process appends
+                other.write(first_record)
+
+    monkeypatch.setattr(scorer, "run", run_with_a_second_writer)
+    files.score_file(scorer, str(source), str(output), show_progress=False)
+    assert output.read_bytes() == reference.read_bytes()
+
+
+# ---------------------------------------------------------------- point 9
+def test_a_json_array_input_and_a_duplicated_header(tmp_path, tiny_hf_dir, capsys):
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(PAIRS[:3], indent=2), encoding="utf-8")
+    output = tmp_path / "out.json"
+    assert score(tiny_hf_dir, source, output) == 0
+    rows = json.loads(output.read_text(encoding="utf-8"))
+    assert [r["summary"] for r in rows] == [p["summary"] for p in PAIRS[:3]]
+    assert all(isinstance(r["score"], float) for r in rows)
+    duplicated = tmp_path / "dup.csv"
+    duplicated.write_text("article,summary,summary\nA fox.,one,two\n")
+    assert score(tiny_hf_dir, duplicated, tmp_path / "dup_out.csv") == 2
+    assert "dup.csv:1: columns 2 and 3 both have 'summary' in the header" in error_line(capsys)
