@@ -1,17 +1,20 @@
 """Model checkpoints: ours (Orbax), Hugging Face directories and T5X.
 
-    config, params = load_checkpoint(path)          # any supported format
+    config, params = load_checkpoint(path)          # any supported format, host numpy
+    config, params = load_checkpoint(path, dtype="bfloat16", mesh=mesh)  # sharded device arrays
     save_checkpoint(out_dir, config, params)         # ours: Orbax + seahorse_config.json
     export_hf(hf_dir, config, params, vocab_path)    # MT5ForConditionalGeneration dir
 
 Every loader validates the parameter names and shapes against the network
 and fails with a `CheckpointError` naming the parameter; nothing is ever
-left randomly initialised.
+left randomly initialised. Loading goes tensor by tensor into the requested
+dtype and placement (`checkpoints.streaming`): the host never holds a second
+copy of the model.
 """
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from seahorse_metrics.checkpoints.hf import export_hf, is_hf_dir, load_hf
 from seahorse_metrics.checkpoints.orbax_io import is_ours, load_ours, save_checkpoint
@@ -42,19 +45,29 @@ def detect_format(path: str) -> str:
         "or a T5X 'checkpoint' msgpack file (directly or in checkpoint_<step>/)")
 
 
-def load_checkpoint(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
-    """Loads any supported checkpoint onto the host.
+def load_checkpoint(path: str, dtype: Optional[str] = None,
+                    mesh: Any = None) -> tuple[T5Config, dict]:
+    """Loads any supported checkpoint, tensor by tensor.
 
     Args:
       path: A checkpoint directory (ours, Hugging Face, T5X model or step dir).
       dtype: Parameter dtype to return ("float32" by default, or "bfloat16").
+      mesh: A ('data', 'model') `jax.sharding.Mesh`: each parameter is placed
+        on it by its logical axes as it is read (the trainer's and scorer's
+        rules). None returns host numpy arrays.
 
     Returns:
-      (config, params) with params a nested dict of numpy arrays shaped as
-      `EncoderDecoderModel(config).abstract_params()`.
+      (config, params) with params a nested dict shaped as
+      `EncoderDecoderModel(config).abstract_params()`: numpy arrays, or
+      jax Arrays sharded over `mesh`.
+
+    Raises:
+      FileNotFoundError: if the checkpoint, or a file it names, is missing.
+      CheckpointError: if it does not fit the network or cannot be read
+        (the message names the file or parameter).
     """
     loaders = {"ours": load_ours, "hf": load_hf, "t5x": load_t5x}
-    return loaders[detect_format(path)](path, dtype=dtype)
+    return loaders[detect_format(path)](path, dtype=dtype, mesh=mesh)
 
 
 __all__ = ["CheckpointError", "FORMATS", "detect_format", "export_hf", "load_checkpoint",
