@@ -5,6 +5,7 @@ import argparse
 import logging
 import os
 
+from seahorse_metrics import compilation_cache
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 
@@ -76,11 +77,29 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--window_size", type=int, default=DEFAULT_WINDOW_SIZE,
                         help=f"Rows sorted by length together (default {DEFAULT_WINDOW_SIZE}).")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="Compute dtype (default float32; bfloat16 is slower on CPUs).")
+                        help="Parameter and compute dtype (default float32). bfloat16 loads the "
+                             "weights in half the memory; norms, softmax and logits stay "
+                             "float32. Slower on CPUs.")
+    parser.add_argument("--mesh", default=None, type=mesh_spec, metavar="data=D,model=M",
+                        help="Device mesh: batches are split over data, parameters over model "
+                             "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
+                             "for one device (default: every local device on data).")
+    compilation_cache.add_arguments(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
     parser.set_defaults(func=run)
+
+
+def mesh_spec(text: str) -> str:
+    """argparse type of --mesh (and `plan --mesh`): checks `data=D,model=M`."""
+    from seahorse_metrics.model.partitioning import parse_mesh_spec
+
+    try:
+        parse_mesh_spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def checkpoint_names(specs: list[str]) -> dict[str, str]:
@@ -107,15 +126,23 @@ def run(args) -> int:
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
+    compilation_cache.enable_from_args(args)
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
                if args.buckets else None)
+    mesh = None
+    if args.mesh:
+        import jax
+        from seahorse_metrics.model.partitioning import mesh_from_spec
+
+        mesh = mesh_from_spec(args.mesh, jax.local_devices())
+        logger.info("scoring on a %s mesh", dict(mesh.shape))
     scorer = MultiScorer.load(
         checkpoint_names(args.checkpoint), vocab=args.vocab, dtype=args.dtype,
         max_input_length=args.max_input_length, batch_size=args.batch_size,
         truncation=args.truncation, normalize=args.normalize, long_inputs=args.long_inputs,
         chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
         sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-        max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
+        max_batch_tokens=args.max_batch_tokens, window_size=args.window_size, mesh=mesh)
     summary = score_file(scorer, args.input, args.output, premise_field=args.premise_field,
                          hypothesis_field=args.hypothesis_field, lang_field=args.lang_field,
                          overwrite=args.overwrite,
