@@ -16,10 +16,14 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from seahorse_metrics.checkpoints.hf import export_hf, is_hf_dir, load_hf
-from seahorse_metrics.checkpoints.orbax_io import is_ours, load_ours, save_checkpoint
+from seahorse_metrics.checkpoints.hf import CONFIG_FILE as HF_CONFIG_FILE
+from seahorse_metrics.checkpoints.hf import config_from_hf, export_hf, is_hf_dir, load_hf
+from seahorse_metrics.checkpoints.orbax_io import (find_checkpoint_dir, is_ours, load_config,
+                                                   load_ours, save_checkpoint)
 from seahorse_metrics.checkpoints.params import CheckpointError
-from seahorse_metrics.checkpoints.t5x import is_t5x, load_t5x
+from seahorse_metrics.checkpoints.readers import read_json
+from seahorse_metrics.checkpoints.t5x import (config_from_shapes, find_step_dir, is_t5x, load_t5x,
+                                              stored_t5x_tensors)
 from seahorse_metrics.model.config import T5Config
 
 FORMATS = ("ours", "hf", "t5x")
@@ -70,5 +74,22 @@ def load_checkpoint(path: str, dtype: Optional[str] = None,
     return loaders[detect_format(path)](path, dtype=dtype, mesh=mesh)
 
 
-__all__ = ["CheckpointError", "FORMATS", "detect_format", "export_hf", "load_checkpoint",
-           "save_checkpoint"]
+def checkpoint_config(path: str) -> T5Config:
+    """The network config of any supported checkpoint, without reading its weights.
+
+    Raises:
+      FileNotFoundError: if the checkpoint is missing.
+      CheckpointError: if its config (or, for T5X, its parameter shapes) is unusable.
+    """
+    fmt = detect_format(path)
+    if fmt == "ours":
+        return load_config(find_checkpoint_dir(path))
+    if fmt == "hf":
+        config_path = os.path.join(path, HF_CONFIG_FILE)
+        return config_from_hf(read_json(config_path), config_path)
+    step_dir = find_step_dir(path)
+    return config_from_shapes(stored_t5x_tensors(step_dir), step_dir)
+
+
+__all__ = ["CheckpointError", "FORMATS", "checkpoint_config", "detect_format", "export_hf",
+           "load_checkpoint", "save_checkpoint"]

@@ -9,7 +9,7 @@ import importlib
 import logging
 import sys
 
-SUBCOMMANDS = ("prepare", "train", "score", "evaluate")
+SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:
