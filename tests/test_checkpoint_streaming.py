@@ -49,8 +49,10 @@ def assert_bitwise_equal(loaded, expected):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    # 1 KiB row blocks: every tiny tensor but the norms is read in several pieces.
+    # 1 KiB row blocks: every tiny tensor but the norms is read in several
+    # pieces, and transposed 3 rows at a time (a partial tile at the end).
     monkeypatch.setattr(streaming, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(streaming, "_TRANSPOSE_ROWS", 3)
 
 
 @pytest.fixture(scope="module")
