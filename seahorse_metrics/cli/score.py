@@ -76,6 +76,15 @@ def add_parser(subparsers) -> None:
                              "--max_input_length).")
     parser.add_argument("--window_size", type=int, default=DEFAULT_WINDOW_SIZE,
                         help=f"Rows sorted by length together (default {DEFAULT_WINDOW_SIZE}).")
+    _add_device_options(parser)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Start over: discard a partial run or an existing output.")
+    parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
+    parser.set_defaults(func=run)
+
+
+def _add_device_options(parser) -> None:
+    """--dtype, --mesh and the compilation cache options."""
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="Parameter and compute dtype (default float32). bfloat16 loads the "
                              "weights in half the memory; norms, softmax and logits stay "
@@ -85,10 +94,6 @@ def add_parser(subparsers) -> None:
                              "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
                              "for one device (default: every local device on data).")
     compilation_cache.add_arguments(parser)
-    parser.add_argument("--overwrite", action="store_true",
-                        help="Start over: discard a partial run or an existing output.")
-    parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
-    parser.set_defaults(func=run)
 
 
 def mesh_spec(text: str) -> str:

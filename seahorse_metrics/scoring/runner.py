@@ -10,8 +10,8 @@ logical axes; with every local device on `data` that is plain data
 parallelism. Rows come back in batch order whatever the device count.
 
 Compiled programs are cached per (model config, parameter dtypes, mesh,
-target ids, batch shape), so runners of equal configs (e.g. the q1-q6 metrics) share them and
-each shape compiles once per process.
+target ids, batch shape), so runners of equal configs (e.g. the q1-q6
+metrics) share them and each shape compiles once per process.
 """
 from __future__ import annotations
 
