@@ -93,6 +93,17 @@ def test_whole_file_reference_is_what_the_files_hold(tmp_path, tiny_hf_model):
         tiny_hf_model.lm_head.weight.detach().numpy().tobytes()
 
 
+def test_legacy_torch_pickle_is_read_whole(tmp_path, tiny_hf_model, small_blocks):
+    # Files from torch < 1.6 cannot be memory-mapped; they are still read (weights_only).
+    import torch
+
+    directory = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / "legacy"), weights="bin")
+    path = os.path.join(directory, "pytorch_model.bin")
+    torch.save(torch.load(path, weights_only=True), path, _use_new_zipfile_serialization=False)
+    _, params = load_checkpoint(directory, dtype="bfloat16")
+    assert_bitwise_equal(params, reference_params(tiny_hf_model, "bfloat16"))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_bfloat16_weights_stream_into_either_dtype(bf16_hf_dir, tiny_hf_model, small_blocks, dtype):
     _, params = load_checkpoint(bf16_hf_dir, dtype=dtype)

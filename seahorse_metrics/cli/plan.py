@@ -67,8 +67,8 @@ def run(args) -> int:
 
         plan = planning.plan_memory(config, mesh_from_spec(f"data={data},model={model}"), **request)
     else:
-        logger.info("%d devices here; compiling on %d simulated CPU devices", jax.device_count(),
-                    data * model)
+        logger.info("%d devices here; compiling on %d simulated CPU devices (mT5-XXL's train "
+                    "step takes minutes on a few CPU cores)", jax.device_count(), data * model)
         plan = planning.plan_in_subprocess(config, data, model, **request)
     print(plan.report())
     return 0
