@@ -18,7 +18,6 @@ from seahorse_metrics.model import EncoderDecoderModel, get_config
 MiB = 2 ** 20
 
 
-@pytest.mark.slow
 def test_xxl_train_and_scoring_steps_split_parameters_eight_ways():
     config = get_config("mt5_xxl", dtype="bfloat16", num_encoder_layers=1, num_decoder_layers=1)
     plan = planning.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
@@ -63,7 +62,6 @@ def test_adamw_state_is_split_like_the_parameters():
     assert [s.spec for s in moments] == [s.spec for s in params] * 2
 
 
-@pytest.mark.slow
 def test_plan_command_prints_per_device_memory(capsys):
     status = cli_main(["plan", "--model", "tiny", "--mesh", "data=1,model=1", "--input_length", "32",
                        "--batch_size", "2", "--dtype", "bfloat16"])
