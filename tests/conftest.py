@@ -14,6 +14,24 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+def pytest_configure(config):
+    # The score and train commands keep compiled programs under the user's
+    # cache directory; tests (and their child processes) share one of their own.
+    import tempfile
+
+    if "SEAHORSE_METRICS_COMPILATION_CACHE" not in os.environ:
+        config._seahorse_jax_cache = tempfile.mkdtemp(prefix="seahorse-metrics-jax-cache-")
+        os.environ["SEAHORSE_METRICS_COMPILATION_CACHE"] = config._seahorse_jax_cache
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    directory = getattr(config, "_seahorse_jax_cache", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 # --- tiny model artefacts (builders in tests/fixtures/tiny_model.py) ---------
 import pytest  # noqa: E402
 

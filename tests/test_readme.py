@@ -18,8 +18,6 @@ import shlex
 import subprocess
 import sys
 
-import pytest
-
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
 # T5X's own gin files the README may name (read in google-research/t5x).

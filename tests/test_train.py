@@ -12,7 +12,7 @@ import pytest
 
 from fixtures import train_utils
 from seahorse_metrics.model import EncoderDecoderModel, get_config
-from seahorse_metrics.training import (ExampleSet, NonFiniteLossError, OptimizerConfig, TrainConfig,
+from seahorse_metrics.training import (ExampleSet, NonFiniteLossError, OptimizerConfig,
                                        config_from_gin, train)
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training import optimizers, trainer

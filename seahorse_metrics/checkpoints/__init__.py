@@ -1,22 +1,29 @@
 """Model checkpoints: ours (Orbax), Hugging Face directories and T5X.
 
-    config, params = load_checkpoint(path)          # any supported format
+    config, params = load_checkpoint(path)          # any supported format, host numpy
+    config, params = load_checkpoint(path, dtype="bfloat16", mesh=mesh)  # sharded device arrays
     save_checkpoint(out_dir, config, params)         # ours: Orbax + seahorse_config.json
     export_hf(hf_dir, config, params, vocab_path)    # MT5ForConditionalGeneration dir
 
 Every loader validates the parameter names and shapes against the network
 and fails with a `CheckpointError` naming the parameter; nothing is ever
-left randomly initialised.
+left randomly initialised. Loading goes tensor by tensor into the requested
+dtype and placement (`checkpoints.streaming`): the host never holds a second
+copy of the model.
 """
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
-from seahorse_metrics.checkpoints.hf import export_hf, is_hf_dir, load_hf
-from seahorse_metrics.checkpoints.orbax_io import is_ours, load_ours, save_checkpoint
+from seahorse_metrics.checkpoints.hf import CONFIG_FILE as HF_CONFIG_FILE
+from seahorse_metrics.checkpoints.hf import config_from_hf, export_hf, is_hf_dir, load_hf
+from seahorse_metrics.checkpoints.orbax_io import (find_checkpoint_dir, is_ours, load_config,
+                                                   load_ours, save_checkpoint)
 from seahorse_metrics.checkpoints.params import CheckpointError
-from seahorse_metrics.checkpoints.t5x import is_t5x, load_t5x
+from seahorse_metrics.checkpoints.readers import read_json
+from seahorse_metrics.checkpoints.t5x import (config_from_shapes, find_step_dir, is_t5x, load_t5x,
+                                              stored_t5x_tensors)
 from seahorse_metrics.model.config import T5Config
 
 FORMATS = ("ours", "hf", "t5x")
@@ -42,20 +49,47 @@ def detect_format(path: str) -> str:
         "or a T5X 'checkpoint' msgpack file (directly or in checkpoint_<step>/)")
 
 
-def load_checkpoint(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
-    """Loads any supported checkpoint onto the host.
+def load_checkpoint(path: str, dtype: Optional[str] = None,
+                    mesh: Any = None) -> tuple[T5Config, dict]:
+    """Loads any supported checkpoint, tensor by tensor.
 
     Args:
       path: A checkpoint directory (ours, Hugging Face, T5X model or step dir).
       dtype: Parameter dtype to return ("float32" by default, or "bfloat16").
+      mesh: A ('data', 'model') `jax.sharding.Mesh`: each parameter is placed
+        on it by its logical axes as it is read (the trainer's and scorer's
+        rules). None returns host numpy arrays.
 
     Returns:
-      (config, params) with params a nested dict of numpy arrays shaped as
-      `EncoderDecoderModel(config).abstract_params()`.
+      (config, params) with params a nested dict shaped as
+      `EncoderDecoderModel(config).abstract_params()`: numpy arrays, or
+      jax Arrays sharded over `mesh`.
+
+    Raises:
+      FileNotFoundError: if the checkpoint, or a file it names, is missing.
+      CheckpointError: if it does not fit the network or cannot be read
+        (the message names the file or parameter).
     """
     loaders = {"ours": load_ours, "hf": load_hf, "t5x": load_t5x}
-    return loaders[detect_format(path)](path, dtype=dtype)
+    return loaders[detect_format(path)](path, dtype=dtype, mesh=mesh)
 
 
-__all__ = ["CheckpointError", "FORMATS", "detect_format", "export_hf", "load_checkpoint",
-           "save_checkpoint"]
+def checkpoint_config(path: str) -> T5Config:
+    """The network config of any supported checkpoint, without reading its weights.
+
+    Raises:
+      FileNotFoundError: if the checkpoint is missing.
+      CheckpointError: if its config (or, for T5X, its parameter shapes) is unusable.
+    """
+    fmt = detect_format(path)
+    if fmt == "ours":
+        return load_config(find_checkpoint_dir(path))
+    if fmt == "hf":
+        config_path = os.path.join(path, HF_CONFIG_FILE)
+        return config_from_hf(read_json(config_path), config_path)
+    step_dir = find_step_dir(path)
+    return config_from_shapes(stored_t5x_tensors(step_dir), step_dir)
+
+
+__all__ = ["CheckpointError", "FORMATS", "checkpoint_config", "detect_format", "export_hf",
+           "load_checkpoint", "save_checkpoint"]

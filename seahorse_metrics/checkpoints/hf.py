@@ -2,13 +2,15 @@
 
 A directory holds `config.json` and the weights as `model.safetensors`,
 sharded safetensors (`model.safetensors.index.json`), `pytorch_model.bin`
-(read with `torch.load(weights_only=True)`, only when torch is installed) or
-`flax_model.msgpack`. `MT5ForConditionalGeneration` and
-`T5ForConditionalGeneration` directories are read: T5 v1.1 / mT5 (gated-GELU,
-untied head; the released SEAHORSE metrics are T5-class configs with mT5
-weights) and T5 v1.0 (ReLU feed-forward, output head tied to the embedding,
-as the TRUE NLI metric `google/t5_xxl_true_nli_mixture`). Other feed-forward
-activations and encoder-only models are refused, naming the field.
+or its shards (read with `torch.load(weights_only=True, mmap=True)`, only when
+torch is installed) or `flax_model.msgpack` (see `readers`). Tensors are read
+one at a time into the target dtype and placement (see `streaming`).
+`MT5ForConditionalGeneration` and `T5ForConditionalGeneration` directories
+are read: T5 v1.1 / mT5 (gated-GELU, untied head; the released SEAHORSE
+metrics are T5-class configs with mT5 weights) and T5 v1.0 (ReLU
+feed-forward, output head tied to the embedding, as the TRUE NLI metric
+`google/t5_xxl_true_nli_mixture`). Other feed-forward activations and
+encoder-only models are refused, naming the field.
 
 Hugging Face stores torch `Linear` weights as [out, in] and the relative bias
 as [buckets, heads]; the network's kernels are [in, out] and [heads, buckets],
@@ -21,13 +23,15 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
-                                                 expected_shapes, flatten, reading, to_dtype,
-                                                 unflatten)
+from seahorse_metrics.checkpoints import readers
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, expected_shapes,
+                                                 flatten, unflatten)
+from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, ParamSource, StoredTensor,
+                                                    materialise, param_shardings)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -189,89 +193,53 @@ def config_to_hf(config: T5Config) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- tensors
-def _read_json(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{path}: invalid JSON ({error})") from error
+def stored_hf_tensors(directory: str) -> readers.StoredTensors:
+    """The weights of an HF directory as {torch-style name: StoredTensor};
+    only headers and indexes are read.
 
-
-def _shard_files(directory: str, index_file: str) -> list[str]:
-    weight_map = _read_json(os.path.join(directory, index_file)).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise CheckpointError(f"{os.path.join(directory, index_file)}: no 'weight_map'")
-    files = sorted(set(weight_map.values()))
-    for name in files:
-        if not os.path.isfile(os.path.join(directory, name)):
-            raise FileNotFoundError(
-                f"{os.path.join(directory, index_file)} names the shard {name}, which is missing")
-    return [os.path.join(directory, name) for name in files]
-
-
-def _read_safetensors(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
-    from safetensors.numpy import load_file  # bfloat16 arrives as ml_dtypes.bfloat16
-
-    for path in paths:
-        with reading(path):
-            tensors = load_file(path)
-        yield from tensors.items()
-
-
-def _read_torch(paths: list[str]) -> Iterator[tuple[str, np.ndarray]]:
-    try:
-        import torch
-    except ImportError as error:
-        raise CheckpointError(
-            f"{paths[0]} is a PyTorch pickle; install torch to read it, or convert the "
-            "directory to model.safetensors") from error
-    for path in paths:
-        # weights_only: never run code from a pickle.
-        with reading(path):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        for name, tensor in state.items():
-            if tensor.dtype == torch.bfloat16:
-                tensor = tensor.float()
-            yield name, tensor.numpy()
-
-
-def _read_flax_msgpack(path: str) -> Iterator[tuple[str, np.ndarray]]:
-    """Yields HF-torch names from HF's Flax layout (`encoder/block/0/layer/0/
-    SelfAttention/q/kernel` [in, out] -> `encoder.block.0.layer.0.SelfAttention.q.weight`
-    [out, in])."""
-    from flax import serialization
-
-    with open(path, "rb") as handle, reading(path):
-        tree = serialization.msgpack_restore(handle.read())
-    for name, value in flatten(tree).items():
-        parts = name.split("/")
-        value = np.asarray(value)
-        if parts[-1] == "kernel":
-            parts[-1], value = "weight", value.T
-        elif parts[-1] == "embedding":
-            parts[-1] = "weight"
-        yield ".".join(parts), value
-
-
-def read_hf_tensors(directory: str) -> dict[str, np.ndarray]:
-    """Reads the weights of an HF directory as {torch-style name: array}."""
+    Raises:
+      FileNotFoundError: if no weight file (or a shard an index names) is there.
+      CheckpointError: for an unreadable file or an index that does not match its shards.
+    """
+    torch_files = readers.TorchFiles()
+    path = lambda name: os.path.join(directory, name)  # noqa: E731
     candidates = [
-        (SAFETENSORS_FILE, lambda: _read_safetensors([os.path.join(directory, SAFETENSORS_FILE)])),
-        (SAFETENSORS_INDEX_FILE, lambda: _read_safetensors(_shard_files(directory, SAFETENSORS_INDEX_FILE))),
-        (TORCH_FILE, lambda: _read_torch([os.path.join(directory, TORCH_FILE)])),
-        (TORCH_INDEX_FILE, lambda: _read_torch(_shard_files(directory, TORCH_INDEX_FILE))),
-        (FLAX_FILE, lambda: _read_flax_msgpack(os.path.join(directory, FLAX_FILE))),
+        (SAFETENSORS_FILE, lambda: readers.safetensors_tensors(path(SAFETENSORS_FILE))),
+        (SAFETENSORS_INDEX_FILE, lambda: readers.sharded_tensors(
+            path(SAFETENSORS_INDEX_FILE), readers.safetensors_tensors)),
+        (TORCH_FILE, lambda: torch_files.tensors(path(TORCH_FILE))),
+        (TORCH_INDEX_FILE, lambda: readers.sharded_tensors(path(TORCH_INDEX_FILE), torch_files.tensors)),
+        (FLAX_FILE, lambda: readers.flax_msgpack_tensors(path(FLAX_FILE))),
     ]
     for file_name, read in candidates:
-        if os.path.isfile(os.path.join(directory, file_name)):
-            logger.info("Reading %s", os.path.join(directory, file_name))
-            return dict(read())
+        if os.path.isfile(path(file_name)):
+            logger.info("Reading %s", path(file_name))
+            return read()
     raise FileNotFoundError(f"{directory}: none of {', '.join(WEIGHT_FILES)} found")
 
 
-def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
-                           source: str) -> FlatParams:
-    """Maps HF tensors onto the network's flat parameter names.
+def _check_same_tensor(tensor: StoredTensor, other: StoredTensor, source: str) -> None:
+    """Compares two stored tensors block by block (aliases of the embedding,
+    and a tied model's head)."""
+    hint = (" (tie_word_embeddings is true, so the head must be the embedding; set "
+            "\"tie_word_embeddings\": false in config.json if it is a head of its own)"
+            if other.name == _TIED_HEAD_NAME else "")
+    differs = CheckpointError(
+        f"{source}: {other.name} differs from {tensor.name}; they must be one tensor{hint}")
+    if other.shape != tensor.shape:
+        raise differs
+    rows = max(1, CHUNK_BYTES // max(1, tensor.dtype.itemsize * int(np.prod(tensor.shape[1:]))))
+    rest = tuple(slice(0, n) for n in tensor.shape[1:])
+    for start in range(0, tensor.shape[0], rows):
+        box = (slice(start, min(start + rows, tensor.shape[0])),) + rest
+        if not np.array_equal(tensor.read(box), other.read(box)):
+            raise differs
+
+
+def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
+                     source: str) -> dict[str, ParamSource]:
+    """Maps HF tensors onto the network's flat parameter names (`parameter_map`),
+    checking names and shapes before any data is read.
 
     Raises:
       CheckpointError: naming the parameter, for a missing, unknown or
@@ -282,26 +250,16 @@ def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
         if remaining.pop(name, None) is not None:
             logger.info("%s: ignoring %s (unused by T5, as in Hugging Face)", source, name)
     aliases = _EMBEDDING_NAMES + ((_TIED_HEAD_NAME,) if config.tie_word_embeddings else ())
-    embeddings = [(name, remaining.pop(name)) for name in aliases if name in remaining]
+    embeddings = [remaining.pop(name) for name in aliases if name in remaining]
     if not embeddings:
         raise CheckpointError(f"{source}: missing the input embedding (one of {list(_EMBEDDING_NAMES)})")
-    first_name, embedding = embeddings[0]
-    for name, other in embeddings[1:]:
-        if other.shape != embedding.shape or not np.array_equal(other, embedding):
-            hint = (" (tie_word_embeddings is true, so the head must be the embedding; set "
-                    "\"tie_word_embeddings\": false in config.json if it is a head of its own)"
-                    if name == _TIED_HEAD_NAME else "")
-            raise CheckpointError(
-                f"{source}: {name} differs from {first_name}; they must be one tensor{hint}")
-    flat: FlatParams = {"token_embedder/embedding": embedding}
-    hf_names = {"token_embedder/embedding": (first_name, embedding.shape)}
+    sources = {"token_embedder/embedding": ParamSource(embeddings[0])}
     missing = []
     for ours, (theirs, transposed) in parameter_map(config).items():
         if theirs not in remaining:
             missing.append(theirs)
             continue
-        value = remaining.pop(theirs)
-        flat[ours], hf_names[ours] = (value.T if transposed else value), (theirs, value.shape)
+        sources[ours] = ParamSource(remaining.pop(theirs), transposed)
     if missing:
         hint = (" (a tied model? set \"tie_word_embeddings\": true in config.json)"
                 if "lm_head.weight" in missing else "")
@@ -313,22 +271,34 @@ def params_from_hf_tensors(config: T5Config, tensors: Mapping[str, np.ndarray],
             f"feed_forward_proj={config.feed_forward_proj!r}, "
             f"tie_word_embeddings={config.tie_word_embeddings}")
     for ours, shape in expected_shapes(config).items():
-        if tuple(flat[ours].shape) != shape:
-            hf_name, hf_shape = hf_names[ours]
+        if tuple(sources[ours].shape) != shape:
+            stored = sources[ours].tensor
             raise CheckpointError(
-                f"{source}: parameter {hf_name} has shape {tuple(hf_shape)}, which does not "
-                f"fit {ours} {shape} of {config}")
-    check_params(config, flat, source)
-    return flat
+                f"{source}: parameter {stored.name} has shape {tuple(stored.shape)}, which does "
+                f"not fit {ours} {shape} of {config}")
+    check_params(config, sources, source)
+    for other in embeddings[1:]:
+        _check_same_tensor(embeddings[0], other, source)
+    return sources
 
 
-def load_hf(directory: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
-    """Loads an HF T5/mT5 directory as (config, nested params of `dtype`)."""
-    config = config_from_hf(_read_json(os.path.join(directory, CONFIG_FILE)),
+def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+    """Loads an HF T5/mT5 directory tensor by tensor.
+
+    Args:
+      directory: The HF model directory.
+      dtype: Parameter dtype ("float32" by default, or "bfloat16").
+      mesh: A ('data', 'model') mesh to place the parameters on by their
+        logical axes; None returns host numpy arrays.
+
+    Returns:
+      (config, nested params).
+    """
+    config = config_from_hf(readers.read_json(os.path.join(directory, CONFIG_FILE)),
                             os.path.join(directory, CONFIG_FILE))
-    tensors = read_hf_tensors(directory)
-    flat = params_from_hf_tensors(config, tensors, directory)
-    return config, unflatten(to_dtype(flat, dtype))
+    sources = hf_param_sources(config, stored_hf_tensors(directory), directory)
+    shardings = None if mesh is None else param_shardings(config, mesh)
+    return config, unflatten(materialise(sources, dtype, directory, shardings))
 
 
 # ------------------------------------------------------------------ export

@@ -14,12 +14,14 @@ import json
 import logging
 import os
 import re
+import time
 from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten, reading,
-                                                 to_dtype, unflatten)
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten,
+                                                 numpy_dtype, reading, unflatten)
+from seahorse_metrics.checkpoints.streaming import param_shardings
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -106,11 +108,21 @@ def _reading_params(params_dir: str):
     return reading(params_dir, "parameter database (manifest.ocdbt and the d/ data files)")
 
 
-def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
-    """Loads our checkpoint (or the latest step under `path`) onto the host.
+def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+    """Loads our checkpoint (or the latest step under `path`).
+
+    Orbax restores each array straight into the requested dtype and, with a
+    mesh, into its sharding (each device reads its own box); names and
+    shapes are checked from the checkpoint's metadata first.
+
+    Args:
+      path: A checkpoint directory, or a run directory with checkpoint_<step>/.
+      dtype: Parameter dtype ("float32" by default, or "bfloat16").
+      mesh: A ('data', 'model') mesh to place the parameters on by their
+        logical axes; None returns host numpy arrays.
 
     Returns:
-      (config, nested numpy params cast to `dtype`, float32 by default).
+      (config, nested params).
     """
     import jax
     import orbax.checkpoint as ocp
@@ -127,10 +139,17 @@ def load_ours(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
     checkpointer = ocp.PyTreeCheckpointer()
     with _reading_params(params_dir):
         tree = checkpointer.metadata(params_dir).item_metadata.tree
-        # Restore as host numpy arrays: the caller decides on placement and sharding.
-        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+        check_params(config, flatten(tree), checkpoint_dir)
+        target = numpy_dtype("float32" if dtype is None else dtype)
+        if mesh is None:
+            restore_args = jax.tree.map(
+                lambda _: ocp.RestoreArgs(restore_type=np.ndarray, dtype=target), tree)
+        else:
+            shardings = unflatten(param_shardings(config, mesh))
+            restore_args = jax.tree.map(lambda s: ocp.ArrayRestoreArgs(sharding=s, dtype=target),
+                                        shardings)
+        start = time.perf_counter()
         params = checkpointer.restore(params_dir,
                                       args=ocp.args.PyTreeRestore(restore_args=restore_args))
-    flat = flatten(params)
-    check_params(config, flat, checkpoint_dir)
-    return config, unflatten(to_dtype(flat, dtype))
+    logger.info("loaded %s as %s in %.1f s", checkpoint_dir, target.name, time.perf_counter() - start)
+    return config, params

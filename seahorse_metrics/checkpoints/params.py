@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -106,13 +106,12 @@ def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None
                 f"({', '.join(_FLOAT_KINDS)})")
 
 
-def to_dtype(flat: Mapping[str, np.ndarray], dtype: Optional[str]) -> FlatParams:
-    """Casts every array to `dtype` (default float32), on the host."""
-    target = np.dtype("float32" if dtype is None else _numpy_dtype(dtype))
-    return {name: np.asarray(value).astype(target, copy=False) for name, value in flat.items()}
+def numpy_dtype(name: Any) -> np.dtype:
+    """The numpy dtype of a name ("float32", "bfloat16" as `ml_dtypes.bfloat16`, ...).
 
-
-def _numpy_dtype(name: Any) -> np.dtype:
+    Raises:
+      ValueError: for a name numpy does not know.
+    """
     if str(name) == "bfloat16":
         import ml_dtypes
 
@@ -121,3 +120,6 @@ def _numpy_dtype(name: Any) -> np.dtype:
         return np.dtype(name)
     except TypeError as error:
         raise ValueError(f"Unknown dtype {name!r}; use 'float32' or 'bfloat16'") from error
+
+
+_numpy_dtype = numpy_dtype  # The name the test fixtures know.

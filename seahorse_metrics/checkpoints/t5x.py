@@ -24,8 +24,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, FlatParams, check_params,
-                                                 reading, to_dtype, unflatten)
+from seahorse_metrics.checkpoints.params import CheckpointError, check_params, unflatten
+from seahorse_metrics.checkpoints.streaming import (ParamSource, StoredTensor, materialise,
+                                                    param_shardings)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -121,8 +122,8 @@ def _relative_array_path(spec: Mapping[str, Any], name: str) -> str:
     raise CheckpointError(f"parameter {name}: TensorStore spec without a path: {spec}")
 
 
-def _read_zarr(step_dir: str, relative_path: str, name: str,
-               expected_shape: Optional[tuple[int, ...]]) -> np.ndarray:
+def _open_zarr(step_dir: str, relative_path: str, name: str,
+               expected_shape: Optional[tuple[int, ...]]) -> StoredTensor:
     import tensorstore as ts
 
     if relative_path.startswith("gs://") or os.path.isabs(relative_path):
@@ -141,32 +142,32 @@ def _read_zarr(step_dir: str, relative_path: str, name: str,
         raise CheckpointError(
             f"parameter {name}: zarr array {array_dir} has shape {tuple(store.shape)}, the "
             f"msgpack says {tuple(expected_shape)}")
-    with reading(array_dir, f"array of {name}"):
-        return np.asarray(store.read().result())
+    return StoredTensor(name, array_dir, tuple(store.shape), np.dtype(store.dtype.numpy_dtype),
+                        lambda index: store[index].read().result())
 
 
-def _materialise(step_dir: str, name: str, leaf: Any) -> np.ndarray:
-    if isinstance(leaf, np.ndarray):
-        return leaf
+def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
+    if isinstance(leaf, (np.ndarray, np.generic, int, float)):
+        return StoredTensor.in_memory(name, os.path.join(step_dir, MSGPACK_FILE), leaf)
     if _is_tensorstore_spec(leaf):
         shape = leaf.get("metadata", {}).get("shape")
-        return _read_zarr(step_dir, _relative_array_path(leaf, name), name,
+        return _open_zarr(step_dir, _relative_array_path(leaf, name), name,
                           tuple(shape) if shape is not None else None)
     if isinstance(leaf, str) and leaf.startswith(_PLACEHOLDER):
-        return _read_zarr(step_dir, leaf[len(_PLACEHOLDER):], name, None)
-    if isinstance(leaf, (np.generic, int, float)):
-        return np.asarray(leaf)
+        return _open_zarr(step_dir, leaf[len(_PLACEHOLDER):], name, None)
     raise CheckpointError(f"parameter {name}: unsupported leaf of type {type(leaf).__name__}")
 
 
-def read_t5x_params(step_dir: str) -> FlatParams:
-    """Reads the `target` parameters of a T5X step directory as {"a/b/c": array}."""
+def stored_t5x_tensors(step_dir: str) -> dict[str, StoredTensor]:
+    """The `target` parameters of a T5X step directory as {"a/b/c": StoredTensor}:
+    inline arrays, and TensorStore arrays opened (not read)."""
     flat_target = _flatten_target(_read_msgpack_target(step_dir))
-    return {name: _materialise(step_dir, name, leaf) for name, leaf in flat_target.items()}
+    return {name: _stored_tensor(step_dir, name, leaf) for name, leaf in flat_target.items()}
 
 
-def config_from_shapes(flat: Mapping[str, np.ndarray], source: str) -> T5Config:
-    """Derives the network config from T5X parameter shapes.
+def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
+    """Derives the network config from T5X parameter shapes (of arrays or
+    `StoredTensor`s).
 
     The feed-forward is gated-GELU (`mlp/wi_0`, `mlp/wi_1`: T5 v1.1 / mT5) or
     ReLU (`mlp/wi`: T5 v1.0, T5X's `t5_1_0`); without `decoder/logits_dense`
@@ -210,11 +211,19 @@ def _count_layers(flat: Mapping[str, np.ndarray], stack: str, source: str) -> in
     return len(indices)
 
 
-def load_t5x(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
-    """Loads a T5X checkpoint (model dir -> latest step, or a step dir).
+def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+    """Loads a T5X checkpoint (model dir -> latest step, or a step dir) tensor
+    by tensor; each TensorStore array is read in blocks (only the box a device
+    owns, with a mesh).
+
+    Args:
+      path: A T5X model directory or step directory.
+      dtype: Parameter dtype ("float32" by default, or "bfloat16").
+      mesh: A ('data', 'model') mesh to place the parameters on by their
+        logical axes; None returns host numpy arrays.
 
     Returns:
-      (config, nested params cast to `dtype`, float32 by default).
+      (config, nested params).
     """
     step_dir = find_step_dir(path)
     if step_dir is None:
@@ -222,7 +231,9 @@ def load_t5x(path: str, dtype: Optional[str] = None) -> tuple[T5Config, dict]:
             f"{path}: no T5X checkpoint (neither a '{MSGPACK_FILE}' msgpack file nor "
             "checkpoint_<step>/ directories)")
     logger.info("Reading T5X checkpoint %s", step_dir)
-    flat = read_t5x_params(step_dir)
-    config = config_from_shapes(flat, step_dir)
-    check_params(config, flat, step_dir)
-    return config, unflatten(to_dtype(flat, dtype))
+    tensors = stored_t5x_tensors(step_dir)
+    config = config_from_shapes(tensors, step_dir)
+    check_params(config, tensors, step_dir)
+    sources = {name: ParamSource(tensor) for name, tensor in tensors.items()}
+    shardings = None if mesh is None else param_shardings(config, mesh)
+    return config, unflatten(materialise(sources, dtype, step_dir, shardings))

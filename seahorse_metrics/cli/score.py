@@ -5,6 +5,7 @@ import argparse
 import logging
 import os
 
+from seahorse_metrics import compilation_cache
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 
@@ -119,8 +120,7 @@ def add_parser(subparsers) -> None:
                              "--max_input_length).")
     parser.add_argument("--window_size", type=int, default=DEFAULT_WINDOW_SIZE,
                         help=f"Rows sorted by length together (default {DEFAULT_WINDOW_SIZE}).")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="Compute dtype (default float32; bfloat16 is slower on CPUs).")
+    _add_device_options(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
@@ -145,6 +145,30 @@ def _add_question_and_threshold(parser) -> None:
                         help="Decision threshold (a number for every metric, or a thresholds "
                              "file from `evaluate --tune_threshold_on`, by metric name): adds "
                              "a yes/no <column>_decision column.")
+
+
+def _add_device_options(parser) -> None:
+    """--dtype, --mesh and the compilation cache options."""
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="Parameter and compute dtype (default float32). bfloat16 loads the "
+                             "weights in half the memory; norms, softmax and logits stay "
+                             "float32. Slower on CPUs.")
+    parser.add_argument("--mesh", default=None, type=mesh_spec, metavar="data=D,model=M",
+                        help="Device mesh: batches are split over data, parameters over model "
+                             "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
+                             "for one device (default: every local device on data).")
+    compilation_cache.add_arguments(parser)
+
+
+def mesh_spec(text: str) -> str:
+    """argparse type of --mesh (and `plan --mesh`): checks `data=D,model=M`."""
+    from seahorse_metrics.model.partitioning import parse_mesh_spec
+
+    try:
+        parse_mesh_spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def checkpoint_names(specs: list[str]) -> dict[str, str]:
@@ -211,7 +235,20 @@ def input_fields(args) -> dict:
                 lang_field=args.lang_field, question_field=args.question_field)
 
 
+def _mesh(args):
+    """The `--mesh` device mesh, or None (every local device on data)."""
+    if not args.mesh:
+        return None
+    import jax
+    from seahorse_metrics.model.partitioning import mesh_from_spec
+
+    mesh = mesh_from_spec(args.mesh, jax.local_devices())
+    logger.info("scoring on a %s mesh", dict(mesh.shape))
+    return mesh
+
+
 def run(args) -> int:
+    compilation_cache.enable_from_args(args)
     if args.runner:
         return run_beam(args)
     from seahorse_metrics.scoring.scorer import MultiScorer
@@ -226,7 +263,7 @@ def run(args) -> int:
     check_output_path(input_path, args.output)
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
-    scorer = MultiScorer.load(named, **scorer_options(args))
+    scorer = MultiScorer.load(named, **scorer_options(args), mesh=_mesh(args))
     summary = score_file(scorer, input_path, args.output, **input_fields(args),
                          thresholds=thresholds, overwrite=args.overwrite,
                          encoding=args.encoding, quoting=args.quoting,
@@ -248,6 +285,9 @@ def run_beam(args) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Beam logs several INFO lines per bundle and worker; ours say what happens.
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    if args.mesh:
+        raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
+                         "own devices (drop --mesh, or score without --runner)")
     pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
     named = checkpoint_names(args.checkpoint)
     meta = beam_scoring.score_files(

@@ -14,6 +14,8 @@ import argparse
 import logging
 import sys
 
+from seahorse_metrics import compilation_cache
+
 logger = logging.getLogger(__name__)
 
 EXIT_DIVERGED = 3
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gin_bindings", action="append", default=[],
                         help="A gin binding such as \"TrainConfig.batch_size = 32\" (repeatable). "
                         "--gin.NAME=VALUE is the short form.")
+    compilation_cache.add_arguments(parser)
     parser.add_argument("--multihost", action="store_true",
                         help="Call jax.distributed.initialize() before training (one process per "
                         "host or per accelerator; see launch/).")
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("absl").setLevel(logging.WARNING)
     if args.multihost:
         _initialize_distributed(args)
+    compilation_cache.enable_from_args(args)
     from seahorse_metrics.training import trainer  # pylint: disable=g-import-not-at-top
 
     bindings = list(args.gin_bindings) + list(getattr(args, "gin_flag_bindings", []))

@@ -39,8 +39,10 @@ class T5Config:
         the last bucket.
       dropout_rate: Dropout used when the network runs non-deterministically.
       layer_norm_epsilon: Epsilon of the RMS norms (computed in float32).
-      dtype: Name of the compute dtype ("float32" or "bfloat16"); parameters
-        are always stored in float32.
+      dtype: Name of the compute dtype ("float32" or "bfloat16"). Norms,
+        softmax, logits and the loss are float32 whatever it is. Training keeps
+        float32 parameters (master weights); scoring may store them in this
+        dtype too (`Scorer.load(..., dtype=...)`).
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.

@@ -109,7 +109,8 @@ class RMSNorm(nn.Module):
         x32_BxLxD = x_BxLxD.astype(jnp.float32)
         mean_square_BxLx1 = jnp.mean(jnp.square(x32_BxLxD), axis=-1, keepdims=True)
         normed_BxLxD = x32_BxLxD * jax.lax.rsqrt(mean_square_BxLx1 + self.epsilon)
-        return (normed_BxLxD * scale_D).astype(self.dtype)
+        # The scale may be stored in bfloat16 (scoring); the product stays float32.
+        return (normed_BxLxD * scale_D.astype(jnp.float32)).astype(self.dtype)
 
 
 class RelativePositionBias(nn.Module):
@@ -145,7 +146,7 @@ class RelativePositionBias(nn.Module):
         key_QxK = jnp.arange(key_length)[None, :]
         offset_index_QxK = key_QxK - query_QxK + (query_length - 1)
         bias_HxQxK = jnp.take(bias_of_offset_HxO, offset_index_QxK, axis=1)
-        return bias_HxQxK[None]
+        return bias_HxQxK[None].astype(jnp.float32)
 
 
 class Attention(nn.Module):
@@ -363,13 +364,22 @@ class Decoder(nn.Module):
         if cfg.tie_word_embeddings:
             # T5 v1.0: the embedding is the head, after rescaling by d_model**-0.5.
             scaled_BxQxD = y_BxQxD.astype(jnp.float32) * np.float32(cfg.d_model ** -0.5)
-            logits_BxQxT = jnp.einsum("bqd,td->bqt", scaled_BxQxD, embedding_TxD)
+            logits_BxQxT = jnp.einsum("bqd,td->bqt", scaled_BxQxD,
+                                      embedding_TxD.astype(jnp.float32))
         else:
             w_logits_DxT = Kernel(
                 (cfg.d_model, cfg.vocab_size), ("embed", "vocab"),
                 nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal"),
                 name="logits_dense")()
-            logits_BxQxT = jnp.dot(y_BxQxD.astype(jnp.float32), w_logits_DxT)
+            # The operands meet in the wider of the two dtypes (float32 master
+            # weights: T5X's float32 head); a bfloat16 head multiplies the
+            # bfloat16 activations as they are, with float32 accumulation, which
+            # is exact for the products and spares a float32 copy of the
+            # [d_model, vocab] kernel.
+            operand_dtype = jnp.promote_types(y_BxQxD.dtype, w_logits_DxT.dtype)
+            logits_BxQxT = jnp.dot(y_BxQxD.astype(operand_dtype),
+                                   w_logits_DxT.astype(operand_dtype),
+                                   preferred_element_type=jnp.float32)
         return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
 
 

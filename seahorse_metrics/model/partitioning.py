@@ -5,7 +5,7 @@ Parameters and activations carry logical axis names (`embed`, `mlp`, `heads`,
 `data` (batch parallelism) and `model` (tensor parallelism). The trainer and
 the scorer both use these helpers::
 
-    mesh = make_mesh(model_parallel=2)
+    mesh = make_mesh(model_parallel=2)            # or mesh_from_spec("data=4,model=2")
     param_shardings = logical_to_sharding(model.param_logical_axes(), mesh)
     with mesh, nn.logical_axis_rules(LOGICAL_AXIS_RULES):
         ...  # activation constraints in the network take effect here
@@ -62,6 +62,51 @@ def make_mesh(model_parallel: int = 1, devices: Optional[Sequence[jax.Device]] =
         # layouts): fall back to the given device order.
         device_grid = np.asarray(devices, dtype=object).reshape(shape)
     return Mesh(device_grid, (DATA_AXIS, MODEL_AXIS))
+
+
+def parse_mesh_spec(spec: str) -> dict[str, int]:
+    """Reads `data=D,model=M` (either part may be left out) as {"data": D, "model": M}.
+
+    Raises:
+      ValueError: naming the part that is not `data=N` or `model=N` with N >= 1.
+    """
+    sizes: dict[str, int] = {}
+    for part in (p.strip() for p in str(spec).split(",")):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in (DATA_AXIS, MODEL_AXIS) or name in sizes:
+            raise ValueError(f"mesh {spec!r}: {part!r} is not data=N or model=N (each at most "
+                             "once), e.g. --mesh data=2,model=4")
+        try:
+            sizes[name] = int(value)
+        except ValueError:
+            sizes[name] = 0
+        if sizes[name] < 1:
+            raise ValueError(f"mesh {spec!r}: {name} must be a positive integer, got {value.strip()!r}")
+    return sizes
+
+
+def mesh_from_spec(spec: Optional[str], devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
+    """A ('data', 'model') mesh from `data=D,model=M`.
+
+    Without `data`, every device is used (`data` = devices // model); without
+    `model`, it is 1. The mesh takes the first data x model devices.
+
+    Args:
+      spec: e.g. "data=2,model=4", "model=8"; None or "" gives all devices on `data`.
+      devices: Devices to use (default: all devices).
+
+    Raises:
+      ValueError: if the spec is malformed or asks for more devices than there are.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = parse_mesh_spec(spec) if spec else {}
+    model = sizes.get(MODEL_AXIS, 1)
+    data = sizes.get(DATA_AXIS, max(1, len(devices) // model))
+    if data * model > len(devices):
+        raise ValueError(f"mesh {spec!r} needs {data} x {model} = {data * model} devices, but "
+                         f"{len(devices)} are available ({devices[0].platform})")
+    return make_mesh(model_parallel=model, devices=devices[:data * model])
 
 
 def logical_to_sharding(logical_specs_tree: Any, mesh: Mesh,

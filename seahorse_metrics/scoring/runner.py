@@ -9,9 +9,9 @@ Batches are split over the `data` axis of the same mesh the trainer uses
 logical axes; with every local device on `data` that is plain data
 parallelism. Rows come back in batch order whatever the device count.
 
-Compiled programs are cached per (model config, mesh, target ids, batch
-shape), so runners of equal configs (e.g. the q1-q6 metrics) share them and
-each shape compiles once per process.
+Compiled programs are cached per (model config, parameter dtypes, mesh,
+target ids, batch shape), so runners of equal configs (e.g. the q1-q6
+metrics) share them and each shape compiles once per process.
 """
 from __future__ import annotations
 
@@ -64,6 +64,35 @@ def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...]
     return chosen_BxN - log_z_Bx1
 
 
+def compile_first_step(model: EncoderDecoderModel, token_ids: tuple[int, ...], mesh: Mesh,
+                       abstract_params: Any, rows: int, length: int,
+                       compiler_options: Optional[Mapping[str, Any]] = None):
+    """Compiles the scorer of `[rows, length]` batches ahead of time.
+
+    Args:
+      model: The model object.
+      token_ids: Vocabulary ids whose log-probabilities are read.
+      mesh: The ('data', 'model') mesh; parameters are split by their
+        logical axes, the batch over 'data'.
+      abstract_params: `jax.ShapeDtypeStruct`s of the parameters (their
+        dtype decides the program); no weights are needed.
+      rows, length: The batch shape.
+      compiler_options: XLA options (see `ModelRunner`).
+
+    Returns:
+      The compiled executable `(params, tokens) -> [rows, len(token_ids)]`.
+    """
+    param_shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
+    function = jax.jit(
+        lambda params, tokens: _first_step_log_probs(model, token_ids, params, tokens),
+        in_shardings=(param_shardings, partitioning.data_sharding(mesh)),
+        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
+    tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
+    with sharding_context(mesh):
+        return function.lower(abstract_params, tokens).compile(
+            compiler_options=dict(compiler_options) if compiler_options else None)
+
+
 class ModelRunner:
     """Scores padded token batches with one model on a mesh.
 
@@ -102,6 +131,8 @@ class ModelRunner:
         self._param_shardings = partitioning.logical_to_sharding(
             model.param_logical_axes(), self.mesh)
         self.params = jax.device_put(params, self._param_shardings)
+        # Parameters of one config may be float32 or bfloat16: programs differ.
+        self._param_dtypes = tuple(str(leaf.dtype) for leaf in jax.tree.leaves(self.params))
         self.batch_sharding = partitioning.data_sharding(self.mesh)
 
     @property
@@ -110,7 +141,7 @@ class ModelRunner:
         return int(self.mesh.shape[partitioning.DATA_AXIS])
 
     def _key(self, rows: int, length: int) -> tuple:
-        return (self.model.config, self.mesh, self.token_ids,
+        return (self.model.config, self._param_dtypes, self.mesh, self.token_ids,
                 tuple(sorted(self.compiler_options.items())), rows, length)
 
     def compiled(self, rows: int, length: int):
@@ -131,15 +162,9 @@ class ModelRunner:
             raise ValueError(f"batch rows {rows} must be a multiple of the {self.data_parallel} "
                              "data-parallel devices")
         start = time.perf_counter()
-        function = jax.jit(
-            lambda params, tokens: _first_step_log_probs(self.model, self.token_ids, params, tokens),
-            in_shardings=(self._param_shardings, self.batch_sharding),
-            out_shardings=NamedSharding(self.mesh, PartitionSpec(partitioning.DATA_AXIS)))
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params)
-        tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
-        with sharding_context(self.mesh):
-            executable = function.lower(abstract_params, tokens).compile(
-                compiler_options=self.compiler_options or None)
+        executable = compile_first_step(self.model, self.token_ids, self.mesh, abstract_params,
+                                        rows, length, self.compiler_options)
         logger.info("scorer program for batches of %d x %d tokens ready in %.1f s (compiled, "
                     "or read from JAX's compilation cache)", rows, length,
                     time.perf_counter() - start)

@@ -28,8 +28,12 @@ directory (or its parent, as for `spiece.model`) holds a `seahorse_inputs.json`
 like `{"question_template": "query: {question} ..."}` naming another.
 
 Inputs are batched by length bucket within windows (each batch shape compiles
-once) and split over all local devices; results always come back in input
-order.
+once) and split over the `data` axis of a device mesh (default: all local
+devices); a `model` axis splits the parameters as the trainer does (T5X's
+logical axis rules), so a metric too big for one device is scored sharded
+(`mesh=partitioning.mesh_from_spec("data=2,model=4")`, `score --mesh`).
+Checkpoints are read tensor by tensor straight into the mesh, in `dtype`
+(`"bfloat16"` halves the memory). Results always come back in input order.
 """
 from __future__ import annotations
 
@@ -122,12 +126,20 @@ def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
     return vocab_path
 
 
-def _load_model(path: str, dtype: str):
+def _load_model(path: str, dtype: str, mesh: Any):
+    """The model of a checkpoint, its parameters read tensor by tensor in
+    `dtype` straight onto `mesh` (sharded by their logical axes)."""
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.model.model import EncoderDecoderModel
 
-    config, params = load_checkpoint(path)
+    config, params = load_checkpoint(path, dtype=dtype, mesh=mesh)
     return EncoderDecoderModel(config.replace(dtype=dtype)), params
+
+
+def _mesh_or_default(mesh: Any) -> Any:
+    from seahorse_metrics.scoring.runner import default_mesh
+
+    return mesh if mesh is not None else default_mesh()
 
 
 def _file_digest(path: str) -> str:
@@ -239,11 +251,14 @@ class MultiScorer:
             of them (named by their base name, made unique).
           vocab: SentencePiece model; default: `spiece.model` in each
             checkpoint directory (they must be identical).
-          dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs).
+          dtype: Compute and parameter dtype ("float32", or "bfloat16": half
+            the memory; norms, softmax and logits stay float32; slower on CPUs).
           max_input_length: Token budget of one input, EOS included.
           **kwargs: Any other argument of `MultiScorer(...)`; without
             `question_template`, the checkpoints' `seahorse_inputs.json` (or
-            the default) gives it.
+            the default) gives it; `mesh` (a ('data', 'model') mesh, see
+            `partitioning.mesh_from_spec`) also decides where the parameters
+            are loaded.
 
         Raises:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
@@ -258,9 +273,10 @@ class MultiScorer:
                 f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
                 "separately or pass the shared one as vocab=...")
         kwargs.setdefault("question_template", _shared_question_template(named))
-        models = {name: _load_model(path, dtype) for name, path in named.items()}
+        mesh = _mesh_or_default(kwargs.pop("mesh", None))
+        models = {name: _load_model(path, dtype, mesh) for name, path in named.items()}
         return cls(models, next(iter(vocab_paths.values())), max_input_length=max_input_length,
-                   checkpoints=named, **kwargs)
+                   checkpoints=named, mesh=mesh, **kwargs)
 
     # ------------------------------------------------------------ checks
     def _check_models(self, models: Mapping[str, tuple[Any, Any]]) -> tuple[int, int, int]:
@@ -275,9 +291,9 @@ class MultiScorer:
     def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
                       compiler_options: Optional[Mapping[str, Any]]) -> list:
         """One `ModelRunner` per model, its parameters placed on `mesh`."""
-        from seahorse_metrics.scoring.runner import ModelRunner, default_mesh
+        from seahorse_metrics.scoring.runner import ModelRunner
 
-        mesh = mesh if mesh is not None else default_mesh()
+        mesh = _mesh_or_default(mesh)
         return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
                             compiler_options)
                 for model, params in models.values()]
@@ -342,6 +358,8 @@ class MultiScorer:
             "checkpoints": {name: os.path.abspath(path) for name, path in self.checkpoints.items()},
             "vocabulary": os.path.abspath(self.vocab_path),
             "target_ids": {"1": self.positive_id, "0": self.negative_id},
+            "dtype": self.runners[0].model.config.dtype,
+            "mesh": {name: int(size) for name, size in self.runners[0].mesh.shape.items()},
             "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
                          "max_batch_tokens": self.max_batch_tokens,
                          "window_size": self.window_size,
@@ -611,14 +629,15 @@ class Scorer:
             dir) or Hugging Face hub id (`google/seahorse-large-q4`, read
             from the hub cache when offline; see `checkpoints.hub`).
           vocab: SentencePiece model; defaults to `spiece.model` in `path`.
-          dtype: Compute dtype ("float32"; "bfloat16" is slower on CPUs);
-            parameters stay float32.
+          dtype: Compute and parameter dtype ("float32", or "bfloat16": half
+            the memory; norms, softmax and logits stay float32; slower on CPUs).
           max_input_length: Token budget of one input, EOS included.
           batch_size: Default most rows of a batch.
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
-            max_batch_tokens, window_size, mesh, compiler_options,
+            max_batch_tokens, window_size, mesh (where the parameters are
+            loaded and the batches split), compiler_options,
             question_template (default: the checkpoint's `seahorse_inputs.json`,
             else `QUESTION_TEMPLATE`; see `MultiScorer`).
 
@@ -628,9 +647,10 @@ class Scorer:
         path = resolve_checkpoint(path)
         vocab_path = _resolve_vocabulary(path, vocab)
         kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
-        model, params = _load_model(path, dtype)
+        mesh = _mesh_or_default(kwargs.pop("mesh", None))
+        model, params = _load_model(path, dtype, mesh)
         return cls(model, params, vocab_path, max_input_length=max_input_length,
-                   batch_size=batch_size, checkpoint=path, **kwargs)
+                   batch_size=batch_size, checkpoint=path, mesh=mesh, **kwargs)
 
     @property
     def settings(self) -> InputSettings:

@@ -7,7 +7,7 @@ that own it (no full copy on one device).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import flax.struct
 import jax
@@ -58,9 +58,13 @@ def state_shardings(abstract_state: TrainState, param_shardings, mesh: Mesh) -> 
 
 
 def place_params(host_params, shardings):
-    """Puts host (numpy) parameters, identical on every process, onto the mesh."""
+    """Puts float32 parameters, identical on every process, onto the mesh:
+    host (numpy) arrays are cut into their shards; arrays the loader already
+    placed in those shardings are kept as they are."""
 
     def put(array, sharding):
+        if isinstance(array, jax.Array) and array.dtype == jnp.float32 and array.sharding == sharding:
+            return array
         array = np.asarray(array, dtype=np.float32)
         return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
 

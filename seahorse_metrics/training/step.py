@@ -96,8 +96,9 @@ class StepPlan:
 
         Args:
           seed: Seeds the parameter init and the dropout key.
-          host_params: Pretrained parameters (numpy tree, as returned by
-            `seahorse_metrics.checkpoints.load_checkpoint`), or None.
+          host_params: Pretrained parameters (as `load_checkpoint` returns
+            them: numpy arrays, or arrays already placed in these shardings,
+            which are used without a copy), or None.
 
         Raises:
           ValueError: If `host_params` does not fit the model.

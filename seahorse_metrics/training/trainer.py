@@ -78,7 +78,6 @@ class _Run:
 
     config: TrainConfig
     model_config: T5Config
-    host_params: Optional[Any]
     vocabulary_path: Optional[str]
     token_ids: Optional[tuple[int, int]]
     train_examples: ExampleSet
@@ -90,11 +89,15 @@ class _Run:
 # Setup.
 
 
-def resolve_model(config: TrainConfig) -> tuple[T5Config, Optional[Any]]:
-    """The network config and, with `init_checkpoint`, its parameters (host numpy).
+def resolve_model(config: TrainConfig, mesh: Optional[Any] = None,
+                  load_params: bool = True) -> tuple[T5Config, Optional[Any]]:
+    """The network config and, with `init_checkpoint`, its float32 parameters.
 
     The checkpoint's architecture replaces the preset; dropout and dtype
-    come from `config`.
+    come from `config`. The parameters are read tensor by tensor straight
+    into their shardings on `mesh` (host numpy arrays without a mesh), so a
+    large checkpoint never sits whole in host memory; `load_params=False`
+    reads the architecture only.
     """
     overrides = dict(config.model_overrides)
     overrides["dropout_rate"] = config.dropout_rate
@@ -109,8 +112,11 @@ def resolve_model(config: TrainConfig) -> tuple[T5Config, Optional[Any]]:
         return get_config(config.model, **overrides), None
     from seahorse_metrics import checkpoints  # pylint: disable=g-import-not-at-top
 
+    if not load_params:
+        return checkpoints.checkpoint_config(config.init_checkpoint).replace(**overrides), None
     logger.info("Initialising from %s (its architecture replaces the preset).", config.init_checkpoint)
-    model_config, params = checkpoints.load_checkpoint(config.init_checkpoint)
+    model_config, params = checkpoints.load_checkpoint(config.init_checkpoint, dtype="float32",
+                                                       mesh=mesh)
     return model_config.replace(**overrides), params
 
 
@@ -203,7 +209,8 @@ def _check_vocab_size(examples: ExampleSet, model_config: T5Config, split: str) 
 
 
 def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) -> _Run:
-    model_config, host_params = resolve_model(config)
+    # The initial parameters are read in `_start`, only when the run does not resume.
+    model_config, _ = resolve_model(config, load_params=False)
     vocabulary_path = resolve_vocabulary(config)
     if config.vocabulary is None and model_config.vocab_size > 4096 and not config.init_checkpoint:
         logger.warning("No vocabulary given: using the sample vocabulary %s with a %d-piece model; "
@@ -229,7 +236,6 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     return _Run(
         config=config,
         model_config=model_config,
-        host_params=host_params,
         vocabulary_path=vocabulary_path,
         token_ids=_target_ids(vocabulary_path) if validation_examples is not None else None,
         train_examples=train_examples,
@@ -246,7 +252,10 @@ def _start(run: _Run, run_checkpoints: checkpointing.RunCheckpoints):
         step, state, record = restored
         logger.info("Resuming from step %d of %s.", step, run_checkpoints.directory)
         return state, StreamPosition.from_json(record["stream"]), record.get("best")
-    return plan.init_state(config.seed, run.host_params), StreamPosition(), None
+    params = None
+    if config.init_checkpoint is not None:
+        params = resolve_model(config, plan.mesh)[1]
+    return plan.init_state(config.seed, params), StreamPosition(), None
 
 
 # --------------------------------------------------------------------------

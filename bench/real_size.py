@@ -1,0 +1,302 @@
+"""Real size: a random mT5-large (or XL) written by transformers as sharded
+safetensors, loaded and scored by seahorse-metrics and by Hugging Face PyTorch.
+
+    python bench/real_size.py                    # mT5-large, float32 (~10 GB free memory)
+    python bench/real_size.py --size xl          # mT5-XL in bfloat16 (~20 GB free memory)
+    python bench/real_size.py --size small --pairs 2 --length 512    # the code path, quickly
+
+Steps, each in its own process so that each peak RSS (the kernel's VmHWM) is
+that implementation's alone:
+
+  write   MT5ForConditionalGeneration with random weights in the dtype,
+          `save_pretrained(..., max_shard_size="1GB")` (sharded safetensors
+          and an index), and the sample's vocabulary (its ids are a subset of
+          the 250112 rows, so the compute is the real model's)
+  ours    `Scorer.load(dir, dtype=...)` (tensor by tensor onto the device),
+          compile, score the pairs; a fresh compilation cache
+  ours    again with that cache warm: load and compile only (the start-up a
+          second `score` run sees)
+  hf      `from_pretrained(dir, torch_dtype=...)`, then one forward pass per
+          pair with the decoder start token (the fastest HF variant at
+          this length in bench/score.py)
+
+Both read log P("1") from the full-vocabulary softmax at the first decoder
+step, on the same token ids (`encode_pair`, 8 pairs of `--length` tokens by
+default 2048). Prints one line per figure: load time, peak RSS while loading
+(and its ratio to the weights' bytes: the goal is <= 1.3x), compile time,
+examples/s, the largest |log P("1")| difference (float32: must be < 1e-3),
+and ends with `ratio: N.NNx` (our examples/s over HF's).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("USE_TF", "0")  # transformers must not import TensorFlow
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
+PRESETS = {"small": "mt5_small", "base": "mt5_base", "large": "mt5_large", "xl": "mt5_xl",
+           "xxl": "mt5_xxl"}
+DEFAULT_DTYPE = {"xl": "bfloat16", "xxl": "bfloat16"}
+COMPLETE = "bench_complete.json"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(PRESETS), default="large")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                        help="Weights and compute (default: float32; bfloat16 for xl, xxl).")
+    parser.add_argument("--pairs", type=int, default=8, help="Pairs scored (default 8).")
+    parser.add_argument("--length", type=int, default=2048, help="Tokens per pair (default 2048).")
+    parser.add_argument("--model_dir", default=None,
+                        help="Where the random model is written (reused when complete); default "
+                             "a temporary directory removed at the end.")
+    parser.add_argument("--skip_hf", action="store_true", help="Only run ours.")
+    parser.add_argument("--json", default=None, help="Also write the figures here.")
+    parser.add_argument("--role", choices=("write", "ours", "hf"), default=None,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--inputs", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cache_dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--compile_only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.dtype = args.dtype or DEFAULT_DTYPE.get(args.size, "float32")
+    return args
+
+
+def peak_rss_bytes() -> int:
+    """This process's resident-set high-water mark (VmHWM)."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+# --------------------------------------------------------------- children
+def write_model(args) -> dict:
+    """Writes a random MT5ForConditionalGeneration as sharded safetensors."""
+    import torch
+    import transformers
+
+    from seahorse_metrics.checkpoints.hf import config_to_hf
+    from seahorse_metrics.model.config import get_config
+
+    config = get_config(PRESETS[args.size])
+    hf_config = transformers.MT5Config(**{k: v for k, v in config_to_hf(config).items()
+                                          if k not in ("architectures", "torch_dtype")})
+    start = time.perf_counter()
+    torch.manual_seed(0)
+    # Built in the dtype (no float32 copy of an XL), with T5-style scaled init.
+    torch.set_default_dtype(getattr(torch, args.dtype))
+    model = transformers.MT5ForConditionalGeneration(hf_config).eval()
+    with torch.no_grad():
+        # HF draws the head with std 1, which saturates the softmax; scale it as T5X does.
+        model.lm_head.weight.mul_(config.d_model ** -0.5)
+    model.save_pretrained(args.model_dir, safe_serialization=True, max_shard_size="1GB")
+    shutil.copyfile(os.path.join(SAMPLE_DIR, "spiece.model"), os.path.join(args.model_dir, "spiece.model"))
+    parameters = sum(p.numel() for p in model.parameters())
+    return {"write_s": time.perf_counter() - start, "parameters": parameters,
+            "weight_bytes": parameters * torch.finfo(getattr(torch, args.dtype)).bits // 8}
+
+
+def run_ours(args) -> dict:
+    import jax
+    import numpy as np
+
+    from seahorse_metrics import Scorer, compilation_cache
+
+    compilation_cache.enable(args.cache_dir)
+    with open(args.inputs, encoding="utf-8") as handle:
+        premises, hypotheses = json.load(handle)
+    baseline = peak_rss_bytes()
+    start = time.perf_counter()
+    scorer = Scorer.load(args.model_dir, dtype=args.dtype, max_input_length=args.length,
+                         bucket_lengths=(args.length,), batch_size=1)
+    jax.block_until_ready(scorer.params)
+    result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
+              "rss_peak_loading": peak_rss_bytes()}
+    start = time.perf_counter()
+    scorer.precompile()
+    result["compile_s"] = time.perf_counter() - start
+    if args.compile_only:
+        return result
+    start = time.perf_counter()
+    scores = scorer.score(premises, hypotheses, show_progress=False)
+    seconds = time.perf_counter() - start
+    result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
+                  rss_peak_scoring=peak_rss_bytes(),
+                  log_p=[float(v) for v in np.log(np.asarray(scores, np.float64))])
+    return result
+
+
+def run_hf(args) -> dict:
+    import torch
+    import transformers
+
+    from seahorse_metrics.data.inputs import encode_pair
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+
+    with open(args.inputs, encoding="utf-8") as handle:
+        premises, hypotheses = json.load(handle)
+    baseline = peak_rss_bytes()
+    start = time.perf_counter()
+    model = transformers.MT5ForConditionalGeneration.from_pretrained(
+        args.model_dir, torch_dtype=getattr(torch, args.dtype)).eval()
+    result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
+              "rss_peak_loading": peak_rss_bytes()}
+    tokenizer = SentencePieceTokenizer(os.path.join(args.model_dir, "spiece.model"))
+    one_id = target_token_ids(tokenizer)[0]
+    log_p = []
+    start = time.perf_counter()
+    with torch.inference_mode():  # the first call pages the memory-mapped weights in
+        model(input_ids=torch.ones((1, 16), dtype=torch.long),
+              decoder_input_ids=torch.zeros((1, 1), dtype=torch.long))
+    result["first_call_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for premise, hypothesis in zip(premises, hypotheses):
+            ids = torch.tensor([encode_pair(tokenizer, premise, hypothesis, args.length).ids])
+            logits = model(input_ids=ids, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits
+            log_p.append(float(torch.log_softmax(logits[0, 0].float(), dim=-1)[one_id]))
+    seconds = time.perf_counter() - start
+    result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
+                  rss_peak_scoring=peak_rss_bytes(), log_p=log_p)
+    return result
+
+
+# ----------------------------------------------------------------- parent
+def make_pairs(count: int, length: int) -> tuple[list[str], list[str]]:
+    """`count` pairs whose inputs fill `length` tokens (articles of the
+    sample run together; summaries from its validation split)."""
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(os.path.join(SAMPLE_DIR, "spiece.model"))
+    with open(os.path.join(SAMPLE_DIR, "seahorse", "articles.jsonl"), encoding="utf-8") as handle:
+        articles = [json.loads(line)["text"] for line in handle]
+    with open(os.path.join(SAMPLE_DIR, "seahorse", "validation.tsv"), encoding="utf-8") as handle:
+        summaries = [line.split("\t")[2] for line in list(handle)[1:]]
+    premises = []
+    for index in range(count):
+        parts, tokens = [], 0
+        while tokens < length + 64:  # a little over: encode_pair cuts the article
+            article = articles[(index * 37 + len(parts)) % len(articles)]
+            parts.append(article)
+            tokens += len(tokenizer.encode(article))
+        premises.append(" ".join(parts))
+    return premises, [summaries[index * 11 % len(summaries)] for index in range(count)]
+
+
+def child(args, role: str, **extra) -> dict:
+    """Runs this script as `role` in a fresh process; returns its JSON result."""
+    command = [sys.executable, os.path.abspath(__file__), "--role", role, "--size", args.size,
+               "--dtype", args.dtype, "--length", str(args.length), "--model_dir", args.model_dir]
+    for name, value in extra.items():
+        if value is True:
+            command.append(f"--{name}")
+        elif value is not None:
+            command += [f"--{name}", str(value)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{role} failed:\n{done.stderr[-4000:]}")
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def gb(size: float) -> str:
+    return f"{size / 1e9:.2f} GB"
+
+
+def report(figures: dict) -> list[str]:
+    weights = figures["model"]["weight_bytes"]
+    lines = [f"model: {figures['model']['name']}, {figures['model']['parameters'] / 1e9:.3f} B "
+             f"parameters, {figures['dtype']}: {gb(weights)} of weights in "
+             f"{figures['model']['shards']} safetensors shards",
+             f"pairs: {figures['pairs']} of {figures['length']} tokens"]
+    for name in ("ours", "hf"):
+        run = figures.get(name)
+        if run is None:
+            continue
+        lines += [f"{name} load: {run['load_s']:.1f} s",
+                  f"{name} peak RSS while loading: {gb(run['rss_peak_loading'])} "
+                  f"({run['rss_peak_loading'] / weights:.2f}x the weights; "
+                  f"{gb(run['rss_baseline'])} before loading)"]
+        if "compile_s" in run:
+            lines.append(f"{name} compile: {run['compile_s']:.1f} s (empty compilation cache)")
+        if "first_call_s" in run:
+            lines.append(f"{name} first call (16 tokens; pages the memory-mapped weights in): "
+                         f"{run['first_call_s']:.1f} s")
+        lines += [f"{name} scoring: {run['examples_per_s']:.4f} examples/s "
+                  f"({run['score_s']:.1f} s)",
+                  f"{name} peak RSS while scoring: {gb(run['rss_peak_scoring'])}"]
+    warm = figures.get("ours_warm")
+    if warm is not None:
+        lines.append(f"ours second start-up: load {warm['load_s']:.1f} s + compile "
+                     f"{warm['compile_s']:.1f} s (compilation cache warm)")
+    if "hf" in figures:
+        gap = max(abs(a - b) for a, b in zip(figures["ours"]["log_p"], figures["hf"]["log_p"]))
+        lines.append(f"max |log P(\"1\") difference|: {gap:.2e}")
+        lines.append(f"ratio: {figures['ours']['examples_per_s'] / figures['hf']['examples_per_s']:.2f}x")
+    return lines
+
+
+def parent(args) -> int:
+    temporary = args.model_dir is None
+    args.model_dir = args.model_dir or tempfile.mkdtemp(prefix=f"mt5-{args.size}-")
+    work = tempfile.mkdtemp(prefix="real-size-")
+    try:
+        complete = os.path.join(args.model_dir, COMPLETE)
+        if not os.path.isfile(complete):
+            print(f"writing a random {PRESETS[args.size]} ({args.dtype}) to {args.model_dir}", flush=True)
+            written = child(args, "write")
+            with open(complete, "w", encoding="utf-8") as handle:
+                json.dump(dict(written, dtype=args.dtype), handle)
+        with open(complete, encoding="utf-8") as handle:
+            model = json.load(handle)
+        shards = len([n for n in os.listdir(args.model_dir) if n.endswith(".safetensors")])
+        inputs = os.path.join(work, "pairs.json")
+        with open(inputs, "w", encoding="utf-8") as handle:
+            json.dump(make_pairs(args.pairs, args.length), handle)
+        figures = {"model": dict(model, name=PRESETS[args.size], shards=shards), "dtype": args.dtype,
+                   "pairs": args.pairs, "length": args.length}
+        cache = os.path.join(work, "jax_cache")
+        print("ours: load, compile, score", flush=True)
+        figures["ours"] = child(args, "ours", inputs=inputs, cache_dir=cache)
+        print("ours again: load, compile from the cache", flush=True)
+        figures["ours_warm"] = child(args, "ours", inputs=inputs, cache_dir=cache, compile_only=True)
+        if not args.skip_hf:
+            print("hf: load, score", flush=True)
+            figures["hf"] = child(args, "hf", inputs=inputs)
+        print("\n".join(report(figures)))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(figures, handle, indent=2)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if temporary:
+            shutil.rmtree(args.model_dir, ignore_errors=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.role is None:
+        return parent(args)
+    if args.role == "write":
+        os.makedirs(args.model_dir, exist_ok=True)
+        result = write_model(args)
+    else:
+        result = run_ours(args) if args.role == "ours" else run_hf(args)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

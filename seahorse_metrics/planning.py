@@ -1,0 +1,304 @@
+"""Per-device memory of training and scoring on a mesh, read from programs
+compiled from shapes alone.
+
+    plan = plan_memory(get_config("mt5_xxl", dtype="bfloat16"),
+                       mesh_from_spec("data=2,model=8"), input_length=2048, batch_size=16)
+    print(plan.report())
+
+The trainer's own train step (its optimizer state, float32 master weights,
+the model's compute dtype) and the scorer's own first-step program (weights
+in the compute dtype) are lowered and compiled ahead of time from
+`jax.ShapeDtypeStruct`s, `jax.eval_shape` of the initialiser: no weight is
+allocated, so a plan for mT5-XXL runs on a laptop. From the compiled programs
+come how every argument is split (`input_shardings`: a parameter the rules
+leave whole shows up) and XLA's per-device figures (`memory_analysis()`:
+arguments, outputs, temporaries). Parameters, optimizer state and batch are
+exact; temporaries (activations, gradients, workspace) are those of the
+backend that compiled, so on CPU devices standing in for accelerators they
+are a guide, not a promise. `plan_in_subprocess` compiles on as many
+simulated CPU devices as the mesh needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Mapping, Optional
+
+# Token ids read by the planned scorer; any two ids compile the same program.
+_PLAN_TOKEN_IDS = (1, 2)
+# LLVM's optimisation level changes the machine code only, not the buffers:
+# mT5-XXL's (1+1 layers) temporaries are byte for byte the same, and it
+# compiles a quarter faster.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+_TRAIN_FEATURES = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens",
+                   "decoder_loss_weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgumentBytes:
+    """One group of a program's arguments: `total` bytes unsplit, and what
+    the most loaded device holds (`per_device`)."""
+
+    total: int
+    per_device: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StepMemory:
+    """What one compiled program needs per device.
+
+    Attributes:
+      name: "train step" or "scoring step".
+      arguments: Group ("parameters", "optimizer state", "batch") -> bytes.
+      temp_bytes: XLA's temporaries per device (activations, gradients, workspace).
+      output_bytes: Outputs per device not aliased to (donated) inputs.
+      largest_whole: (name, bytes) of the biggest parameter no device splits.
+      compile_seconds: Time to lower and compile.
+    """
+
+    name: str
+    arguments: dict[str, ArgumentBytes]
+    temp_bytes: int
+    output_bytes: int
+    largest_whole: tuple[str, int]
+    compile_seconds: float
+
+    @property
+    def per_device_bytes(self) -> int:
+        """Arguments + temporaries + fresh outputs on the most loaded device."""
+        return sum(a.per_device for a in self.arguments.values()) + self.temp_bytes + self.output_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """The memory plan of a model on a mesh (see `plan_memory`)."""
+
+    model: str
+    parameter_count: int
+    mesh: dict[str, int]
+    platform: str
+    input_length: int
+    steps: list[StepMemory]
+
+    def report(self) -> str:
+        """A few readable lines: per-device bytes of each program."""
+        devices = math.prod(self.mesh.values())
+        lines = [f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
+                 f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
+                 f"{self.platform} devices), inputs of {self.input_length} tokens"]
+        for step in self.steps:
+            lines.append(f"{step.name} (compiled in {step.compile_seconds:.0f} s):")
+            for group, size in step.arguments.items():
+                lines.append(f"  {group:<26} {_gb(size.per_device):>10} per device "
+                             f"({_gb(size.total)} in all)")
+            lines.append(f"  {'activations, temporaries':<26} {_gb(step.temp_bytes):>10} per device")
+            lines.append(f"  {'outputs':<26} {_gb(step.output_bytes):>10} per device")
+            lines.append(f"  {'total':<26} {_gb(step.per_device_bytes):>10} per device")
+            name, size = step.largest_whole
+            lines.append(f"  largest parameter left whole: {name} ({_gb(size)})")
+        if self.platform == "cpu":
+            lines.append("Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
+                         "differ. Parameters, optimizer state and batch are exact.")
+        return "\n".join(lines)
+
+
+def _gb(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size >= 2**24 else f"{size / 2**20:.2f} MiB"
+
+
+def _leaf_bytes(abstract: Any, sharding: Any) -> tuple[int, int]:
+    itemsize = abstract.dtype.itemsize
+    return (math.prod(abstract.shape) * itemsize,
+            math.prod(sharding.shard_shape(abstract.shape)) * itemsize)
+
+
+def _group_bytes(abstract_tree: Any, sharding_tree: Any) -> ArgumentBytes:
+    import jax
+
+    sizes = [_leaf_bytes(a, s) for a, s in zip(jax.tree.leaves(abstract_tree), jax.tree.leaves(sharding_tree))]
+    return ArgumentBytes(sum(t for t, _ in sizes), sum(d for _, d in sizes))
+
+
+def _largest_whole(abstract_params: Any, shardings: Any) -> tuple[str, int]:
+    import jax
+
+    whole = [(jax.tree_util.keystr(path, simple=True, separator="/"), _leaf_bytes(a, s)[0])
+             for (path, a), s in zip(jax.tree_util.tree_leaves_with_path(abstract_params),
+                                     jax.tree.leaves(shardings))
+             if tuple(s.shard_shape(a.shape)) == tuple(a.shape)]
+    return max(whole, key=lambda item: item[1]) if whole else ("none", 0)
+
+
+def _compiled_shardings(compiled_tree: Any, given_tree: Any) -> Any:
+    """The compiled program's input shardings; an argument the program does
+    not read (None there, e.g. Adafactor's unused factored slots) keeps the
+    sharding it was placed with."""
+    import jax
+
+    return jax.tree.map(lambda compiled, given: given if compiled is None else compiled,
+                        compiled_tree, given_tree, is_leaf=lambda node: node is None)
+
+
+def _step_memory(name: str, compiled: Any, groups: Mapping[str, tuple[Any, Any]],
+                 abstract_params: Any, param_shardings: Any, seconds: float) -> StepMemory:
+    stats = compiled.memory_analysis()
+    return StepMemory(
+        name=name,
+        arguments={group: _group_bytes(abstract, shardings)
+                   for group, (abstract, shardings) in groups.items()},
+        temp_bytes=int(stats.temp_size_in_bytes),
+        output_bytes=max(0, int(stats.output_size_in_bytes) - int(stats.alias_size_in_bytes)),
+        largest_whole=_largest_whole(abstract_params, param_shardings),
+        compile_seconds=seconds)
+
+
+def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                    target_length: int = 4, optimizer: Any = None,
+                    compiler_options: Optional[Mapping[str, Any]] = None) -> StepMemory:
+    """Compiles the trainer's step from shapes; returns its per-device memory."""
+    import jax
+    import jax.numpy as jnp
+
+    from seahorse_metrics.training import optimizers, sharding as sharding_lib, step as step_lib
+
+    sharding_lib.check_batch_size(batch_size, mesh)
+    plan = step_lib.compile_plan(model_config, optimizer or optimizers.OptimizerConfig(), 1000,
+                                 1e-4, None, mesh)
+    lengths = {"encoder_input_tokens": input_length}
+    batch = {name: jax.ShapeDtypeStruct((batch_size, lengths.get(name, target_length)), jnp.int32,
+                                        sharding=plan.batch_sharding)
+             for name in _TRAIN_FEATURES}
+    start = time.perf_counter()
+    options = FAST_COMPILE if compiler_options is None else dict(compiler_options)
+    with step_lib.sharding_context(mesh):
+        compiled = plan.step_fn.lower(plan.abstract_state, batch).compile(
+            compiler_options=options or None)
+    seconds = time.perf_counter() - start
+    (state_shardings, batch_shardings), _ = compiled.input_shardings
+    state_shardings = _compiled_shardings(state_shardings, plan.state_shardings)
+    abstract = plan.abstract_state
+    groups = {"parameters (float32)": (abstract.params, state_shardings.params),
+              "optimizer state": (abstract.opt_state, state_shardings.opt_state),
+              "batch": (batch, batch_shardings)}
+    return _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}", compiled,
+                        groups, abstract.params, state_shardings.params, seconds)
+
+
+def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                      compiler_options: Optional[Mapping[str, Any]] = None) -> StepMemory:
+    """Compiles the scorer's first-step program from shapes, weights in the
+    compute dtype (as `Scorer.load(..., dtype=...)` keeps them)."""
+    import jax
+
+    from seahorse_metrics.model.model import EncoderDecoderModel
+    from seahorse_metrics.scoring.runner import compile_first_step
+
+    if batch_size % mesh.shape["data"]:
+        raise ValueError(f"scoring batch {batch_size} must be a multiple of the "
+                         f"{mesh.shape['data']} data-parallel devices")
+    model = EncoderDecoderModel(model_config)
+    abstract_params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, model_config.dtype),
+                                   model.abstract_params())
+    start = time.perf_counter()
+    compiled = compile_first_step(model, _PLAN_TOKEN_IDS, mesh, abstract_params, batch_size,
+                                  input_length, FAST_COMPILE if compiler_options is None
+                                  else compiler_options)
+    seconds = time.perf_counter() - start
+    param_shardings, token_sharding = compiled.input_shardings[0]
+    tokens = jax.ShapeDtypeStruct((batch_size, input_length), "int32")
+    groups = {f"parameters ({model_config.dtype})": (abstract_params, param_shardings),
+              "batch": (tokens, token_sharding)}
+    return _step_memory(f"scoring step: batch {batch_size}, weights {model_config.dtype}", compiled,
+                        groups, abstract_params, param_shardings, seconds)
+
+
+def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                target_length: int = 4, score_batch_size: Optional[int] = None,
+                optimizer: Any = None, model_name: Optional[str] = None,
+                compiler_options: Optional[Mapping[str, Any]] = None) -> MemoryPlan:
+    """Plans the train step and the scoring step of `model_config` on `mesh`.
+
+    Args:
+      model_config: The network (`get_config("mt5_xxl", dtype="bfloat16")`).
+      mesh: A ('data', 'model') mesh over existing (possibly simulated) devices.
+      input_length: Encoder tokens per row.
+      batch_size: Training rows per step (a multiple of the `data` size).
+      target_length: Decoder tokens per training row.
+      score_batch_size: Scoring rows per batch (default `batch_size`).
+      optimizer: An `OptimizerConfig` (default: the trainer's Adafactor).
+      model_name: How the report names the model.
+      compiler_options: XLA options for both compilations (default `FAST_COMPILE`).
+
+    Raises:
+      ValueError: if a batch does not split over the `data` axis.
+    """
+    import jax
+
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    abstract = EncoderDecoderModel(model_config).abstract_params()
+    steps = [plan_train_step(model_config, mesh, input_length, batch_size, target_length, optimizer,
+                             compiler_options),
+             plan_scoring_step(model_config, mesh, input_length, score_batch_size or batch_size,
+                               compiler_options)]
+    return MemoryPlan(
+        model=model_name or f"d_model={model_config.d_model} x {model_config.num_encoder_layers}"
+                            f"+{model_config.num_decoder_layers} layers",
+        parameter_count=sum(math.prod(a.shape) for a in jax.tree.leaves(abstract)),
+        mesh={name: int(size) for name, size in mesh.shape.items()},
+        platform=mesh.devices.flat[0].platform, input_length=input_length, steps=steps)
+
+
+_CHILD = """
+import dataclasses, json, sys
+from seahorse_metrics import planning
+from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.model.partitioning import make_mesh
+from seahorse_metrics.training.optimizers import OptimizerConfig
+request = json.loads(sys.argv[1])
+config = T5Config.from_dict(request.pop("model_config"))
+mesh = make_mesh(request.pop("model_parallel"))
+optimizer = request.pop("optimizer")
+plan = planning.plan_memory(config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer),
+                            **request)
+print("PLAN " + json.dumps(dataclasses.asdict(plan)))
+"""
+
+
+def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: int,
+                       batch_size: int, target_length: int = 4,
+                       score_batch_size: Optional[int] = None, optimizer: Any = None,
+                       model_name: Optional[str] = None,
+                       compiler_options: Optional[Mapping[str, Any]] = None,
+                       timeout: Optional[float] = None) -> MemoryPlan:
+    """`plan_memory` on `data` x `model` simulated CPU devices, in a child
+    process (JAX fixes its device count when it starts).
+
+    Raises:
+      ValueError: with the child's last error line, if planning fails.
+    """
+    request = {"model_config": model_config.to_dict(), "model_parallel": int(model),
+               "input_length": int(input_length), "batch_size": int(batch_size),
+               "target_length": int(target_length), "score_batch_size": score_batch_size,
+               "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
+               "model_name": model_name,
+               "compiler_options": None if compiler_options is None else dict(compiler_options)}
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                          f" --xla_force_host_platform_device_count={int(data) * int(model)}"))
+    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(request)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PLAN ")]
+    if done.returncode != 0 or not lines:
+        errors = [line for line in done.stderr.splitlines() if line.strip()]
+        raise ValueError(f"planning failed: {errors[-1] if errors else done.returncode}")
+    values = json.loads(lines[-1][len("PLAN "):])
+    steps = [StepMemory(**dict(step, arguments={k: ArgumentBytes(**v) for k, v in step["arguments"].items()},
+                               largest_whole=tuple(step["largest_whole"])))
+             for step in values.pop("steps")]
+    return MemoryPlan(steps=steps, **values)
