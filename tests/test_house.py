@@ -1,4 +1,5 @@
-"""The library's shape: imports run one way (no cycle between its modules)."""
+"""The house's shape: imports run one way (no cycle between the library's modules),
+no library function over 60 lines, the demo tooling in its own room."""
 import ast
 import pathlib
 
@@ -129,17 +130,28 @@ def test_setup_installs_the_library_and_not_the_demo_tooling(monkeypatch):
     assert not [name for name in packages if name.split(".")[0] == "demo_data"]
 
 
-def test_demo_tooling_functions_fit_on_one_screen():
-    longest = 50
+def _functions_over(paths, longest: int) -> list[str]:
+    """`file:line name (n lines)` of every function (or method) longer than
+    `longest` lines, docstring included."""
     too_long = []
-    for path in sorted(DEMO_DATA.rglob("*.py")):
+    for path in sorted(paths):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 if length > longest:
                     too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
                                     f"({length} lines)")
-    assert not too_long, f"over {longest} lines: {too_long}"
+    return too_long
+
+
+def test_library_functions_are_at_most_sixty_lines():
+    too_long = _functions_over(_library_modules().values(), 60)
+    assert not too_long, f"over 60 lines (split them into named steps): {too_long}"
+
+
+def test_demo_tooling_functions_fit_on_one_screen():
+    too_long = _functions_over(DEMO_DATA.rglob("*.py"), 50)
+    assert not too_long, f"over 50 lines: {too_long}"
 
 
 @pytest.mark.parametrize("module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone",

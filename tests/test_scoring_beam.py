@@ -371,6 +371,16 @@ def test_cli_runner_with_questions_and_threshold_writes_what_score_writes(tmp_pa
         assert len({r["score"] for r in expected_rows[start:start + len(questions)]}) > 1
 
 
+def test_a_pipeline_run_where_every_row_failed_exits_non_zero(tmp_path, tiny_hf_dir, capsys):
+    source = write_jsonl(tmp_path / "bad.jsonl", [{"article": "a text", "abstract": "no summary"}] * 3)
+    command = ["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
+               str(tmp_path / "out.jsonl"), "--runner", "DirectRunner",
+               "--direct_running_mode=in_memory", "--max_input_length", "64", "--buckets", "64",
+               "--no_progress"]
+    assert cli_main(command) == 2
+    assert "none of the 3 rows could be scored" in capsys.readouterr().err
+
+
 def test_dataflow_script_adds_dataflow_options_that_beam_knows(tmp_path):
     shim = tmp_path / "python"  # Stands in for the interpreter: parses what it is given.
     shim.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""\

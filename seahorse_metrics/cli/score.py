@@ -297,6 +297,14 @@ def run_beam(args) -> int:
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     rows = meta["rows"]
+    if rows["rows"] and not rows["scored"]:  # As without --runner: a run that scored nothing fails.
+        from seahorse_metrics.scoring.files import NothingScoredError
+
+        first = meta["bad_rows"][0] if meta["bad_rows"] else {}
+        raise NothingScoredError(
+            f"none of the {rows['rows']} rows could be scored ({first.get('file', '?')}:"
+            f"{first.get('line', '?')}: {first.get('error', '?')}); every row has an 'error' "
+            f"in {meta['shards']}")
     logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],
                 rows["bad"], meta["shards"], f" and {meta['merged']}" if meta.get("merged") else "",
                 args.output + ".meta.json")

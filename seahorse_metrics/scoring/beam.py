@@ -830,13 +830,7 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
     fingerprint = _fingerprint(job)
     meta = _previous_run(job, fingerprint, overwrite)
     if meta is None:
-        _write_bytes(FileSystems.join(job.shards, SETTINGS_FILE),
-                     json.dumps(fingerprint, indent=2).encode("utf-8"))
-        _remove([FileSystems.join(job.shards, TOTALS_FILE)])
-        totals, counters, seconds = run_pipeline(job, pipeline_args, make_handler(job),
-                                                 show_progress)
-        meta = _metadata(job, fingerprint, totals, counters, seconds)
-        _remove(_matching(FileSystems.join(job.shards, "*.tmp-*")))
+        meta = _score_shards(job, fingerprint, pipeline_args, make_handler(job), show_progress)
     else:
         logger.info("%s is complete for this input and these settings; nothing to score",
                     job.shards)
@@ -844,6 +838,18 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
         merge_shards(job, meta)
         meta["merged"] = job.output
     _write_bytes(job.meta_path, json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))
+    return meta
+
+
+def _score_shards(job: ScoringJob, fingerprint: dict, pipeline_args: Sequence[str],
+                  handler: ModelHandler, show_progress: Optional[bool]) -> dict:
+    """Runs the pipeline over the windows without a shard; returns the metadata."""
+    _write_bytes(FileSystems.join(job.shards, SETTINGS_FILE),
+                 json.dumps(fingerprint, indent=2).encode("utf-8"))
+    _remove([FileSystems.join(job.shards, TOTALS_FILE)])
+    totals, counters, seconds = run_pipeline(job, pipeline_args, handler, show_progress)
+    meta = _metadata(job, fingerprint, totals, counters, seconds)
+    _remove(_matching(FileSystems.join(job.shards, "*.tmp-*")))
     return meta
 
 

@@ -501,18 +501,24 @@ def score_file(scorer, input_path: str, output_path: str, *,
         if _already_done(job, fingerprint, overwrite):
             with open(job.meta_path, encoding="utf-8") as handle:
                 return json.load(handle)
-        if overwrite and os.path.exists(job.partial_path):
-            os.remove(job.partial_path)
-        partial = PartialFile(job.partial_path, fingerprint, job.num_rows)
-        try:
-            stats, progress = _score_missing_rows(scorer, job, partial, batch_size, show_progress)
-        finally:
-            partial.close()
-        stats.log(scorer.settings.max_input_length)
-        summary = _finish(scorer, job, partial, fingerprint, stats, progress)
-        _write_atomically(job.meta_path, lambda handle: json.dump(summary, handle, indent=2,
-                                                                  ensure_ascii=False))
+        return _run_job(scorer, job, fingerprint, batch_size, overwrite, show_progress)
+
+
+def _run_job(scorer, job: ScoringJob, fingerprint: dict, batch_size: Optional[int],
+             overwrite: bool, show_progress: Optional[bool]) -> dict:
+    """Scores what the partial file lacks, writes the output and the metadata."""
+    if overwrite and os.path.exists(job.partial_path):
         os.remove(job.partial_path)
+    partial = PartialFile(job.partial_path, fingerprint, job.num_rows)
+    try:
+        stats, progress = _score_missing_rows(scorer, job, partial, batch_size, show_progress)
+    finally:
+        partial.close()
+    stats.log(scorer.settings.max_input_length)
+    summary = _finish(scorer, job, partial, fingerprint, stats, progress)
+    _write_atomically(job.meta_path, lambda handle: json.dump(summary, handle, indent=2,
+                                                              ensure_ascii=False))
+    os.remove(job.partial_path)
     return summary
 
 
