@@ -32,6 +32,13 @@ EXTRAS_REQUIRE = {
         "transformers>=4.44,<5",
         "openpyxl",
     ],
+    # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
+    # CTranslate2's CPU wheels (converted from the same weights, float32 and int8).
+    "bench": [
+        "ctranslate2",
+        "torch==2.13.0",
+        "transformers>=4.44,<5",
+    ],
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
 }
