@@ -127,7 +127,7 @@ class MultiScorer:
                  max_batch_tokens: int = batching_lib.DEFAULT_MAX_BATCH_TOKENS,
                  window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
                  compiler_options: Optional[Mapping[str, Any]] = None,
-                 checkpoints: Optional[Mapping[str, str]] = None):
+                 checkpoints: Optional[Mapping[str, str]] = None, packing: bool = False):
         """Builds a scorer from loaded models.
 
         Args:
@@ -149,6 +149,9 @@ class MultiScorer:
             on 'data').
           compiler_options: XLA compile options (see `ModelRunner`).
           checkpoints: name -> checkpoint path, for `metadata()`.
+          packing: Pack several inputs into a row where padding would be
+            (block-diagonal attention; scores equal the unpacked ones to
+            float rounding). See `batching`.
 
         Raises:
           ValueError: for bad settings, or a vocabulary that does not fit a
@@ -170,6 +173,7 @@ class MultiScorer:
         self.batch_size = int(batch_size)
         self.max_batch_tokens = int(max_batch_tokens)
         self.window_size = int(window_size)
+        self.packing = bool(packing)
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
@@ -257,7 +261,7 @@ class MultiScorer:
         return batching_lib.BatchingConfig(
             buckets=self.buckets, batch_size=int(batch_size or self.batch_size),
             max_batch_tokens=self.max_batch_tokens, row_multiple=data_parallel,
-            window_size=self.window_size)
+            window_size=self.window_size, pack=self.packing)
 
     def pipeline(self, batch_size: Optional[int] = None) -> ScoringPipeline:
         """The scoring pipeline for `batch_size` rows."""
@@ -271,7 +275,8 @@ class MultiScorer:
         config = self.batching(batch_size)
         longest = config.buckets[-1] if max_length is None else config.bucket(
             min(int(max_length), config.buckets[-1]))
-        shapes = [(rows, length) for rows, length in config.shapes() if length <= longest]
+        shapes = [(rows, length) + ((config.slots(length),) if config.pack else ())
+                  for rows, length in config.shapes() if length <= longest]
         for runner in self.runners:
             runner.precompile(shapes)
 
@@ -288,7 +293,8 @@ class MultiScorer:
             "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
                          "max_batch_tokens": self.max_batch_tokens,
                          "window_size": self.window_size,
-                         "data_parallel": self.runners[0].data_parallel},
+                         "data_parallel": self.runners[0].data_parallel,
+                         "packing": self.packing},
         }
 
     # ----------------------------------------------------------- scoring
@@ -527,8 +533,8 @@ class Scorer:
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
-            max_batch_tokens, window_size, mesh, compiler_options (see
-            `MultiScorer`).
+            max_batch_tokens, window_size, mesh, compiler_options, packing
+            (see `MultiScorer`).
 
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
