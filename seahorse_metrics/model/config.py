@@ -9,9 +9,10 @@ with `replace`, as the Flax examples do::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+QUANTIZATIONS = ("int8",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,11 @@ class T5Config:
       dropout_rate: Dropout used when the network runs non-deterministically.
       layer_norm_epsilon: Epsilon of the RMS norms (computed in float32).
       dtype: Name of the compute dtype ("float32" or "bfloat16"); parameters
-        are always stored in float32.
+        are stored in float32 unless `quantize` says otherwise.
+      quantize: None, or "int8": the attention and feed-forward kernels are
+        int8 with a float32 scale per output channel (see
+        `seahorse_metrics.model.quantize`); embeddings, norms, the relative
+        bias and the output head stay float32. For scoring, not training.
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.
@@ -56,6 +61,7 @@ class T5Config:
     pad_id: int = 0
     eos_id: int = 1
     decoder_start_id: int = 0
+    quantize: Optional[str] = None
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
@@ -69,6 +75,9 @@ class T5Config:
         if self.dtype not in _COMPUTE_DTYPES:
             raise ValueError(
                 f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")
+        if self.quantize is not None and self.quantize not in QUANTIZATIONS:
+            raise ValueError(
+                f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}")
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 
