@@ -89,3 +89,23 @@ def test_int8_scores_rank_as_float32_on_the_trained_backbone():
     int8 = Scorer.load(BACKBONE, quantize="int8", **options).score(articles, summaries)
     assert np.ptp(float32) > 10 * np.abs(int8 - float32).max() > 0
     assert spearmanr(int8, float32).statistic > 0.995
+
+
+def test_score_command_takes_quantize_and_packing(tmp_path, tiny_hf_dir):
+    from seahorse_metrics.cli import main as cli_main
+
+    premises, hypotheses = ref.random_pairs(12, seed=5, max_words=30)
+    source = tmp_path / "pairs.jsonl"
+    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
+                              for p, h in zip(premises, hypotheses)))
+    output = tmp_path / "scored.jsonl"
+    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--output",
+                     str(output), "--buckets", "64,128", "--quantize", "int8", "--packing",
+                     "--no_progress"]) == 0
+    scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
+    float32 = Scorer.load(tiny_hf_dir, bucket_lengths=(64, 128)).score(premises, hypotheses)
+    assert spearmanr(scores, float32).statistic > 0.98
+    np.testing.assert_allclose(scores, float32, rtol=0.1)
+    meta = json.loads((tmp_path / "scored.jsonl.meta.json").read_text())
+    assert meta["settings"]["quantize"] == {"score": "int8"}
+    assert meta["settings"]["batching"]["packing"] is True
