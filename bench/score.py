@@ -19,16 +19,16 @@ threads everywhere (one per CPU):
   ours_packed  the same with `packing=True` (short inputs fill other rows'
                padding; block-diagonal attention), float32
   ours_int8    `quantize="int8"`: int8 attention and feed-forward kernels
-               with per-channel scales, products in bfloat16 (not run by
-               default: `--ours ours,ours_int8`)
+               with per-channel scales, products in bfloat16
   ours_int8_packed  both
 
 The weights are written once as a Hugging Face `MT5ForConditionalGeneration`
 directory (`export_hf`, with the sample's vocabulary); the HF variants load
-it with `from_pretrained` and CTranslate2 converts it with its own
-Transformers converter (float32, and int8 quantization). CTranslate2 reads
-token strings: every id is passed as its SentencePiece piece, and the run
-checks that the converted vocabulary maps each piece back to the same id.
+it with `from_pretrained` and CTranslate2 converts it with its own converter
+(`ct2-transformers-converter`, float32 and int8, in a child process).
+CTranslate2 reads token strings: every id is passed as its SentencePiece
+piece, and the run checks that the converted vocabulary maps each piece
+back to the same id.
 
 The HF variants run a forward pass with the decoder start token (cheaper
 than `generate`) and read P("1") from the softmax, as ours does;
@@ -54,9 +54,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,7 +79,7 @@ CT2_VARIANTS = {"ct2_float32": "float32", "ct2_int8": "int8"}
 # Our variants: Scorer options on top of the shared ones ("ours" is the reference).
 OURS_VARIANTS = {"ours": {}, "ours_packed": {"packing": True}, "ours_int8": {"quantize": "int8"},
                  "ours_int8_packed": {"quantize": "int8", "packing": True}}
-DEFAULT_OURS = "ours,ours_packed,ours_int8_packed"
+DEFAULT_OURS = ",".join(OURS_VARIANTS)
 FLOAT32_TOLERANCE = 1e-4
 
 
@@ -164,10 +164,16 @@ def ct2_translators(hf_dir: str, work_dir: str, threads: int) -> dict:
     translators = {}
     for name, compute_type in CT2_VARIANTS.items():
         output_dir = os.path.join(work_dir, name)
-        quantization = None if compute_type == "float32" else compute_type
-        ctranslate2.converters.TransformersConverter(hf_dir).convert(
-            output_dir, quantization=quantization)
-        gc.collect()  # The converter's torch copy of the weights.
+        # CTranslate2's own converter (`ct2-transformers-converter`), in a child
+        # process so that its copies of the weights leave with it.
+        done = subprocess.run([sys.executable, "-c",
+                               "from ctranslate2.converters.transformers import main; main()",
+                               "--model", hf_dir, "--output_dir", output_dir, "--quantization",
+                               compute_type, "--low_cpu_mem_usage"],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"bench/score.py: converting {hf_dir} to CTranslate2 "
+                             f"{compute_type} failed:\n{done.stderr[-3000:]}")
         translators[name] = (ctranslate2.Translator(
             output_dir, device="cpu", compute_type=compute_type, inter_threads=1,
             intra_threads=threads), ct2_vocabulary(output_dir))
@@ -298,15 +304,18 @@ def our_scorers(args, config, params, vocab_path) -> dict:
 
     buckets = [int(b) for b in args.buckets.split(",")] if args.buckets else None
     batching = {"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}
-    scorers = {}
+    scorers, placed = {}, {}  # placed: the weights on the device, per quantization
     for name in args.ours:
         options = dict(OURS_VARIANTS[name])
-        model = EncoderDecoderModel(config.replace(quantize=options.pop("quantize", None)))
-        weights = (quantize_params(model, params) if model.config.quantize
-                   else scorers["ours"].params if scorers else params)
+        quantize = options.pop("quantize", None)
+        model = EncoderDecoderModel(config.replace(quantize=quantize))
+        weights = placed.get(quantize)
+        if weights is None:  # int8 shares the float32 embeddings and head once they are placed
+            weights = quantize_params(model, placed.get(None, params)) if quantize else params
         scorers[name] = Scorer(model, weights, vocab_path, max_input_length=args.max_length,
                                batch_size=args.batch_size, bucket_lengths=buckets,
                                window_size=max(args.n, 1), **batching, **options)
+        placed[quantize] = scorers[name].params
     return scorers
 
 
@@ -332,6 +341,24 @@ def build_setup(args, threads: int, work_dir: str) -> Setup:
                for p, h in zip(premises, hypotheses)]
     return Setup(config, tokenizer, scorers, hf_model(hf_dir), translators, premises, hypotheses,
                  lengths, sum(model_flops(config, length) for length in lengths))
+
+
+def check_ct2_vocabularies(setup: Setup) -> None:
+    """Every id the inputs use (and "▁1"'s) means the same piece to CTranslate2."""
+    used_ids = {i for ids in setup.scorer.encode_inputs(setup.premises, setup.hypotheses)
+                for i in ids} | {setup.scorer.positive_id}
+    for _, vocabulary in setup.translators.values():
+        check_same_ids(vocabulary, setup.tokenizer, used_ids)
+
+
+def precompile_ours(setup: Setup) -> dict[str, float]:
+    """Compiles each of our variants' shapes up to the longest input; seconds per variant."""
+    seconds = {}
+    for name, scorer in setup.scorers.items():
+        start = time.perf_counter()
+        scorer.precompile(max_length=max(setup.lengths))
+        seconds[name] = time.perf_counter() - start
+    return seconds
 
 
 def variant_runners(args, setup: Setup) -> dict[str, Callable[[], tuple[np.ndarray, dict]]]:
@@ -432,9 +459,9 @@ def print_report(args, setup: Setup, results, compile_seconds, peaks, checks, su
         print(f"{name}: compiled {len(scorer.multi.batching().shapes())} bucket shapes up to "
               f"{max(setup.lengths)} tokens in {compile_seconds[name]:.1f} s (not in the timing "
               f"below); padding {results[name]['padding']:.1%} of batch tokens")
-    print(f"{'variant':<12} {'seconds':>8} {'examples/s':>11} {'GFLOP/s':>8} {'of peak':>8}")
+    print(f"{'variant':<17} {'seconds':>8} {'examples/s':>11} {'GFLOP/s':>8} {'of peak':>8}")
     for name, r in results.items():
-        print(f"{name:<12} {r['seconds']:8.2f} {r['examples_per_s']:11.3f} "
+        print(f"{name:<17} {r['seconds']:8.2f} {r['examples_per_s']:11.3f} "
               f"{r['flops_per_s'] / 1e9:8.1f} {r['flops_per_s'] / matmul_peak:8.1%}")
     float32 = {n: c["max_rel_diff"] for n, c in checks.items() if "max_rel_diff" in c}
     agree = max(float32.values(), default=0.0) <= FLOAT32_TOLERANCE
@@ -478,18 +505,11 @@ def main(argv=None) -> int:
           f"torch {torch.__version__} ({torch.get_num_threads()} threads, CTranslate2 too)")
     with tempfile.TemporaryDirectory(prefix="bench-score-") as work_dir:
         setup = build_setup(args, threads, work_dir)
-    used_ids = {i for ids in setup.scorer.encode_inputs(setup.premises, setup.hypotheses)
-                for i in ids} | {setup.scorer.positive_id}
-    for _, vocabulary in setup.translators.values():
-        check_same_ids(vocabulary, setup.tokenizer, used_ids)
+    check_ct2_vocabularies(setup)
     print(f"model: mT5-small shape, vocab {setup.config.vocab_size}; {args.n} examples, input "
           f"tokens min/median/max {min(setup.lengths)}/{int(np.median(setup.lengths))}/"
           f"{max(setup.lengths)}, {setup.total_flops / args.n / 1e9:.1f} GFLOP per example")
-    compile_seconds = {}
-    for name, scorer in setup.scorers.items():
-        start = time.perf_counter()
-        scorer.precompile(max_length=max(setup.lengths))
-        compile_seconds[name] = time.perf_counter() - start
+    compile_seconds = precompile_ours(setup)
     peaks = [measure_matmul_peak()]
     results = time_variants(variant_runners(args, setup), args.rounds, args.n, setup.total_flops)
     peaks.append(measure_matmul_peak())

@@ -52,7 +52,9 @@ def quantize_params(model: EncoderDecoderModel, params: Params) -> Params:
         dict, host or device arrays).
 
     Returns:
-      A nested dict of numpy arrays matching `model.abstract_params()`.
+      A nested dict matching `model.abstract_params()`: numpy int8 kernels
+      and float32 scales, and the other parameters as given (the same
+      arrays, so device arrays stay where they are and are not copied).
 
     Raises:
       ValueError: if `model` is not quantized or the parameters do not fit it.
@@ -67,12 +69,13 @@ def quantize_params(model: EncoderDecoderModel, params: Params) -> Params:
             continue
         if name not in given:
             raise ValueError(f"the parameters lack {name!r}; are they of this network?")
-        value = np.asarray(jax.device_get(given[name]))
-        if value.shape != tuple(leaf.shape):
-            raise ValueError(f"parameter {name!r} has shape {value.shape}, the network wants "
-                             f"{tuple(leaf.shape)}")
+        value = given[name]
+        if tuple(value.shape) != tuple(leaf.shape):
+            raise ValueError(f"parameter {name!r} has shape {tuple(value.shape)}, the network "
+                             f"wants {tuple(leaf.shape)}")
         if leaf.dtype == np.int8:
-            result[name], result[name + SCALE_SUFFIX] = quantize_kernel(value)
+            kernel = np.asarray(jax.device_get(value))
+            result[name], result[name + SCALE_SUFFIX] = quantize_kernel(kernel)
         else:
-            result[name] = value.astype(leaf.dtype)
+            result[name] = value if value.dtype == leaf.dtype else value.astype(leaf.dtype)
     return traverse_util.unflatten_dict(result, sep="/")
