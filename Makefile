@@ -21,6 +21,7 @@ demo: install
 	$(PY) -m seahorse_metrics.demo
 
 bench: install
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/score.py --quick
 	$(PY) bench/train.py --quick
 	$(PY) bench/beam.py --quick

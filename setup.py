@@ -26,7 +26,7 @@ INSTALL_REQUIRES = [
 # needs protobuf<7, and sentencepiece 0.2.3 ships code generated for protobuf 7
 # that refuses to import under protobuf 6 (seqio and our vocabularies import
 # it): with Beam installed, sentencepiece stays below 0.2.3 (the sample
-# vocabulary is trained with 0.2.2, see scripts/train_vocab.py). 2.77 is the
+# vocabulary is trained with 0.2.2, see demo_data/vocab.py). 2.77 is the
 # oldest Beam tested (its numpy<2.5 admits the numpy 2 this project runs).
 BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
 
@@ -50,6 +50,13 @@ EXTRAS_REQUIRE = {
         "hypothesis",
     ] + BEAM,
     "beam": BEAM,
+    # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
+    # CTranslate2's CPU wheels (converted from the same weights, float32 and int8).
+    "bench": [
+        "ctranslate2",
+        "torch==2.13.0",
+        "transformers>=4.44,<5",
+    ],
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
     "parquet": ["pyarrow"],

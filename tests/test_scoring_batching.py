@@ -1,5 +1,6 @@
 """Length buckets, batch plans and input order, without a model."""
 import collections
+import dataclasses
 import random
 
 import numpy as np
@@ -67,3 +68,39 @@ def test_in_input_order_restores_order_and_holds_only_early_arrivals():
 def test_windows_of():
     assert [len(w) for w in windows_of(range(10), 4)] == [4, 4, 2]
     assert list(windows_of([], 4)) == []
+
+
+def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
+    monkeypatch.setattr(batching, "TOKENS_PER_SLOT", 32)
+    rng = random.Random(0)
+    lengths = [int(min(512, max(3, rng.lognormvariate(4.5, 0.9)))) for _ in range(200)]
+    units = units_of(lengths)
+    config = batching.BatchingConfig(buckets=(64, 128, 256, 512), batch_size=16, pack=True)
+    plan = batching.plan_window(units, config, pad_id=0)
+    keys = [key for batch in plan for key in batch.keys if key is not None]
+    assert sorted(keys) == list(range(len(lengths)))
+    shapes = set(config.shapes())
+    for batch in plan:
+        rows, length = batch.tokens.shape
+        assert (rows, length) in shapes and batch.slots == config.slots(length) > 1
+        assert batch.segment_ids.shape == batch.tokens.shape
+        for row in range(rows):
+            offset = 0
+            for slot in range(batch.slots):
+                key = batch.keys[row * batch.slots + slot]
+                if key is None:
+                    continue
+                # Each input lies whole and in order in its own segment, packed left.
+                span = slice(offset, offset + lengths[key])
+                assert (batch.tokens[row, span] == np.arange(1, lengths[key] + 1)).all()
+                assert (batch.segment_ids[row, span] == slot + 1).all()
+                offset += lengths[key]
+            assert not batch.tokens[row, offset:].any() and not batch.segment_ids[row, offset:].any()
+    packed_total = sum(batch.tokens.size for batch in plan)
+    assert sum(batch.real_tokens for batch in plan) == sum(lengths)
+    unpacked = batching.plan_window(units, dataclasses.replace(config, pack=False), pad_id=0)
+    assert packed_total < 0.8 * sum(batch.tokens.size for batch in unpacked)
+    again = batching.plan_window(units, config, pad_id=0)
+    assert [b.keys for b in again] == [b.keys for b in plan]
+    # Unpacked configs keep one input per row.
+    assert dataclasses.replace(config, pack=False).slots(512) == 1 and unpacked[0].slots == 1

@@ -148,11 +148,18 @@ def _add_question_and_threshold(parser) -> None:
 
 
 def _add_device_options(parser) -> None:
-    """--dtype, --mesh and the compilation cache options."""
+    """--dtype, --quantize, --packing, --mesh and the compilation cache options."""
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="Parameter and compute dtype (default float32). bfloat16 loads the "
                              "weights in half the memory; norms, softmax and logits stay "
                              "float32. Slower on CPUs.")
+    parser.add_argument("--quantize", default=None, choices=("int8",),
+                        help="int8: int8 attention and feed-forward weights, products in "
+                             "bfloat16; faster on CPUs with AVX512-BF16, scores rank as "
+                             "float32's but are not equal to them.")
+    parser.add_argument("--packing", action="store_true",
+                        help="Pack short inputs into other rows' padding (same scores to float "
+                             "rounding; pays off with few or coarse --buckets).")
     parser.add_argument("--mesh", default=None, type=mesh_spec, metavar="data=D,model=M",
                         help="Device mesh: batches are split over data, parameters over model "
                              "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
@@ -226,7 +233,8 @@ def scorer_options(args) -> dict:
                 normalize=args.normalize, long_inputs=args.long_inputs,
                 chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
                 sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-                max_batch_tokens=args.max_batch_tokens, window_size=args.window_size)
+                max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
+                quantize=args.quantize, packing=args.packing)
 
 
 def input_fields(args) -> dict:

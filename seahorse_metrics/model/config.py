@@ -12,11 +12,12 @@ the Flax examples do::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 # Hugging Face's names: T5 v1.1 / mT5 (wo(gelu(wi_0 x) * wi_1 x)) and T5 v1.0 (wo(relu(wi x))).
 FEED_FORWARD_PROJS = ("gated-gelu", "relu")
+QUANTIZATIONS = ("int8",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,12 @@ class T5Config:
         softmax, logits and the loss are float32 whatever it is. Training keeps
         float32 parameters (master weights); scoring may store them in this
         dtype too (`Scorer.load(..., dtype=...)`).
+      quantize: None, or "int8": the attention and feed-forward kernels are
+        int8 with a float32 scale per output channel, their products and
+        the attention products run in bfloat16 with float32 accumulation
+        (see `seahorse_metrics.model.quantize`); embeddings, norms, softmax,
+        the relative bias and the output head stay float32. For scoring,
+        not training.
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.
@@ -69,6 +76,7 @@ class T5Config:
     decoder_start_id: int = 0
     feed_forward_proj: str = "gated-gelu"
     tie_word_embeddings: bool = False
+    quantize: Optional[str] = None
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
@@ -89,6 +97,9 @@ class T5Config:
         if not isinstance(self.tie_word_embeddings, bool):
             raise ValueError("T5Config.tie_word_embeddings must be a bool, got "
                              f"{self.tie_word_embeddings!r}")
+        if self.quantize is not None and self.quantize not in QUANTIZATIONS:
+            raise ValueError(
+                f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}")
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 

@@ -164,8 +164,7 @@ class ScoringPipeline:
         stats = stats if stats is not None else ScoringStats()
         in_flight = collections.deque()
         for window, batch in self._batches(windows, stats):
-            tokens = self.runners[0].put(batch.tokens)
-            in_flight.append((window, batch, [runner(tokens) for runner in self.runners]))
+            in_flight.append((window, batch, self._dispatch(batch)))
             stats.batches += 1
             stats.real_tokens += batch.real_tokens
             stats.batch_tokens += batch.tokens.size
@@ -174,6 +173,14 @@ class ScoringPipeline:
                 yield self._finish(*in_flight.popleft())
         while in_flight:
             yield self._finish(*in_flight.popleft())
+
+    def _dispatch(self, batch: Batch) -> list:
+        """Starts every model on `batch` (packed batches with their segment ids)."""
+        tokens = self.runners[0].put(batch.tokens)
+        if batch.segment_ids is None:
+            return [runner(tokens) for runner in self.runners]
+        segments = self.runners[0].put(batch.segment_ids)
+        return [runner(tokens, segments, batch.slots) for runner in self.runners]
 
     def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
         encoded = []
@@ -204,9 +211,13 @@ class ScoringPipeline:
                 yield window, batch
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
-        log_probs = [np.asarray(output) for output in outputs]  # waits for the devices
+        # Waits for the devices; packed outputs [rows, slots, 2] go slot by slot.
+        log_probs = [np.asarray(output).reshape(-1, 2) for output in outputs]
         finished = []
-        for row, (position, unit) in enumerate(batch.keys):
+        for row, key in enumerate(batch.keys):
+            if key is None:  # An empty slot of a packed row.
+                continue
+            position, unit = key
             for model, values in enumerate(log_probs):
                 window.log_probs[position][model, unit] = values[row]
             window.remaining[position] -= 1

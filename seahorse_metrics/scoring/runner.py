@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -58,7 +59,32 @@ def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...]
         "encoder_input_tokens": encoder_input_tokens,
         "decoder_input_tokens": jnp.full((rows, 1), model.config.decoder_start_id, jnp.int32),
     }
-    logits_BxT = model.logits(params, batch)[:, 0].astype(jnp.float32)
+    return _read_log_probs(model.logits(params, batch)[:, 0], token_ids)
+
+
+def _packed_first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...],
+                                 slots: int, params: Any, encoder_input_tokens: jax.Array,
+                                 encoder_segment_ids: jax.Array) -> jax.Array:
+    """[rows, slots, len(token_ids)]: the first step of each packed segment.
+
+    Segment s (ids 1..slots) gets decoder position s - 1, fed the start
+    token; the network's segment masks keep each position to its own
+    segment's encoder tokens, so every slot scores as if it were alone.
+    """
+    rows = encoder_input_tokens.shape[0]
+    batch = {
+        "encoder_input_tokens": encoder_input_tokens,
+        "encoder_segment_ids": encoder_segment_ids,
+        "decoder_input_tokens": jnp.full((rows, slots), model.config.decoder_start_id, jnp.int32),
+        "decoder_segment_ids": jnp.broadcast_to(jnp.arange(1, slots + 1, dtype=jnp.int32),
+                                                (rows, slots)),
+    }
+    return _read_log_probs(model.logits(params, batch), token_ids)
+
+
+def _read_log_probs(logits_BxT: jax.Array, token_ids: tuple[int, ...]) -> jax.Array:
+    """log P(token_ids) from the full-vocabulary softmax over the last axis."""
+    logits_BxT = logits_BxT.astype(jnp.float32)
     log_z_Bx1 = jax.nn.logsumexp(logits_BxT, axis=-1, keepdims=True)
     chosen_BxN = jnp.take(logits_BxT, jnp.asarray(token_ids, jnp.int32), axis=-1)
     return chosen_BxN - log_z_Bx1
@@ -66,7 +92,8 @@ def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...]
 
 def compile_first_step(model: EncoderDecoderModel, token_ids: tuple[int, ...], mesh: Mesh,
                        abstract_params: Any, rows: int, length: int,
-                       compiler_options: Optional[Mapping[str, Any]] = None):
+                       compiler_options: Optional[Mapping[str, Any]] = None,
+                       slots: Optional[int] = None):
     """Compiles the scorer of `[rows, length]` batches ahead of time.
 
     Args:
@@ -78,18 +105,24 @@ def compile_first_step(model: EncoderDecoderModel, token_ids: tuple[int, ...], m
         dtype decides the program); no weights are needed.
       rows, length: The batch shape.
       compiler_options: XLA options (see `ModelRunner`).
+      slots: None, or the inputs packed per row (the program then also
+        takes the segment ids and returns `[rows, slots, len(token_ids)]`).
 
     Returns:
-      The compiled executable `(params, tokens) -> [rows, len(token_ids)]`.
+      The compiled executable `(params, tokens[, segment_ids]) -> log-probabilities`.
     """
     param_shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
-    function = jax.jit(
-        lambda params, tokens: _first_step_log_probs(model, token_ids, params, tokens),
-        in_shardings=(param_shardings, partitioning.data_sharding(mesh)),
-        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
     tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
+    if slots is None:
+        program, inputs = functools.partial(_first_step_log_probs, model, token_ids), (tokens,)
+    else:
+        program, inputs = functools.partial(_packed_first_step_log_probs, model, token_ids,
+                                            slots), (tokens, tokens)
+    function = jax.jit(
+        program, in_shardings=(param_shardings,) + (partitioning.data_sharding(mesh),) * len(inputs),
+        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
     with sharding_context(mesh):
-        return function.lower(abstract_params, tokens).compile(
+        return function.lower(abstract_params, *inputs).compile(
             compiler_options=dict(compiler_options) if compiler_options else None)
 
 
@@ -140,13 +173,14 @@ class ModelRunner:
         """Devices a batch is split over (rows must be a multiple of it)."""
         return int(self.mesh.shape[partitioning.DATA_AXIS])
 
-    def _key(self, rows: int, length: int) -> tuple:
+    def _key(self, rows: int, length: int, slots: Optional[int] = None) -> tuple:
         return (self.model.config, self._param_dtypes, self.mesh, self.token_ids,
-                tuple(sorted(self.compiler_options.items())), rows, length)
+                tuple(sorted(self.compiler_options.items())), rows, length, slots)
 
-    def compiled(self, rows: int, length: int):
-        """The compiled scorer of `[rows, length]` batches (compiled on first use)."""
-        key = self._key(rows, length)
+    def compiled(self, rows: int, length: int, slots: Optional[int] = None):
+        """The compiled scorer of `[rows, length]` batches (compiled on first use);
+        with `slots`, of packed batches with that many inputs per row."""
+        key = self._key(rows, length, slots)
         executable = _COMPILED.get(key)
         if executable is not None:
             return executable
@@ -154,24 +188,25 @@ class ModelRunner:
             shape_lock = _SHAPE_LOCKS.setdefault(key, threading.Lock())
         with shape_lock:  # Another thread may be compiling this very shape.
             if key not in _COMPILED:
-                _COMPILED[key] = self._compile(rows, length)
+                _COMPILED[key] = self._compile(rows, length, slots)
             return _COMPILED[key]
 
-    def _compile(self, rows: int, length: int):
+    def _compile(self, rows: int, length: int, slots: Optional[int] = None):
         if rows % self.data_parallel:
             raise ValueError(f"batch rows {rows} must be a multiple of the {self.data_parallel} "
                              "data-parallel devices")
         start = time.perf_counter()
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params)
         executable = compile_first_step(self.model, self.token_ids, self.mesh, abstract_params,
-                                        rows, length, self.compiler_options)
-        logger.info("scorer program for batches of %d x %d tokens ready in %.1f s (compiled, "
+                                        rows, length, self.compiler_options, slots)
+        logger.info("scorer program for batches of %d x %d tokens%s ready in %.1f s (compiled, "
                     "or read from JAX's compilation cache)", rows, length,
-                    time.perf_counter() - start)
+                    f" ({slots} packed per row)" if slots else "", time.perf_counter() - start)
         return executable
 
-    def precompile(self, shapes: Sequence[tuple[int, int]], threads: int = 2) -> None:
-        """Compiles the given `(rows, length)` shapes now, a few at a time."""
+    def precompile(self, shapes: Sequence[tuple[int, ...]], threads: int = 2) -> None:
+        """Compiles the given `(rows, length)` (or packed `(rows, length, slots)`)
+        shapes now, a few at a time."""
         missing = [s for s in shapes if self._key(*s) not in _COMPILED]
         if not missing:
             return
@@ -179,19 +214,24 @@ class ModelRunner:
             for future in [pool.submit(self.compiled, *shape) for shape in missing]:
                 future.result()
 
-    def is_compiled(self, rows: int, length: int) -> bool:
-        """Whether the `[rows, length]` program exists already."""
-        return self._key(rows, length) in _COMPILED
+    def is_compiled(self, rows: int, length: int, slots: Optional[int] = None) -> bool:
+        """Whether the `[rows, length]` program (packed: with `slots`) exists already."""
+        return self._key(rows, length, slots) in _COMPILED
 
     def put(self, tokens: np.ndarray) -> jax.Array:
         """Sends a host batch to the devices, split over `data`."""
         return jax.device_put(np.asarray(tokens, np.int32), self.batch_sharding)
 
-    def __call__(self, tokens: jax.Array) -> jax.Array:
+    def __call__(self, tokens: jax.Array, segment_ids: Optional[jax.Array] = None,
+                 slots: Optional[int] = None) -> jax.Array:
         """Starts scoring a placed batch; returns float32 [rows, len(token_ids)]
-        log-probabilities (asynchronously: reading them waits)."""
+        log-probabilities (asynchronously: reading them waits). A packed batch
+        (`segment_ids` 1..`slots` per row, 0 for padding) returns
+        [rows, slots, len(token_ids)]."""
         rows, length = tokens.shape
-        return self.compiled(rows, length)(self.params, tokens)
+        if segment_ids is None:
+            return self.compiled(rows, length)(self.params, tokens)
+        return self.compiled(rows, length, slots)(self.params, tokens, segment_ids)
 
 
 def compiled_shape_count() -> int:

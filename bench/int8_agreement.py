@@ -1,0 +1,99 @@
+"""Do int8 scores rank as float32 ones do? Trained metrics, real inputs.
+
+    python -m seahorse_metrics.demo                  # trains demo_output/metrics/q1..q6
+    python bench/int8_agreement.py                   # their test split, float32 vs int8
+
+Scores every pair of --input with every metric of --metrics twice, float32
+and `quantize="int8"` (with --packing, both packed), and prints per metric
+the Spearman rank correlation of the two, the largest score difference,
+the ROC-AUC of each against the human labels where the input has them
+(boolean `q1`..`q6` fields, as `seahorse-metrics prepare` writes), and each
+mode's examples/s (busy machines make those noisy). Ends with
+`min spearman: N.NNNNN`; the issue's bar is 0.999.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--metrics", default="demo_output/metrics",
+                        help="A folder of metric checkpoints (one subfolder each; default the "
+                             "demo's) or a comma-separated list of checkpoints.")
+    parser.add_argument("--input", default="demo_output/prepared/test.jsonl",
+                        help="JSONL with article and summary fields (default the demo's test split).")
+    parser.add_argument("--packing", action="store_true", help="Pack inputs in both modes.")
+    parser.add_argument("--limit", type=int, default=None, help="Score only the first N pairs.")
+    return parser.parse_args(argv)
+
+
+def metric_paths(spec: str) -> dict[str, str]:
+    """{name: checkpoint} from a folder of metrics or a comma-separated list."""
+    if "," not in spec and os.path.isdir(spec) and not os.path.isfile(
+            os.path.join(spec, "config.json")):
+        names = sorted(n for n in os.listdir(spec) if os.path.isdir(os.path.join(spec, n)))
+        return {n: os.path.join(spec, n, "best") if os.path.isdir(os.path.join(spec, n, "best"))
+                else os.path.join(spec, n) for n in names}
+    return {os.path.basename(os.path.normpath(p)): p for p in spec.split(",")}
+
+
+def read_pairs(path: str, limit):
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return records[:limit] if limit else records
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from scipy.stats import spearmanr
+    from sklearn.metrics import roc_auc_score
+
+    from seahorse_metrics import MultiScorer
+
+    paths = metric_paths(args.metrics)
+    for name, path in paths.items():
+        if not os.path.exists(path):
+            raise SystemExit(f"bench/int8_agreement.py: no checkpoint {path} (metric {name}); "
+                             "run `python -m seahorse_metrics.demo` first or pass --metrics")
+    records = read_pairs(args.input, args.limit)
+    premises = [r["article"] for r in records]
+    hypotheses = [r["summary"] for r in records]
+    scores, speed = {}, {}
+    for mode in ("float32", "int8"):
+        scorer = MultiScorer.load(paths, quantize=None if mode == "float32" else mode,
+                                  packing=args.packing)
+        scorer.score(premises[:8], hypotheses[:8])  # compile the common shapes first
+        start = time.perf_counter()
+        scores[mode] = scorer.score(premises, hypotheses, show_progress=False)
+        speed[mode] = len(records) / (time.perf_counter() - start)
+    print(f"{len(records)} pairs from {args.input}; {len(paths)} metrics"
+          f"{', packed' if args.packing else ''}; examples/s (all metrics): "
+          f"float32 {speed['float32']:.1f}, int8 {speed['int8']:.1f}")
+    print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'auc f32':>8} {'auc int8':>9}")
+    worst = 1.0
+    for name in paths:
+        a, b = scores["float32"][name], scores["int8"][name]
+        rho = float(spearmanr(a, b).statistic)
+        worst = min(worst, rho)
+        labels = [r.get(name) for r in records]
+        auc = ["", ""]
+        keep = [i for i, label in enumerate(labels) if isinstance(label, bool)]
+        if keep and len({labels[i] for i in keep}) == 2:
+            y = [labels[i] for i in keep]
+            auc = [f"{roc_auc_score(y, s[keep]):.4f}" for s in (a, b)]
+        print(f"{name:<8} {rho:9.5f} {np.abs(a - b).max():11.2e} {auc[0]:>8} {auc[1]:>9}")
+    print(f"min spearman: {worst:.5f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

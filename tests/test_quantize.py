@@ -1,0 +1,111 @@
+"""Int8 scoring (`quantize="int8"`): the quantized parameters, and scores that
+rank as the float32 ones do, on random and on trained weights."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from fixtures import scoring_reference as ref
+from seahorse_metrics import Scorer
+from seahorse_metrics.checkpoints import load_checkpoint
+from seahorse_metrics.model import EncoderDecoderModel
+from seahorse_metrics.model.quantize import quantize_kernel, quantize_params
+
+FAST = {"xla_backend_optimization_level": 0}
+BACKBONE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "seahorse_metrics", "data", "backbone")
+SAMPLE = os.path.join(os.path.dirname(BACKBONE), "sample", "seahorse")
+
+
+def test_quantize_kernel_per_output_channel():
+    rng = np.random.default_rng(0)
+    kernel = rng.standard_normal((48, 5)).astype(np.float32) * np.array([1, 10, 0.01, 0, 3],
+                                                                          np.float32)
+    values, scale = quantize_kernel(kernel)
+    assert values.dtype == np.int8 and scale.dtype == np.float32 and scale.shape == (5,)
+    assert np.abs(values).max() == 127 and values.min() >= -127
+    # Each column keeps its own range: the error is at most half a step of it.
+    error = np.abs(values * scale - kernel)
+    assert (error <= scale / 2 + 1e-7).all()
+    assert scale[3] == 1.0 and not values[:, 3].any()  # an all-zero column
+    with pytest.raises(ValueError, match="2-D"):
+        quantize_kernel(np.zeros((2, 3, 4)))
+
+
+def test_quantized_params_fit_the_quantized_network(tiny_hf_dir):
+    config, params = load_checkpoint(tiny_hf_dir)
+    model = EncoderDecoderModel(config.replace(quantize="int8"))
+    quantized = quantize_params(model, params)
+    abstract = model.abstract_params()
+    assert jax.tree.structure(quantized) == jax.tree.structure(abstract)
+    for got, want in zip(jax.tree.leaves(quantized), jax.tree.leaves(abstract)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+    query = quantized["encoder"]["layers_0"]["attention"]["query"]
+    assert query["kernel"].dtype == np.int8 and query["kernel_scale"].shape == (config.inner_dim,)
+    assert quantized["decoder"]["layers_0"]["mlp"]["wo"]["kernel"].dtype == np.int8
+    for name in ("token_embedder",):  # embeddings and the output head stay float32
+        assert quantized[name]["embedding"].dtype == np.float32
+    assert quantized["decoder"]["logits_dense"]["kernel"].dtype == np.float32
+    axes = model.param_logical_axes()
+    assert axes["encoder"]["layers_0"]["mlp"]["wi_0"]["kernel_scale"] == jax.sharding.PartitionSpec("mlp")
+    with pytest.raises(ValueError, match="not quantized"):
+        quantize_params(EncoderDecoderModel(config), params)
+    del params["encoder"]["layers_0"]["mlp"]
+    with pytest.raises(ValueError, match="lack"):
+        quantize_params(model, params)
+    with pytest.raises(ValueError, match="quantize"):
+        config.replace(quantize="int4")
+
+
+def test_int8_scores_rank_as_float32_on_random_weights(tiny_hf_dir):
+    pairs = ref.random_pairs(40, seed=3, max_words=30)
+    options = dict(bucket_lengths=(64, 128), compiler_options=FAST)
+    float32 = Scorer.load(tiny_hf_dir, **options).score(*pairs)
+    int8 = Scorer.load(tiny_hf_dir, quantize="int8", **options)
+    scores = int8.score(*pairs)
+    assert int8.metadata()["quantize"] == {"score": "int8"}
+    assert spearmanr(scores, float32).statistic > 0.99
+    np.testing.assert_allclose(scores, float32, rtol=0.1)
+    assert not np.array_equal(scores, float32)  # it does compute differently
+    # Packing and int8 together: bfloat16 rounding of the activations turns the
+    # packed batches' different float summation orders into differences of
+    # the same order as int8's own, so the check is the same.
+    packed = Scorer.load(tiny_hf_dir, quantize="int8", packing=True, **options).score(*pairs)
+    assert spearmanr(packed, float32).statistic > 0.99
+    np.testing.assert_allclose(packed, float32, rtol=0.1)
+
+
+def test_int8_scores_rank_as_float32_on_the_trained_backbone():
+    with open(os.path.join(SAMPLE, "validation.tsv"), encoding="utf-8") as handle:
+        summaries = [line.split("\t")[2] for line in list(handle)[1:121]]
+    with open(os.path.join(SAMPLE, "articles.jsonl"), encoding="utf-8") as handle:
+        articles = [json.loads(line)["text"] for line in handle][:len(summaries)]
+    options = dict(max_input_length=256, bucket_lengths=(128,), compiler_options=FAST)
+    float32 = Scorer.load(BACKBONE, **options).score(articles, summaries)
+    int8 = Scorer.load(BACKBONE, quantize="int8", **options).score(articles, summaries)
+    assert np.ptp(float32) > 10 * np.abs(int8 - float32).max() > 0
+    assert spearmanr(int8, float32).statistic > 0.995
+
+
+def test_score_command_takes_quantize_and_packing(tmp_path, tiny_hf_dir):
+    from seahorse_metrics.cli import main as cli_main
+
+    premises, hypotheses = ref.random_pairs(12, seed=5, max_words=30)
+    source = tmp_path / "pairs.jsonl"
+    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
+                              for p, h in zip(premises, hypotheses)))
+    output = tmp_path / "scored.jsonl"
+    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--output",
+                     str(output), "--buckets", "64,128", "--quantize", "int8", "--packing",
+                     "--no_progress"]) == 0
+    scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
+    float32 = Scorer.load(tiny_hf_dir, bucket_lengths=(64, 128)).score(premises, hypotheses)
+    assert spearmanr(scores, float32).statistic > 0.98
+    np.testing.assert_allclose(scores, float32, rtol=0.1)
+    meta = json.loads((tmp_path / "scored.jsonl.meta.json").read_text())
+    assert meta["settings"]["quantize"] == {"score": "int8"}
+    assert meta["settings"]["batching"]["packing"] is True
