@@ -61,6 +61,25 @@ def test_quantized_params_fit_the_quantized_network(tiny_hf_dir):
         config.replace(quantize="int4")
 
 
+def test_int8_t5_v1_0_relu_feed_forward(tiny_hf_dir):
+    # T5 v1.0 (the TRUE NLI metric): one input kernel `wi`, quantized as the others.
+    config, _ = load_checkpoint(tiny_hf_dir)
+    config = config.replace(feed_forward_proj="relu", tie_word_embeddings=True)
+    params = EncoderDecoderModel(config).init_params(jax.random.PRNGKey(0))
+    model = EncoderDecoderModel(config.replace(quantize="int8"))
+    quantized = quantize_params(model, params)
+    assert quantized["encoder"]["layers_0"]["mlp"]["wi"]["kernel"].dtype == np.int8
+    assert quantized["decoder"]["layers_0"]["mlp"]["wo"]["kernel_scale"].dtype == np.float32
+    tokens = np.random.default_rng(0).integers(2, config.vocab_size, (4, 12)).astype(np.int32)
+    batch = {"encoder_input_tokens": jnp.asarray(tokens),
+             "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32)}
+    want = np.asarray(EncoderDecoderModel(config).logits(params, batch))[:, 0]
+    got = np.asarray(model.logits(quantized, batch))[:, 0]
+    assert not np.array_equal(got, want)
+    for row_got, row_want in zip(got, want):
+        assert np.corrcoef(row_got, row_want)[0, 1] > 0.999
+
+
 def test_int8_scores_rank_as_float32_on_random_weights(tiny_hf_dir):
     pairs = ref.random_pairs(40, seed=3, max_words=30)
     options = dict(bucket_lengths=(64, 128), compiler_options=FAST)

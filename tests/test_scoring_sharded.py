@@ -56,6 +56,16 @@ for spec in ("data=1,model=1", "data=4,model=2", "data=2,model=4"):
 bf16 = Scorer.load(path, mesh=mesh_from_spec("data=2,model=4"), dtype="bfloat16", **options)
 assert flatten(bf16.params)["decoder/logits_dense/kernel"].dtype == jax.numpy.bfloat16
 result["bf16"] = {"scores": [float(s) for s in bf16.score(premises, hypotheses, batch_size=8)]}
+# Packed batches and int8 kernels on the mesh (the int8 values are split as the
+# float32 kernels were).
+packed = Scorer.load(path, mesh=mesh_from_spec("data=2,model=4"), packing=True, **options)
+result["packed"] = {"scores": [float(s) for s in packed.score(premises, hypotheses, batch_size=8)]}
+int8_one = Scorer.load(path, quantize="int8", **options)
+int8_mesh = Scorer.load(path, mesh=mesh_from_spec("data=2,model=4"), quantize="int8", **options)
+wi = flatten(int8_mesh.params)["encoder/layers_0/mlp/wi_0/kernel"]
+assert wi.dtype == np.int8 and {tuple(s.data.shape) for s in wi.addressable_shards} == {(32, 16)}
+result["int8"] = {"one": [float(s) for s in int8_one.score(premises, hypotheses, batch_size=8)],
+                  "mesh": [float(s) for s in int8_mesh.score(premises, hypotheses, batch_size=8)]}
 rows = [{"article": p, "summary": h} for p, h in zip(premises, hypotheses)]
 with open(os.path.join(out_dir, "in.jsonl"), "w") as f:
     f.write("".join(json.dumps(r) + "\n" for r in rows))
@@ -99,3 +109,6 @@ def test_model_parallel_scoring_equals_one_device(tmp_path, tiny_hf_dir):
     assert result["data=2,model=4"]["per_device_bytes"] < 0.35 * full
     # bfloat16 weights, sharded: close to float32 (tiny random model, P ~ 1e-3).
     np.testing.assert_allclose(result["bf16"]["scores"], one, rtol=0.1)
+    np.testing.assert_allclose(result["packed"]["scores"], one, rtol=2e-5)
+    np.testing.assert_allclose(result["int8"]["mesh"], result["int8"]["one"], rtol=1e-3)
+    np.testing.assert_allclose(result["int8"]["one"], one, rtol=0.1)
