@@ -235,6 +235,51 @@ def packing_comparison(ours: Ours, config, length: int, rows: int, repeats: int)
     return result
 
 
+def time_lengths(ours, hf, config, args) -> list[dict]:
+    """One training step per --lengths entry, ours and HF's, at about
+    --tokens_per_batch input tokens per batch."""
+    results = []
+    for length in [int(x) for x in args.lengths.split(",")]:
+        rows = max(1, args.tokens_per_batch // length)
+        batch = random_batch(rows, length, config.vocab_size, seed=length)
+        ours_first, ours_best, ours_loss = ours.time_step(batch, args.repeats)
+        # PyTorch compiles nothing: in --quick its first step is the timed one.
+        hf_first, hf_best, hf_loss = hf.time_step(batch, args.repeats, warm_up=not args.quick)
+        tokens = rows * (length + TARGET_LENGTH)
+        results.append({"length": length, "rows": rows, "flops": step_flops(config, rows, length, TARGET_LENGTH),
+                        "ours_s": ours_best, "ours_first_s": ours_first, "ours_loss": ours_loss,
+                        "hf_s": hf_best, "hf_first_s": hf_first, "hf_loss": hf_loss,
+                        "ours_tokens_per_s": tokens / ours_best, "hf_tokens_per_s": tokens / hf_best})
+    return results
+
+
+def print_peak(peak: float, before: dict, after: dict) -> None:
+    print(f"matmul peak (float32, 2048^3, best of jax/torch before and after): {peak / 1e9:.1f} GFLOP/s "
+          f"(jax {before.get('jax', 0) / 1e9:.1f}/{after.get('jax', 0) / 1e9:.1f}, "
+          f"torch {before.get('torch', 0) / 1e9:.1f}/{after.get('torch', 0) / 1e9:.1f})")
+
+
+def print_results(results: list[dict], peak: float) -> None:
+    """One line per length; adds each result's ratio and share of the peak."""
+    for r in results:
+        achieved = r["flops"] / r["ours_s"]
+        r["ratio"] = r["ours_tokens_per_s"] / r["hf_tokens_per_s"]
+        r["fraction_of_peak"] = achieved / peak
+        print(f"length {r['length']:>5} x {r['rows']:<2} rows: ours {r['ours_tokens_per_s']:8.0f} tok/s "
+              f"({r['ours_s']:.2f} s/step, first {r['ours_first_s']:.1f} s with compile), "
+              f"HF {r['hf_tokens_per_s']:8.0f} tok/s ({r['hf_s']:.2f} s/step), ratio {r['ratio']:.2f}x; "
+              f"ours {r['flops'] / 1e12:.2f} TFLOP/step = {achieved / 1e9:.1f} GFLOP/s, "
+              f"{r['fraction_of_peak']:.0%} of peak")
+
+
+def print_packing(packing: dict, pack_length: int) -> None:
+    un, pk = packing["unpacked"], packing["packed"]
+    print(f"packing at length {pack_length} (median example {packing['lengths_median']} tokens): "
+          f"unpacked {un['examples']} examples, {un['real_tokens_per_s']:.0f} real tok/s; packed "
+          f"{pk['examples']} examples, {pk['real_tokens_per_s']:.0f} real tok/s; "
+          f"gain {packing['gain']:.2f}x")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     wall = time.perf_counter()
@@ -246,7 +291,6 @@ def main(argv=None) -> int:
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     config = get_config("mt5_small", dropout_rate=args.dropout, num_encoder_layers=args.layers,
                         num_decoder_layers=args.layers)
-    lengths = [int(x) for x in args.lengths.split(",")]
     print(f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
           f"torch {torch.__version__} ({threads} threads)")
     print(f"model: mT5-small shape with {args.layers}+{args.layers} layers, vocab {config.vocab_size}, "
@@ -254,46 +298,18 @@ def main(argv=None) -> int:
           f"targets {TARGET_LENGTH} tokens; {args.tokens_per_batch} input tokens per batch")
     peak_before = measure_matmul_peak(repeats=2 if args.quick else 5)
     params = random_params(config, seed=0)
-    ours = Ours(config, params)
-    hf = HuggingFace(config, params, threads)
+    ours, hf = Ours(config, params), HuggingFace(config, params, threads)
     del params
-
-    results = []
-    for length in lengths:
-        rows = max(1, args.tokens_per_batch // length)
-        batch = random_batch(rows, length, config.vocab_size, seed=length)
-        ours_first, ours_best, ours_loss = ours.time_step(batch, args.repeats)
-        # PyTorch compiles nothing: in --quick its first step is the timed one.
-        hf_first, hf_best, hf_loss = hf.time_step(batch, args.repeats, warm_up=not args.quick)
-        tokens = rows * (length + TARGET_LENGTH)
-        results.append({"length": length, "rows": rows, "flops": step_flops(config, rows, length, TARGET_LENGTH),
-                        "ours_s": ours_best, "ours_first_s": ours_first, "ours_loss": ours_loss,
-                        "hf_s": hf_best, "hf_first_s": hf_first, "hf_loss": hf_loss,
-                        "ours_tokens_per_s": tokens / ours_best, "hf_tokens_per_s": tokens / hf_best})
+    results = time_lengths(ours, hf, config, args)
     packing = (packing_comparison(ours, config, args.pack_length,
                                   max(1, args.tokens_per_batch // args.pack_length), args.repeats)
                if args.pack_length else None)
     peak_after = peak_before if args.quick else measure_matmul_peak()
     peak = max(peak_before["peak"], peak_after["peak"])
-
-    print(f"matmul peak (float32, 2048^3, best of jax/torch before and after): {peak / 1e9:.1f} GFLOP/s "
-          f"(jax {peak_before.get('jax', 0) / 1e9:.1f}/{peak_after.get('jax', 0) / 1e9:.1f}, "
-          f"torch {peak_before.get('torch', 0) / 1e9:.1f}/{peak_after.get('torch', 0) / 1e9:.1f})")
-    for r in results:
-        achieved = r["flops"] / r["ours_s"]
-        r["ratio"] = r["ours_tokens_per_s"] / r["hf_tokens_per_s"]
-        r["fraction_of_peak"] = achieved / peak
-        print(f"length {r['length']:>5} x {r['rows']:<2} rows: ours {r['ours_tokens_per_s']:8.0f} tok/s "
-              f"({r['ours_s']:.2f} s/step, first {r['ours_first_s']:.1f} s with compile), "
-              f"HF {r['hf_tokens_per_s']:8.0f} tok/s ({r['hf_s']:.2f} s/step), ratio {r['ratio']:.2f}x; "
-              f"ours {r['flops'] / 1e12:.2f} TFLOP/step = {achieved / 1e9:.1f} GFLOP/s, "
-              f"{r['fraction_of_peak']:.0%} of peak")
+    print_peak(peak, peak_before, peak_after)
+    print_results(results, peak)
     if packing:
-        un, pk = packing["unpacked"], packing["packed"]
-        print(f"packing at length {args.pack_length} (median example {packing['lengths_median']} tokens): "
-              f"unpacked {un['examples']} examples, {un['real_tokens_per_s']:.0f} real tok/s; packed "
-              f"{pk['examples']} examples, {pk['real_tokens_per_s']:.0f} real tok/s; "
-              f"gain {packing['gain']:.2f}x")
+        print_packing(packing, args.pack_length)
     ratio = math.exp(np.mean([math.log(r["ratio"]) for r in results]))
     print(f"wall time {time.perf_counter() - wall:.0f} s")
     if args.json:
