@@ -132,7 +132,9 @@ def test_a_header_that_names_a_column_twice_is_refused(tmp_path):
 _CHARS = st.sampled_from(list('ab é"\t\n\r,') + ["\u2028", "\ufeff", "🙂"])
 _CELL = st.text(alphabet=_CHARS, max_size=6)
 _ROWS = st.lists(st.lists(_CELL, min_size=3, max_size=3), max_size=8)
-PROPERTY = settings(max_examples=150, deadline=None,
+# derandomize: the same examples on every run, so CI cannot fail by chance
+# (a random run found the ambiguous quoted TSV of test_csv_writer_output_comes_back_exactly).
+PROPERTY = settings(max_examples=150, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -153,6 +155,15 @@ def _csv_text(rows, delimiter):
     return buffer.getvalue()
 
 
+def _data_lines(path):
+    text = path.read_bytes().decode("utf-8").lstrip("\ufeff")
+    return [l for l in text.split("\n")[1:] if l.strip()]
+
+
+def _chomp_line(line):
+    return line[:-1] if line.endswith("\r") else line
+
+
 def _assert_exact(rows, report, written):
     expected = [dict(zip(HEADER, cells)) for cells in written if not _is_blank(cells)]
     assert [r.record for r in rows] == expected
@@ -165,7 +176,16 @@ def _assert_exact(rows, report, written):
 def test_csv_writer_output_comes_back_exactly(tmp_path, rows, bom, delimiter):
     name = "t.csv" if delimiter == "," else "t.tsv"
     path = _write(tmp_path, name, _csv_text(rows, delimiter), bom)
-    _assert_exact(*read(path), rows)
+    result, report = read(path)
+    if report.quoting == "none":
+        # The documented ambiguity: a quoted TSV whose lines also split into
+        # full rows on tabs, with no `""` or quoted header to tell (e.g. the
+        # row ["\t", "\n", "\t"]), reads as the SEAHORSE release's unquoted
+        # layout; declared quoted, it comes back exactly.
+        assert delimiter == "\t" and report.bad_rows == 0
+        assert {len(_chomp_line(l).split("\t")) for l in _data_lines(path)} <= {len(HEADER)}
+        result, report = read(path, quoting="quoted")
+    _assert_exact(result, report, rows)
     line_spans = [r.line - r.first_line for r in read(path)[0]]
     assert read(path)[1].spanning_rows >= sum(1 for span in line_spans if span)
 
