@@ -228,7 +228,7 @@ def _closing_quote(text: str, start: int) -> int:
 
 
 class _QuotedFieldError(Exception):
-    pass
+    """(last line, reason): a quote that never closes, or text after a closing quote."""
 
 
 def _quoted_cells(first: tuple[int, str], lines: Iterator[tuple[int, str]],

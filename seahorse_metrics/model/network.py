@@ -275,47 +275,31 @@ class Attention(nn.Module):
                           ).astype(self.dtype)
 
 
-class GatedGeluMlp(nn.Module):
-    """T5 v1.1 feed-forward: wo(gelu(wi_0 x) * wi_1 x)."""
+class FeedForward(nn.Module):
+    """T5's feed-forward block: v1.1 / mT5 `wo(gelu(wi_0 x) * wi_1 x)` (gated),
+    or v1.0 `wo(relu(wi x))`."""
 
     d_ff: int
     dtype: jnp.dtype
     dropout_rate: float
     quantize: Optional[str] = None
+    gated: bool = True
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
         embed = x_BxLxD.shape[-1]
         init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
         kernel = functools.partial(Kernel, quantize=self.quantize)
-        w_gate_DxF = kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi_0")()
-        w_linear_DxF = kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi_1")()
+
+        def project_in(name: str) -> Array:
+            w_DxF = kernel((embed, self.d_ff), ("embed", "mlp"), init, name=name)()
+            return dense(x_BxLxD, w_DxF, self.dtype)
+
+        if self.gated:
+            hidden_BxLxF = nn.gelu(project_in("wi_0"), approximate=True) * project_in("wi_1")
+        else:
+            hidden_BxLxF = nn.relu(project_in("wi"))
         w_out_FxD = kernel((self.d_ff, embed), ("mlp", "embed"), init, name="wo")()
-        gate_BxLxF = dense(x_BxLxD, w_gate_DxF, self.dtype)
-        linear_BxLxF = dense(x_BxLxD, w_linear_DxF, self.dtype)
-        hidden_BxLxF = nn.gelu(gate_BxLxF, approximate=True) * linear_BxLxF
-        hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
-        hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
-            hidden_BxLxF, deterministic=deterministic)
-        return dense(hidden_BxLxF, w_out_FxD, self.dtype)
-
-
-class ReluMlp(nn.Module):
-    """T5 v1.0 feed-forward: wo(relu(wi x))."""
-
-    d_ff: int
-    dtype: jnp.dtype
-    dropout_rate: float
-    quantize: Optional[str] = None
-
-    @nn.compact
-    def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
-        embed = x_BxLxD.shape[-1]
-        init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
-        kernel = functools.partial(Kernel, quantize=self.quantize)
-        w_in_DxF = kernel((embed, self.d_ff), ("embed", "mlp"), init, name="wi")()
-        w_out_FxD = kernel((self.d_ff, embed), ("mlp", "embed"), init, name="wo")()
-        hidden_BxLxF = nn.relu(dense(x_BxLxD, w_in_DxF, self.dtype))
         hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
         hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
             hidden_BxLxF, deterministic=deterministic)
@@ -324,9 +308,8 @@ class ReluMlp(nn.Module):
 
 def _feed_forward(config: T5Config) -> nn.Module:
     """The block's feed-forward module (named `mlp`) of `config.feed_forward_proj`."""
-    mlp_class = ReluMlp if config.feed_forward_proj == "relu" else GatedGeluMlp
-    return mlp_class(config.d_ff, jnp.dtype(config.dtype), config.dropout_rate, config.quantize,
-                     name="mlp")
+    return FeedForward(config.d_ff, jnp.dtype(config.dtype), config.dropout_rate, config.quantize,
+                       gated=config.feed_forward_proj != "relu", name="mlp")
 
 
 def _dropout(config: T5Config, x: Array, deterministic: bool) -> Array:
