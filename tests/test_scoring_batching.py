@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from seahorse_metrics.scoring import batching
-from seahorse_metrics.scoring.pipeline import ExampleResult, in_input_order, windows_of
+from seahorse_metrics.scoring.rows import window_rows
+from seahorse_metrics.scoring.window_scoring import ExampleResult, in_input_order
 
 
 def units_of(lengths):
@@ -65,9 +66,11 @@ def test_in_input_order_restores_order_and_holds_only_early_arrivals():
         list(in_input_order(iter([results[:3]]), collections.deque(range(4))))
 
 
-def test_windows_of():
-    assert [len(w) for w in windows_of(range(10), 4)] == [4, 4, 2]
-    assert list(windows_of([], 4)) == []
+def test_window_rows_cuts_by_row_number():
+    assert [len(w) for w in window_rows(range(10), 4, key=lambda row: row)] == [4, 4, 2]
+    assert list(window_rows([], 4)) == []
+    # Rows missing from a stretch (already written, or filtered) do not move the cuts.
+    assert window_rows([1, 2, 5, 9], 4, key=lambda row: row).__next__() == [1, 2]
 
 
 def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
