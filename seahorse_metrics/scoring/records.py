@@ -7,7 +7,7 @@ silently (`seahorse_metrics.scoring.output` writes it).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 # Output fields live in `seahorse_metrics.scoring.output`; re-exported for older imports.
 from seahorse_metrics.scoring.output import (ERROR_FIELD, renamed_input_fields,  # noqa: F401
@@ -76,3 +76,31 @@ def record_texts(record: Any, premise_field: str, hypothesis_field: str,
         missing, not a string, or blank.
     """
     return tuple(record_fields(record, premise_field, hypothesis_field, lang_field)[:3])
+
+
+def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
+                questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
+    """Checks the pairs given to `score`; returns the questions as a list (all None
+    when not given).
+
+    Raises:
+      ValueError: for lists of different lengths or texts that are not strings.
+    """
+    if len(premises) != len(hypotheses):
+        raise ValueError(
+            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
+    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
+        if not isinstance(premise, str) or not isinstance(hypothesis, str):
+            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
+                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
+    if questions is None:
+        return [None] * len(premises)
+    questions = list(questions)
+    if len(questions) != len(premises):
+        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
+                         "per pair (None for a summary without a question)")
+    for index, question in enumerate(questions):
+        if question is not None and not isinstance(question, str):
+            raise ValueError(f"pair {index}: the question must be a string or None, got "
+                             f"{type(question).__name__}")
+    return questions

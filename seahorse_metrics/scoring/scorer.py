@@ -38,7 +38,6 @@ Checkpoints are read tensor by tensor straight into the mesh, in `dtype`
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -46,15 +45,18 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.checkpoints.layout import (SINGLE_NAME, VOCAB_FILE, checkpoint_names,
-                                                 find_vocabulary, question_template)
+from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.loading import (file_digest, given_options, load_model,
+                                              mesh_or_default, resolve_vocabulary,
+                                              shared_question_template)
 from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
                                              renamed_input_fields)
+from seahorse_metrics.scoring.records import check_pairs
 from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
 from seahorse_metrics.scoring.units import InputSettings
 from seahorse_metrics.scoring.window_scoring import (Example, ExampleResult, ScoringStats,
@@ -65,62 +67,6 @@ logger = logging.getLogger(__name__)
 SCORE_FIELD = SINGLE_NAME
 SENTENCES_FIELD = "sentences"
 __all__ = ["MultiScorer", "Scorer", "ScoreOutput", "find_vocabulary"]
-
-
-def _shared_question_template(checkpoints: Mapping[str, str]) -> str:
-    """The question template every checkpoint agrees on (the default when none names one)."""
-    templates = {name: question_template(path) or QUESTION_TEMPLATE
-                 for name, path in checkpoints.items()}
-    if len(set(templates.values())) > 1:
-        raise ValueError(f"the checkpoints name different question templates ({templates}); "
-                         "score them separately or pass question_template=...")
-    return next(iter(templates.values()))
-
-
-def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"checkpoint directory {path} does not exist" if not
-                                os.path.exists(path) else f"checkpoint {path} is not a directory")
-    vocab_path = vocab or find_vocabulary(path)
-    if vocab_path is None:
-        raise FileNotFoundError(
-            f"no {VOCAB_FILE} in {path}; pass the SentencePiece model as vocab=...")
-    if not os.path.isfile(vocab_path):
-        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
-    return vocab_path
-
-
-def _load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None):
-    """The model of a checkpoint, its parameters read tensor by tensor in
-    `dtype` straight onto `mesh` (sharded by their logical axes); quantized,
-    read in float32 and then turned into int8 kernels and their scales."""
-    from seahorse_metrics.checkpoints import load_checkpoint
-    from seahorse_metrics.model.model import EncoderDecoderModel
-
-    param_dtype = "float32" if quantize else dtype
-    config, params = load_checkpoint(path, dtype=param_dtype, mesh=mesh)
-    model = EncoderDecoderModel(config.replace(dtype=dtype, quantize=quantize))
-    if quantize is None:
-        return model, params
-    from seahorse_metrics.model.quantize import quantize_params
-
-    return model, quantize_params(model, params)
-
-
-def _mesh_or_default(mesh: Any) -> Any:
-    from seahorse_metrics.scoring.runner import default_mesh
-
-    return mesh if mesh is not None else default_mesh()
-
-
-def _file_digest(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
-
-
-def _given_options(options: Optional[ScoringOptions], **given) -> ScoringOptions:
-    """`options` with the arguments given (not None) set."""
-    return ScoringOptions.of(options, **{k: v for k, v in given.items() if v is not None})
 
 
 @dataclasses.dataclass
@@ -210,23 +156,26 @@ class MultiScorer:
             normalize=normalize, question_template=question_template)
         self.runners = self._place_models(models, mesh, compiler_options)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
-        self.batch_size = int(batch_size)
-        self.max_batch_tokens = int(max_batch_tokens)
+        self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
         self.window_size = int(window_size)
         self.packing = bool(packing)
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
+        self.options = self._scoring_options(bucket_lengths, compiler_options)
+
+    def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
+                         compiler_options: Optional[Mapping[str, Any]]) -> ScoringOptions:
+        """The settings of this scorer as `ScoringOptions` (`self.options`)."""
         config = self.runners[0].model.config
-        self.options = ScoringOptions(
-            vocab=vocab_path, dtype=config.dtype, quantize=config.quantize,
-            max_input_length=self.settings.max_input_length, batch_size=self.batch_size,
-            truncation=truncation, normalize=normalize, long_inputs=long_inputs,
-            chunk_overlap=int(chunk_overlap), per_sentence=bool(per_sentence),
-            sentence_aggregate=sentence_aggregate, bucket_lengths=bucket_lengths,
+        inputs = {name: getattr(self.settings, name) for name in (
+            "max_input_length", "truncation", "long_inputs", "chunk_overlap", "per_sentence",
+            "sentence_aggregate", "normalize", "question_template")}
+        return ScoringOptions(
+            vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+            batch_size=self.batch_size, bucket_lengths=bucket_lengths,
             max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,
-            packing=self.packing, question_template=question_template,
-            compiler_options=compiler_options)
+            packing=self.packing, compiler_options=compiler_options, **inputs)
 
     # ------------------------------------------------------------- loading
     @classmethod
@@ -257,20 +206,20 @@ class MultiScorer:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
           ValueError: if the checkpoints' vocabularies or question templates differ.
         """
-        options = _given_options(options, vocab=vocab, dtype=dtype,
+        options = given_options(options, vocab=vocab, dtype=dtype,
                                  max_input_length=max_input_length, quantize=quantize, **kwargs)
         named = {name: resolve_checkpoint(path) for name, path in checkpoint_names(checkpoints).items()}
-        vocab_paths = {name: _resolve_vocabulary(path, options.vocab) for name, path in named.items()}
-        digests = {name: _file_digest(path) for name, path in vocab_paths.items()}
+        vocab_paths = {name: resolve_vocabulary(path, options.vocab) for name, path in named.items()}
+        digests = {name: file_digest(path) for name, path in vocab_paths.items()}
         if len(set(digests.values())) > 1:
             raise ValueError(
                 "the checkpoints have different vocabularies "
                 f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
                 "separately or pass the shared one as vocab=...")
         if options.question_template is None:
-            options = ScoringOptions.of(options, question_template=_shared_question_template(named))
-        mesh = _mesh_or_default(mesh)
-        models = {name: _load_model(path, options.dtype, mesh, options.quantize)
+            options = ScoringOptions.of(options, question_template=shared_question_template(named))
+        mesh = mesh_or_default(mesh)
+        models = {name: load_model(path, options.dtype, mesh, options.quantize)
                   for name, path in named.items()}
         return cls(models, next(iter(vocab_paths.values())), checkpoints=named, mesh=mesh,
                    **options.scorer_arguments())
@@ -290,7 +239,7 @@ class MultiScorer:
         """One `ModelRunner` per model, its parameters placed on `mesh`."""
         from seahorse_metrics.scoring.runner import ModelRunner
 
-        mesh = _mesh_or_default(mesh)
+        mesh = mesh_or_default(mesh)
         return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
                             compiler_options)
                 for model, params in models.values()]
@@ -371,7 +320,7 @@ class MultiScorer:
     def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
                       questions: Optional[Sequence[Optional[str]]] = None) -> list[list[int]]:
         """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
-        questions = _check_pairs(premises, hypotheses, questions)
+        questions = check_pairs(premises, hypotheses, questions)
         return [encode_pair(self.tokenizer, p, h, self.settings.max_input_length,
                             self.settings.truncation, q, self.settings.question_template).ids
                 for p, h, q in zip(premises, hypotheses, questions)]
@@ -403,7 +352,7 @@ class MultiScorer:
         """
         from tqdm.auto import tqdm
 
-        questions = _check_pairs(premises, hypotheses, questions)
+        questions = check_pairs(premises, hypotheses, questions)
         langs = list(langs) if langs is not None else [None] * len(premises)
         examples = [Example(i, p, h, lang, q) for i, (p, h, lang, q)
                     in enumerate(zip(premises, hypotheses, langs, questions))]
@@ -481,29 +430,6 @@ class MultiScorer:
         self.stats.merge(stats)
 
 
-def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
-                 questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
-    """Checks the texts; returns the questions as a list (all None when not given)."""
-    if len(premises) != len(hypotheses):
-        raise ValueError(
-            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
-    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
-        if not isinstance(premise, str) or not isinstance(hypothesis, str):
-            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
-                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
-    if questions is None:
-        return [None] * len(premises)
-    questions = list(questions)
-    if len(questions) != len(premises):
-        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
-                         "per pair (None for a summary without a question)")
-    for index, question in enumerate(questions):
-        if question is not None and not isinstance(question, str):
-            raise ValueError(f"pair {index}: the question must be a string or None, got "
-                             f"{type(question).__name__}")
-    return questions
-
-
 class Scorer:
     """Scores (premise, hypothesis) pairs with one encoder-decoder metric.
 
@@ -578,16 +504,16 @@ class Scorer:
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
         """
-        options = _given_options(options, vocab=vocab, dtype=dtype,
+        options = given_options(options, vocab=vocab, dtype=dtype,
                                  max_input_length=max_input_length, batch_size=batch_size,
                                  quantize=quantize, **kwargs)
         path = resolve_checkpoint(path)
-        vocab_path = _resolve_vocabulary(path, options.vocab)
+        vocab_path = resolve_vocabulary(path, options.vocab)
         if options.question_template is None:
             options = ScoringOptions.of(
-                options, question_template=_shared_question_template({SCORE_FIELD: path}))
-        mesh = _mesh_or_default(mesh)
-        model, params = _load_model(path, options.dtype, mesh, options.quantize)
+                options, question_template=shared_question_template({SCORE_FIELD: path}))
+        mesh = mesh_or_default(mesh)
+        model, params = load_model(path, options.dtype, mesh, options.quantize)
         return cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
                    **options.scorer_arguments())
 
