@@ -3,7 +3,7 @@
 `WindowScorer.run` takes the examples in windows (the caller decides
 where windows start, so a resumed run can reproduce them), turns every
 example into units (`units.encode_example`), plans each window's batches
-(`batching.plan_window`), and scores every batch with each model. The next
+(`batching.batch_window`), and scores every batch with each model. The next
 batch is dispatched before the previous one is read back, so the host
 tokenises and pads while the devices compute. Results are yielded per
 finished batch, for the examples whose units are all scored (completion
@@ -20,7 +20,7 @@ import numpy as np
 
 from seahorse_metrics.data.inputs import Tokenizer, TruncationStats
 from seahorse_metrics.scoring import units as units_lib
-from seahorse_metrics.scoring.batching import Batch, BatchingConfig, plan_window
+from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 from seahorse_metrics.scoring.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ class WindowScorer:
             keyed = [((position, unit), ids)
                      for position, item in enumerate(window.encoded)
                      for unit, ids in enumerate(item.units)]
-            for batch in plan_window(keyed, self.batching, self.pad_id):
+            for batch in batch_window(keyed, self.batching, self.pad_id):
                 yield window, batch
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
