@@ -7,12 +7,15 @@ the scorer both use these helpers::
 
     mesh = make_mesh(model_parallel=2)            # or mesh_from_spec("data=4,model=2")
     param_shardings = logical_to_sharding(model.param_logical_axes(), mesh)
-    with mesh, nn.logical_axis_rules(LOGICAL_AXIS_RULES):
+    with sharding_context(mesh):
         ...  # activation constraints in the network take effect here
+
+These are the only mesh helpers: the trainer, the scorer and `plan` use them.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import contextlib
+from typing import Any, Iterator, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -53,7 +56,8 @@ def make_mesh(model_parallel: int = 1, devices: Optional[Sequence[jax.Device]] =
     devices = list(jax.devices() if devices is None else devices)
     if model_parallel < 1 or len(devices) % model_parallel:
         raise ValueError(
-            f"model_parallel={model_parallel} must be >= 1 and divide the {len(devices)} devices")
+            f"model_parallel={model_parallel} must be >= 1 and divide the {len(devices)} devices "
+            "(the size of the 'model' axis: TrainConfig.model_parallel, or --mesh model=M)")
     shape = (len(devices) // model_parallel, model_parallel)
     try:
         device_grid = mesh_utils.create_device_mesh(shape, devices)
@@ -107,6 +111,14 @@ def mesh_from_spec(spec: Optional[str], devices: Optional[Sequence[jax.Device]] 
         raise ValueError(f"mesh {spec!r} needs {data} x {model} = {data * model} devices, but "
                          f"{len(devices)} are available ({devices[0].platform})")
     return make_mesh(model_parallel=model, devices=devices[:data * model])
+
+
+@contextlib.contextmanager
+def sharding_context(mesh: Mesh) -> Iterator[None]:
+    """The mesh and logical axis rules under which the network's activation
+    sharding constraints apply (training, scoring and `plan` alike)."""
+    with jax.set_mesh(mesh), nn.logical_axis_rules(list(LOGICAL_AXIS_RULES)):
+        yield
 
 
 def logical_to_sharding(logical_specs_tree: Any, mesh: Mesh,

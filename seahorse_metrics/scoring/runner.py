@@ -9,24 +9,31 @@ Batches are split over the `data` axis of the same mesh the trainer uses
 logical axes; with every local device on `data` that is plain data
 parallelism. Rows come back in batch order whatever the device count.
 
-Compiled programs are cached per (model config, parameter dtypes, mesh,
-target ids, batch shape), so runners of equal configs (e.g. the q1-q6
-metrics) share them and each shape compiles once per process.
+Compiled programs live in a `ProgramCache`, an object with a bound on the
+programs it keeps (least recently used go first), keyed by (model config,
+parameter dtypes, mesh, target ids, compiler options, batch shape). Runners
+share `SHARED_PROGRAMS` unless given their own, so runners of equal configs
+(the q1-q6 metrics, a scorer loaded twice, validation at every step) share
+programs and each shape compiles once.
+
+Batches go in and scores come out on any mesh, one process or several
+(`put` builds the global batch from the host batch every process holds;
+`read` gathers rows other processes hold).
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
-import contextlib
 import functools
 import logging
 import threading
 import time
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from seahorse_metrics.model import partitioning
@@ -34,22 +41,62 @@ from seahorse_metrics.model.model import EncoderDecoderModel
 
 logger = logging.getLogger(__name__)
 
-_COMPILED: dict[tuple, Any] = {}
-_COMPILE_LOCK = threading.Lock()
-_SHAPE_LOCKS: dict[tuple, threading.Lock] = {}
+DEFAULT_MAX_PROGRAMS = 64
+
+
+class ProgramCache:
+    """Compiled scorer programs by key, at most `max_programs` of them
+    (least recently used dropped first); thread-safe, and a program being
+    compiled by one thread is waited for, not compiled twice.
+
+    Attributes:
+      max_programs: The bound.
+      compiled: Programs compiled through this cache so far (for logs and tests).
+    """
+
+    def __init__(self, max_programs: int = DEFAULT_MAX_PROGRAMS):
+        if max_programs < 1:
+            raise ValueError(f"max_programs must be >= 1, got {max_programs}")
+        self.max_programs = int(max_programs)
+        self.compiled = 0
+        self._programs: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._programs
+
+    def get(self, key: tuple, compile_program) -> Any:
+        """The program of `key`, compiled by `compile_program()` on first use."""
+        with self._lock:
+            if key in self._programs:
+                self._programs.move_to_end(key)
+                return self._programs[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # Another thread may be compiling this very program.
+            with self._lock:
+                if key in self._programs:
+                    return self._programs[key]
+            program = compile_program()
+            with self._lock:
+                self._programs[key] = program
+                self.compiled += 1
+                while len(self._programs) > self.max_programs:
+                    dropped, _ = self._programs.popitem(last=False)
+                    self._key_locks.pop(dropped, None)
+            return program
+
+
+# The programs runners share unless given their own cache.
+SHARED_PROGRAMS = ProgramCache()
 
 
 def default_mesh() -> Mesh:
     """A ('data', 'model') mesh with every local device on 'data'."""
     return partitioning.make_mesh(model_parallel=1, devices=jax.local_devices())
-
-
-@contextlib.contextmanager
-def sharding_context(mesh: Mesh) -> Iterator[None]:
-    """The mesh and logical axis rules under which the network's sharding
-    constraints apply (as in the trainer)."""
-    with jax.set_mesh(mesh), nn.logical_axis_rules(list(partitioning.LOGICAL_AXIS_RULES)):
-        yield
 
 
 def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...], params: Any,
@@ -121,7 +168,7 @@ def compile_first_step(model: EncoderDecoderModel, token_ids: tuple[int, ...], m
     function = jax.jit(
         program, in_shardings=(param_shardings,) + (partitioning.data_sharding(mesh),) * len(inputs),
         out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
-    with sharding_context(mesh):
+    with partitioning.sharding_context(mesh):
         return function.lower(abstract_params, *inputs).compile(
             compiler_options=dict(compiler_options) if compiler_options else None)
 
@@ -138,7 +185,8 @@ class ModelRunner:
 
     def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
                  mesh: Optional[Mesh] = None,
-                 compiler_options: Optional[Mapping[str, Any]] = None):
+                 compiler_options: Optional[Mapping[str, Any]] = None,
+                 programs: Optional[ProgramCache] = None):
         """Places `params` on `mesh` (default: all local devices on `data`).
 
         Args:
@@ -149,6 +197,7 @@ class ModelRunner:
           compiler_options: XLA options for compiling the scorer, e.g.
             `{"xla_backend_optimization_level": 0}` compiles about twice as
             fast and runs slower: for short jobs and tests.
+          programs: Where compiled programs are kept (default `SHARED_PROGRAMS`).
 
         Raises:
           ValueError: for token ids outside the vocabulary.
@@ -157,6 +206,7 @@ class ModelRunner:
         self.mesh = mesh if mesh is not None else default_mesh()
         self.token_ids = tuple(int(i) for i in token_ids)
         self.compiler_options = dict(compiler_options or {})
+        self.programs = programs if programs is not None else SHARED_PROGRAMS
         bad = [i for i in self.token_ids if not 0 <= i < model.config.vocab_size]
         if bad:
             raise ValueError(f"token ids {bad} are outside the vocabulary "
@@ -180,16 +230,8 @@ class ModelRunner:
     def compiled(self, rows: int, length: int, slots: Optional[int] = None):
         """The compiled scorer of `[rows, length]` batches (compiled on first use);
         with `slots`, of packed batches with that many inputs per row."""
-        key = self._key(rows, length, slots)
-        executable = _COMPILED.get(key)
-        if executable is not None:
-            return executable
-        with _COMPILE_LOCK:
-            shape_lock = _SHAPE_LOCKS.setdefault(key, threading.Lock())
-        with shape_lock:  # Another thread may be compiling this very shape.
-            if key not in _COMPILED:
-                _COMPILED[key] = self._compile(rows, length, slots)
-            return _COMPILED[key]
+        return self.programs.get(self._key(rows, length, slots),
+                                 functools.partial(self._compile, rows, length, slots))
 
     def _compile(self, rows: int, length: int, slots: Optional[int] = None):
         if rows % self.data_parallel:
@@ -207,7 +249,7 @@ class ModelRunner:
     def precompile(self, shapes: Sequence[tuple[int, ...]], threads: int = 2) -> None:
         """Compiles the given `(rows, length)` (or packed `(rows, length, slots)`)
         shapes now, a few at a time."""
-        missing = [s for s in shapes if self._key(*s) not in _COMPILED]
+        missing = [s for s in shapes if self._key(*s) not in self.programs]
         if not missing:
             return
         with concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
@@ -216,11 +258,23 @@ class ModelRunner:
 
     def is_compiled(self, rows: int, length: int, slots: Optional[int] = None) -> bool:
         """Whether the `[rows, length]` program (packed: with `slots`) exists already."""
-        return self._key(rows, length, slots) in _COMPILED
+        return self._key(rows, length, slots) in self.programs
 
     def put(self, tokens: np.ndarray) -> jax.Array:
-        """Sends a host batch to the devices, split over `data`."""
-        return jax.device_put(np.asarray(tokens, np.int32), self.batch_sharding)
+        """Sends a host batch to the devices, split over `data` (with several
+        processes, each holds the whole host batch and places its part)."""
+        tokens = np.asarray(tokens, np.int32)
+        if jax.process_count() == 1:
+            return jax.device_put(tokens, self.batch_sharding)
+        return jax.make_array_from_callback(tokens.shape, self.batch_sharding,
+                                            lambda index: tokens[index])
+
+    @staticmethod
+    def read(output: jax.Array) -> np.ndarray:
+        """The scores of a batch on the host, rows of other processes included."""
+        if output.is_fully_addressable:
+            return np.asarray(output)
+        return np.asarray(multihost_utils.process_allgather(output, tiled=True))
 
     def __call__(self, tokens: jax.Array, segment_ids: Optional[jax.Array] = None,
                  slots: Optional[int] = None) -> jax.Array:
@@ -235,5 +289,5 @@ class ModelRunner:
 
 
 def compiled_shape_count() -> int:
-    """Number of scorer programs compiled in this process (for tests and logs)."""
-    return len(_COMPILED)
+    """Scorer programs compiled through `SHARED_PROGRAMS` so far (for tests and logs)."""
+    return SHARED_PROGRAMS.compiled

@@ -242,7 +242,8 @@ class WindowScorer:
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
         # Waits for the devices; packed outputs [rows, slots, 2] go slot by slot.
-        log_probs = [np.asarray(output).reshape(-1, 2) for output in outputs]
+        log_probs = [runner.read(output).reshape(-1, 2)
+                     for runner, output in zip(self.runners, outputs)]
         finished = []
         for row, key in enumerate(batch.keys):
             if key is None:  # An empty slot of a packed row.

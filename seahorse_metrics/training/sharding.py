@@ -15,27 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from seahorse_metrics.model import partitioning
-
-
-def make_mesh(model_parallel: int = 1) -> Mesh:
-    """A mesh over all devices (of all processes) with `data` and `model` axes.
-
-    Args:
-      model_parallel: Size of the `model` axis; must divide the device count.
-
-    Returns:
-      The mesh.
-
-    Raises:
-      ValueError: If `model_parallel` does not divide the number of devices.
-    """
-    count = jax.device_count()
-    if model_parallel < 1 or count % model_parallel:
-        raise ValueError(
-            f"model_parallel={model_parallel} must be a positive divisor of the "
-            f"{count} available devices; set TrainConfig.model_parallel accordingly."
-        )
-    return partitioning.make_mesh(model_parallel=model_parallel)
+from seahorse_metrics.model.partitioning import make_mesh  # noqa: F401 (defined in model/)
 
 
 def param_shardings(model, mesh: Mesh):

@@ -9,18 +9,17 @@ steps whose shapes match.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
-import flax.linen as nn
 import jax
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from seahorse_metrics.model import EncoderDecoderModel, T5Config
 from seahorse_metrics.model import partitioning
+from seahorse_metrics.model.partitioning import sharding_context  # noqa: F401 (defined in model/)
 from seahorse_metrics.training import optimizers
 from seahorse_metrics.training import state as state_lib
 from seahorse_metrics.training.state import TrainState
@@ -153,9 +152,3 @@ def compile_plan(
         mesh=mesh,
     )
 
-
-@contextlib.contextmanager
-def sharding_context(mesh: Mesh) -> Iterator[None]:
-    """Context under which the network's activation sharding constraints apply."""
-    with jax.set_mesh(mesh), nn.logical_axis_rules(list(partitioning.LOGICAL_AXIS_RULES)):
-        yield

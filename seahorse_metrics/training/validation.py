@@ -1,48 +1,30 @@
 """Periodic validation: score the validation split as the metric will be used.
 
-The model of the current step scores every validation pair with
-`first_token_probs` (P("1") at the first decoder step, softmax over the full
-vocabulary, as the released SEAHORSE metrics are read) and is compared with
-the human labels by ROC-AUC and Pearson from `seahorse_metrics.evaluation.stats`.
-The paper selects the checkpoint with the best validation ROC-AUC.
+The model of the current step scores every validation pair with the scoring
+runner itself (`seahorse_metrics.scoring.runner.ModelRunner`): P("1") at the
+first decoder step, softmax over the full vocabulary, as the released
+SEAHORSE metrics are read, in the scorer's length buckets and batches
+(`seahorse_metrics.scoring.batching`) and with its compiled programs. So the
+checkpoint kept as the best is chosen by the numbers users will score with.
+The scores are compared with the human labels by ROC-AUC and Pearson from
+`seahorse_metrics.evaluation.stats`. The paper selects the checkpoint with
+the best validation ROC-AUC.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from typing import Any, Optional, Sequence
 
-import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from seahorse_metrics.evaluation import stats
-from seahorse_metrics.training import sharding as sharding_lib
+from seahorse_metrics.scoring.batching import BatchingConfig, batch_window, bucket_lengths
+from seahorse_metrics.scoring.runner import ModelRunner
 from seahorse_metrics.training.data import ExampleSet
 
 logger = logging.getLogger(__name__)
-
-MIN_BUCKET = 64
-
-
-def bucket_length(length: int, max_length: int) -> int:
-    """Smallest power of two >= `length` (at least MIN_BUCKET), capped at max_length."""
-    bucket = MIN_BUCKET
-    while bucket < length:
-        bucket *= 2
-    return min(bucket, max_length)
-
-
-@functools.lru_cache(maxsize=16)
-def _compiled_probs(model, token_ids: tuple[int, ...], mesh: Mesh):
-    # One jitted function per (model config, ids, mesh), reused by later runs
-    # in the same process; the output is replicated so every process can read it.
-    replicated = NamedSharding(mesh, PartitionSpec())
-    return jax.jit(
-        lambda params, tokens: model.first_token_probs(params, tokens, token_ids),
-        out_shardings=replicated,
-    )
 
 
 def first_token_probabilities(
@@ -56,35 +38,33 @@ def first_token_probabilities(
 ) -> np.ndarray:
     """P(token) at the first decoder step for every example of `examples`.
 
-    Examples are visited in order of length and padded to a power-of-two
-    bucket, so each batch shape compiles once.
+    The examples form one window of the scorer: batched by length bucket
+    (`scoring.batching`, buckets up to `max_length`), each batch shape
+    compiled once and kept by the runner's program cache across validations.
 
     Args:
       model: The `EncoderDecoderModel`.
       params: Parameters (sharded on `mesh`).
       examples: The examples to score.
       token_ids: Vocabulary ids to read (id of "1" first).
-      batch_size: Rows per batch; must divide over the `data` mesh axis.
+      batch_size: Most rows per batch; rows split over the `data` mesh axis.
       max_length: Encoder length cap.
       mesh: The device mesh.
 
     Returns:
       float32 [len(examples), len(token_ids)] in the examples' order.
     """
-    probs_fn = _compiled_probs(model, tuple(int(t) for t in token_ids), mesh)
-    batch_sharding = sharding_lib.batch_sharding(mesh)
-    lengths = np.minimum(examples.input_lengths, max_length)
-    order = np.argsort(lengths, kind="stable")
-    out = np.zeros((len(examples), len(token_ids)), np.float32)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        width = bucket_length(int(lengths[chunk].max()), max_length)
-        tokens = np.zeros((batch_size, width), np.int32)
-        for row, index in enumerate(chunk):
-            inputs = examples.inputs(index)[:width]
-            tokens[row, : len(inputs)] = inputs
-        placed = sharding_lib.global_batch({"tokens": tokens}, batch_sharding)["tokens"]
-        out[chunk] = np.asarray(probs_fn(params, placed))[: len(chunk)]
+    runner = ModelRunner(model, params, token_ids, mesh)
+    config = BatchingConfig(buckets=bucket_lengths(max_length), batch_size=batch_size,
+                            row_multiple=runner.data_parallel, window_size=max(1, len(examples)))
+    units = [(index, examples.inputs(index)[:max_length]) for index in range(len(examples))]
+    out = np.zeros((len(examples), len(runner.token_ids)), np.float32)
+    for batch in batch_window(units, config, model.config.pad_id):
+        log_probs = runner.read(runner(runner.put(batch.tokens)))
+        for row, key in enumerate(batch.keys):
+            if key is not None:
+                # As `units.unit_scores` reads them: exp in float64, kept as float32.
+                out[key] = np.exp(log_probs[row].astype(np.float64))
     return out
 
 
