@@ -68,6 +68,9 @@ def add_parser(subparsers) -> None:
                         help="Memory per device for --fit, e.g. 80GiB, 16GB.")
     parser.add_argument("--device", choices=sorted(DEVICE_MEMORY), default=None,
                         help="An accelerator naming the memory per device for --fit.")
+    parser.add_argument("--memory_fraction", type=float, default=0.9,
+                        help="Share of the device memory a fit may use (default 0.9: the rest "
+                             "is the runtime's, fragmentation's and the estimate's margin).")
     parser.add_argument("--devices", type=int, default=None,
                         help="Devices of the run for --fit (default: the --mesh size, else 1).")
     parser.set_defaults(func=run)
@@ -126,9 +129,13 @@ def _fit(args, config, devices: int, optimizer) -> int:
         raise ValueError("plan --fit needs exactly one of --device_memory SIZE and --device NAME")
     device_bytes = (fitting.DEVICE_MEMORY[args.device] if args.device
                     else fitting.parse_memory(args.device_memory))
+    if not 0 < args.memory_fraction <= 1:
+        raise ValueError(f"--memory_fraction must be in (0, 1], got {args.memory_fraction}")
+    device_bytes = int(device_bytes * args.memory_fraction)
     print(f"{args.model}, {args.input_length} tokens, batch {args.batch_size}, {args.dtype}"
           f"{', scanned layers' if config.scan_layers else ''}, on {devices} device(s) of "
-          f"{planning.format_bytes(device_bytes)} (train step, per device):", flush=True)
+          f"{planning.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
+          f"{args.device or args.device_memory}; train step, per device):", flush=True)
     result = fitting.search_fit(config, devices, device_bytes, args.input_length, args.batch_size,
                                 args.target_length, optimizer,
                                 on_trial=lambda trial: print(trial.line(), flush=True))
