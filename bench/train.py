@@ -1,7 +1,7 @@
 """Training throughput: seahorse-metrics' train step vs Hugging Face PyTorch, mT5-small shape.
 
     python bench/train.py            # input lengths 512 and 2048, packing at 2048
-    python bench/train.py --quick    # a smoke run in under a minute (2+2 layers, length 256)
+    python bench/train.py --quick    # a smoke run in about a minute (2+2 layers, length 256)
 
 One run, one process. Both sides train the same mT5-small-shaped network
 (8+8 layers, d_model 512, 6 heads of 64, gated-GELU d_ff 1024, the real
@@ -33,8 +33,17 @@ articles) are batched one per row (padded to L) or packed several per row
 by the trainer's `BatchStream`; the line reports real (non-padding) tokens
 trained per second either way.
 
+Training at size (remat, scanned layers): at --variant_length (2048) the
+step runs again with `remat` 'minimal' and 'full' and with scanned layers
+(`scan_layers`, remat 'none' and 'full'), each from the same weights on the
+same batch; each line gives tokens/s, the ratio to Hugging Face at the same
+length and batch, the share of the peak (model FLOPs: recomputation is
+not counted, so remat's cost shows as a lower share) and the cost against
+remat 'none' unrolled.
+
 --quick keeps the widths and the vocabulary but only 2+2 layers (compiling
-the full 8+8-layer step alone takes most of a minute on two cores).
+the full 8+8-layer step alone takes most of a minute on two cores), and runs
+the variants at length 256.
 
 Prints one line per length with tokens/s for both, their ratio and our
 fraction of the peak, the packing line, and ends with `ratio: N.NNx` (ours
@@ -76,11 +85,17 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="2+2 layers, length 256, 2 rows, one timed step, packing at 256: "
                              "under a minute.")
+    parser.add_argument("--variants", default="minimal,full,scan,scan-full",
+                        help="Step variants timed at --variant_length besides remat 'none': remat "
+                             "'minimal'/'full', 'scan' (scanned layers), 'scan-full' (both); "
+                             "empty skips them.")
+    parser.add_argument("--variant_length", type=int, default=2048,
+                        help="Input length of the variants (default 2048).")
     parser.add_argument("--json", default=None, help="Also write the results here.")
     args = parser.parse_args(argv)
     if args.quick:
         args.lengths, args.tokens_per_batch, args.repeats, args.pack_length = "256", 512, 1, 256
-        args.layers = 2
+        args.layers, args.variant_length = 2, 256
     return args
 
 
@@ -130,6 +145,7 @@ class Ours:
     def __init__(self, config, params):
         import jax
 
+        from seahorse_metrics.model import stacks
         from seahorse_metrics.training import sharding, step
         from seahorse_metrics.training.optimizers import OptimizerConfig
 
@@ -137,6 +153,8 @@ class Ours:
         self.sharding, self.step_lib = sharding, step
         self.mesh = sharding.make_mesh(1)
         self.plan = step.compile_plan(config, OptimizerConfig(), 0, 1e-4, None, self.mesh)
+        if config.scan_layers:  # host numpy arrays: stacked on the host
+            params = stacks.stack_layers(params)
         self.state = self.plan.init_state(seed=0, host_params=params)
         self.lengths_seen: set[int] = set()
 
@@ -253,6 +271,48 @@ def time_lengths(ours, hf, config, args) -> list[dict]:
     return results
 
 
+VARIANTS = {"minimal": dict(remat="minimal"), "full": dict(remat="full"),
+            "scan": dict(scan_layers=True), "scan-full": dict(scan_layers=True, remat="full")}
+
+
+def time_variants(ours, hf, config, params, results: list[dict], args) -> list[dict]:
+    """The step at --variant_length with each of --variants (plus remat
+    'none', reused from `results` when that length was timed), each in its
+    own compiled plan, released before the next."""
+    names = [n for n in args.variants.split(",") if n]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS)}")
+    length = args.variant_length
+    rows = max(1, args.tokens_per_batch // length)
+    batch = random_batch(rows, length, config.vocab_size, seed=length)
+    base = next((r for r in results if r["length"] == length), None)
+    if base is None:
+        base = time_lengths(ours, hf, config, argparse.Namespace(**dict(vars(args), lengths=str(length))))[0]
+    timed = [dict(base, variant="none")]
+    for name in names:
+        variant = Ours(config.replace(**VARIANTS[name]), params)
+        first, best, loss = variant.time_step(batch, args.repeats)
+        del variant
+        timed.append(dict(base, variant=name, ours_s=best, ours_first_s=first, ours_loss=loss,
+                          ours_tokens_per_s=rows * (length + TARGET_LENGTH) / best))
+    return timed
+
+
+def print_variants(variants: list[dict], peak: float) -> None:
+    """One line per variant: tokens/s, ratio to HF, share of the peak, cost vs 'none'."""
+    none_s = variants[0]["ours_s"]
+    for r in variants:
+        r["ratio"] = r["ours_tokens_per_s"] / r["hf_tokens_per_s"]
+        r["fraction_of_peak"] = r["flops"] / r["ours_s"] / peak
+        r["cost_vs_none"] = r["ours_s"] / none_s
+        print(f"variant {r['variant']:<9} length {r['length']} x {r['rows']} rows: ours "
+              f"{r['ours_tokens_per_s']:8.0f} tok/s ({r['ours_s']:.2f} s/step, first "
+              f"{r['ours_first_s']:.1f} s with compile), HF {r['hf_tokens_per_s']:8.0f} tok/s, ratio "
+              f"{r['ratio']:.2f}x; {r['fraction_of_peak']:.0%} of peak; "
+              f"{r['cost_vs_none']:.2f}x the time of remat none")
+
+
 def print_peak(peak: float, before: dict, after: dict) -> None:
     print(f"matmul peak (float32, 2048^3, best of jax/torch before and after): {peak / 1e9:.1f} GFLOP/s "
           f"(jax {before.get('jax', 0) / 1e9:.1f}/{after.get('jax', 0) / 1e9:.1f}, "
@@ -299,8 +359,9 @@ def main(argv=None) -> int:
     peak_before = measure_matmul_peak(repeats=2 if args.quick else 5)
     params = random_params(config, seed=0)
     ours, hf = Ours(config, params), HuggingFace(config, params, threads)
-    del params
     results = time_lengths(ours, hf, config, args)
+    variants = time_variants(ours, hf, config, params, results, args) if args.variants else []
+    del params
     packing = (packing_comparison(ours, config, args.pack_length,
                                   max(1, args.tokens_per_batch // args.pack_length), args.repeats)
                if args.pack_length else None)
@@ -310,12 +371,14 @@ def main(argv=None) -> int:
     print_results(results, peak)
     if packing:
         print_packing(packing, args.pack_length)
+    if variants:
+        print_variants(variants, peak)
     ratio = math.exp(np.mean([math.log(r["ratio"]) for r in results]))
     print(f"wall time {time.perf_counter() - wall:.0f} s")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"args": vars(args), "matmul_peak": peak, "results": results, "packing": packing,
-                       "ratio": ratio}, handle, indent=2)
+                       "variants": variants, "ratio": ratio}, handle, indent=2)
     print(f"ratio: {ratio:.2f}x")
     return 0
 

@@ -39,6 +39,48 @@ _TRAIN_FEATURES = ("encoder_input_tokens", "decoder_input_tokens", "decoder_targ
                    "decoder_loss_weights")
 
 
+# Simulated devices a plan may ask for: beyond the largest pods (a TPU v5p pod
+# has 8,960 chips), and far below what makes XLA refuse its own flags.
+MAX_DEVICES = 65536
+# A per-device lower bound above this is no plan for any device that exists.
+MAX_PER_DEVICE_BYTES = 2 ** 40
+
+
+def check_request(model_config: Any, data: int, model: int, input_length: int, batch_size: int,
+                  target_length: int = 4) -> None:
+    """Refuses, before anything is allocated or compiled, a request no device
+    could hold or the compiler would choke on.
+
+    Checks the sizes are positive, the mesh has at most `MAX_DEVICES`
+    devices, the batch splits over `data`, and a lower bound of the train
+    step's memory per device (one layer's float32 attention logits
+    [rows, heads/model, length, length] and the rows' embedded inputs) is
+    at most `MAX_PER_DEVICE_BYTES`.
+
+    Raises:
+      ValueError: naming the setting and what would be needed.
+    """
+    for name, value in (("input_length", input_length), ("target_length", target_length),
+                        ("batch_size", batch_size), ("data", data), ("model", model)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {value!r}")
+    if data * model > MAX_DEVICES:
+        raise ValueError(f"the mesh data={data} x model={model} has {data * model:,} devices; plans "
+                         f"go up to {MAX_DEVICES:,} (a TPU v5p pod has 8,960 chips)")
+    if batch_size % data:
+        raise ValueError(f"--batch_size {batch_size} must be a multiple of data={data}")
+    rows = batch_size // data
+    length = max(input_length, target_length)
+    heads = max(1, model_config.num_heads // model)
+    lower_bound = rows * heads * length * length * 4 + rows * length * model_config.d_model * 2
+    if lower_bound > MAX_PER_DEVICE_BYTES:
+        raise ValueError(
+            f"--input_length {input_length} with --batch_size {batch_size} on data={data} x "
+            f"model={model} needs at least {lower_bound / 2**40:,.0f} TiB per device for one "
+            f"layer's attention alone; no device holds more than "
+            f"{MAX_PER_DEVICE_BYTES / 2**40:.0f} TiB: shorten the inputs or the batch")
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgumentBytes:
     """One group of a program's arguments: `total` bytes unsplit, and what
@@ -94,20 +136,21 @@ class MemoryPlan:
         for step in self.steps:
             lines.append(f"{step.name} (compiled in {step.compile_seconds:.0f} s):")
             for group, size in step.arguments.items():
-                lines.append(f"  {group:<26} {_gb(size.per_device):>10} per device "
-                             f"({_gb(size.total)} in all)")
-            lines.append(f"  {'activations, temporaries':<26} {_gb(step.temp_bytes):>10} per device")
-            lines.append(f"  {'outputs':<26} {_gb(step.output_bytes):>10} per device")
-            lines.append(f"  {'total':<26} {_gb(step.per_device_bytes):>10} per device")
+                lines.append(f"  {group:<26} {format_bytes(size.per_device):>10} per device "
+                             f"({format_bytes(size.total)} in all)")
+            lines.append(f"  {'activations, temporaries':<26} {format_bytes(step.temp_bytes):>10} per device")
+            lines.append(f"  {'outputs':<26} {format_bytes(step.output_bytes):>10} per device")
+            lines.append(f"  {'total':<26} {format_bytes(step.per_device_bytes):>10} per device")
             name, size = step.largest_whole
-            lines.append(f"  largest parameter left whole: {name} ({_gb(size)})")
+            lines.append(f"  largest parameter left whole: {name} ({format_bytes(size)})")
         if self.platform == "cpu":
             lines.append("Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
                          "differ. Parameters, optimizer state and batch are exact.")
         return "\n".join(lines)
 
 
-def _gb(size: int) -> str:
+def format_bytes(size: int) -> str:
+    """Bytes as GiB (MiB below 16 MiB)."""
     return f"{size / 2**30:.2f} GiB" if size >= 2**24 else f"{size / 2**20:.2f} MiB"
 
 
@@ -159,16 +202,20 @@ def _step_memory(name: str, compiled: Any, groups: Mapping[str, tuple[Any, Any]]
 
 def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
                     target_length: int = 4, optimizer: Any = None,
-                    compiler_options: Optional[Mapping[str, Any]] = None) -> StepMemory:
-    """Compiles the trainer's step from shapes; returns its per-device memory."""
+                    compiler_options: Optional[Mapping[str, Any]] = None,
+                    microbatches: int = 1) -> StepMemory:
+    """Compiles the trainer's step from shapes (with `model_config.remat`,
+    `scan_layers` and `microbatches` as the trainer would run them); returns
+    its per-device memory."""
     import jax
     import jax.numpy as jnp
 
     from seahorse_metrics.training import optimizers, sharding as sharding_lib, step as step_lib
 
     sharding_lib.check_batch_size(batch_size, mesh)
+    step_lib.check_microbatches(microbatches, batch_size, mesh)
     plan = step_lib.compile_plan(model_config, optimizer or optimizers.OptimizerConfig(), 1000,
-                                 1e-4, None, mesh)
+                                 1e-4, None, mesh, microbatches)
     lengths = {"encoder_input_tokens": input_length}
     batch = {name: jax.ShapeDtypeStruct((batch_size, lengths.get(name, target_length)), jnp.int32,
                                         sharding=plan.batch_sharding)
@@ -185,7 +232,10 @@ def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size:
     groups = {"parameters (float32)": (abstract.params, state_shardings.params),
               "optimizer state": (abstract.opt_state, state_shardings.opt_state),
               "batch": (batch, batch_shardings)}
-    return _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}", compiled,
+    settings = (f"remat {model_config.remat}, {microbatches} microbatch"
+                f"{'es' if microbatches > 1 else ''}{', scanned layers' if model_config.scan_layers else ''}")
+    return _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
+                        compiled,
                         groups, abstract.params, state_shardings.params, seconds)
 
 
@@ -220,7 +270,8 @@ def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_siz
 def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int,
                 target_length: int = 4, score_batch_size: Optional[int] = None,
                 optimizer: Any = None, model_name: Optional[str] = None,
-                compiler_options: Optional[Mapping[str, Any]] = None) -> MemoryPlan:
+                compiler_options: Optional[Mapping[str, Any]] = None,
+                microbatches: int = 1) -> MemoryPlan:
     """Plans the train step and the scoring step of `model_config` on `mesh`.
 
     Args:
@@ -233,6 +284,7 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
       optimizer: An `OptimizerConfig` (default: the trainer's Adafactor).
       model_name: How the report names the model.
       compiler_options: XLA options for both compilations (default `FAST_COMPILE`).
+      microbatches: Microbatches per training step (`TrainConfig.microbatches`).
 
     Raises:
       ValueError: if a batch does not split over the `data` axis.
@@ -243,7 +295,7 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
 
     abstract = EncoderDecoderModel(model_config).abstract_params()
     steps = [plan_train_step(model_config, mesh, input_length, batch_size, target_length, optimizer,
-                             compiler_options),
+                             compiler_options, microbatches),
              plan_scoring_step(model_config, mesh, input_length, score_batch_size or batch_size,
                                compiler_options)]
     return MemoryPlan(
@@ -275,7 +327,7 @@ def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: i
                        score_batch_size: Optional[int] = None, optimizer: Any = None,
                        model_name: Optional[str] = None,
                        compiler_options: Optional[Mapping[str, Any]] = None,
-                       timeout: Optional[float] = None) -> MemoryPlan:
+                       timeout: Optional[float] = None, microbatches: int = 1) -> MemoryPlan:
     """`plan_memory` on `data` x `model` simulated CPU devices, in a child
     process (JAX fixes its device count when it starts).
 
@@ -286,7 +338,7 @@ def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: i
                "input_length": int(input_length), "batch_size": int(batch_size),
                "target_length": int(target_length), "score_batch_size": score_batch_size,
                "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
-               "model_name": model_name,
+               "model_name": model_name, "microbatches": int(microbatches),
                "compiler_options": None if compiler_options is None else dict(compiler_options)}
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +

@@ -16,23 +16,33 @@ XLA's temporaries are read from the compiled programs. Without data x model
 devices here, they are compiled on as many simulated CPU devices: parameters,
 optimizer state and batch are exact, temporaries are the CPU compiler's.
 
-example:
+--fit searches remat x microbatches x mesh shapes over --devices N for the
+cheapest training setting that fits --device_memory (or --device), prints
+every combination it compiled and the gin bindings to pass to `train`.
+
+examples:
   seahorse-metrics plan --model mt5_xxl --mesh data=2,model=8 --input_length 2048 \\
-      --batch_size 16 --dtype bfloat16
+      --batch_size 16 --dtype bfloat16 --scan_layers --remat full
+  seahorse-metrics plan --fit --device h100-80g --devices 8 --model mt5_xxl \\
+      --input_length 2048 --batch_size 128 --dtype bfloat16 --scan_layers
 """
 
 
 def add_parser(subparsers) -> None:
+    from seahorse_metrics.fitting import DEVICE_MEMORY
+    from seahorse_metrics.model.config import REMAT_POLICIES
+
     parser = subparsers.add_parser(
         "plan",
-        help="Per-device memory of a training and scoring run on a device mesh.",
+        help="Per-device memory of a training and scoring run on a device mesh, or the "
+             "cheapest training setting that fits a device (--fit).",
         description="Compiles the train step and the scoring step of a model size from shapes "
                     "alone and prints what each device holds.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True,
                         help="Model preset: tiny, mt5_small, mt5_base, mt5_large, mt5_xl, mt5_xxl.")
-    parser.add_argument("--mesh", required=True, type=mesh_spec, metavar="data=D,model=M",
-                        help="The mesh (a missing axis is 1).")
+    parser.add_argument("--mesh", type=mesh_spec, metavar="data=D,model=M",
+                        help="The mesh (a missing axis is 1). Required without --fit.")
     parser.add_argument("--input_length", type=int, default=2048, help="Input tokens (default 2048).")
     parser.add_argument("--target_length", type=int, default=4,
                         help="Training target tokens (default 4).")
@@ -45,30 +55,89 @@ def add_parser(subparsers) -> None:
                              "keeps the weights in this dtype). Default float32.")
     parser.add_argument("--optimizer", choices=("adafactor", "adamw"), default="adafactor",
                         help="The trainer's optimizer (default adafactor, as T5X).")
+    parser.add_argument("--remat", choices=REMAT_POLICIES, default="none",
+                        help="TrainConfig.remat of the run (default none; --fit searches it).")
+    parser.add_argument("--microbatches", type=int, default=1,
+                        help="TrainConfig.microbatches of the run (default 1; --fit searches it).")
+    parser.add_argument("--scan_layers", action="store_true",
+                        help="TrainConfig.scan_layers: compile one scanned layer per stack "
+                             "(seconds instead of minutes for mT5-XXL).")
+    parser.add_argument("--fit", action="store_true",
+                        help="Search remat x microbatches x mesh for the cheapest fit.")
+    parser.add_argument("--device_memory", default=None, metavar="SIZE",
+                        help="Memory per device for --fit, e.g. 80GiB, 16GB.")
+    parser.add_argument("--device", choices=sorted(DEVICE_MEMORY), default=None,
+                        help="An accelerator naming the memory per device for --fit.")
+    parser.add_argument("--memory_fraction", type=float, default=0.9,
+                        help="Share of the device memory a fit may use (default 0.9: the rest "
+                             "is the runtime's, fragmentation's and the estimate's margin).")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="Devices of the run for --fit (default: the --mesh size, else 1).")
     parser.set_defaults(func=run)
 
 
-def run(args) -> int:
-    import jax
+def _mesh_sizes(args) -> tuple[int, int]:
+    from seahorse_metrics.model.partitioning import parse_mesh_spec
 
+    if args.mesh is None:
+        if not args.fit:
+            raise ValueError("plan needs --mesh data=D,model=M (or --fit --devices N)")
+        return int(args.devices or 1), 1
+    sizes = parse_mesh_spec(args.mesh)
+    return sizes.get("data", 1), sizes.get("model", 1)
+
+
+def run(args) -> int:
     from seahorse_metrics import planning
     from seahorse_metrics.model.config import get_config
-    from seahorse_metrics.model.partitioning import parse_mesh_spec
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
-    sizes = parse_mesh_spec(args.mesh)
-    data, model = sizes.get("data", 1), sizes.get("model", 1)
-    config = get_config(args.model, dtype=args.dtype)
+    data, model = _mesh_sizes(args)
+    config = get_config(args.model, dtype=args.dtype, remat=args.remat,
+                        scan_layers=bool(args.scan_layers))
+    planning.check_request(config, data, model, args.input_length, args.batch_size,
+                           args.target_length)
+    if args.score_batch_size is not None:
+        planning.check_request(config, data, model, args.input_length, args.score_batch_size, 1)
+    optimizer = OptimizerConfig(name=args.optimizer)
+    if args.fit:
+        return _fit(args, config, data * model, optimizer)
+    if args.microbatches < 1 or (args.batch_size // data) % args.microbatches:
+        raise ValueError(f"--microbatches {args.microbatches} must divide the "
+                         f"{args.batch_size // data} rows per data-parallel device")
     request = dict(input_length=args.input_length, batch_size=args.batch_size,
                    target_length=args.target_length, score_batch_size=args.score_batch_size,
-                   optimizer=OptimizerConfig(name=args.optimizer), model_name=args.model)
+                   optimizer=optimizer, model_name=args.model, microbatches=args.microbatches)
+    import jax
+
     if jax.device_count() >= data * model:
         from seahorse_metrics.model.partitioning import mesh_from_spec
 
         plan = planning.plan_memory(config, mesh_from_spec(f"data={data},model={model}"), **request)
     else:
-        logger.info("%d devices here; compiling on %d simulated CPU devices (mT5-XXL's train "
-                    "step takes minutes on a few CPU cores)", jax.device_count(), data * model)
+        logger.info("%d devices here; compiling on %d simulated CPU devices", jax.device_count(),
+                    data * model)
         plan = planning.plan_in_subprocess(config, data, model, **request)
     print(plan.report())
     return 0
+
+
+def _fit(args, config, devices: int, optimizer) -> int:
+    from seahorse_metrics import fitting, planning
+
+    if (args.device_memory is None) == (args.device is None):
+        raise ValueError("plan --fit needs exactly one of --device_memory SIZE and --device NAME")
+    device_bytes = (fitting.DEVICE_MEMORY[args.device] if args.device
+                    else fitting.parse_memory(args.device_memory))
+    if not 0 < args.memory_fraction <= 1:
+        raise ValueError(f"--memory_fraction must be in (0, 1], got {args.memory_fraction}")
+    device_bytes = int(device_bytes * args.memory_fraction)
+    print(f"{args.model}, {args.input_length} tokens, batch {args.batch_size}, {args.dtype}"
+          f"{', scanned layers' if config.scan_layers else ''}, on {devices} device(s) of "
+          f"{planning.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
+          f"{args.device or args.device_memory}; train step, per device):", flush=True)
+    result = fitting.search_fit(config, devices, device_bytes, args.input_length, args.batch_size,
+                                args.target_length, optimizer,
+                                on_trial=lambda trial: print(trial.line(), flush=True))
+    print("\n".join(result.report().splitlines()[len(result.trials):]))
+    return 0 if result.best is not None else 1

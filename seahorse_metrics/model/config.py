@@ -18,6 +18,9 @@ _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 # Hugging Face's names: T5 v1.1 / mT5 (wo(gelu(wi_0 x) * wi_1 x)) and T5 v1.0 (wo(relu(wi x))).
 FEED_FORWARD_PROJS = ("gated-gelu", "relu")
 QUANTIZATIONS = ("int8",)
+# What the backward pass recomputes per encoder/decoder layer (T5X's names):
+# nothing, everything but the products without a batch dimension, everything.
+REMAT_POLICIES = ("none", "minimal", "full")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,8 @@ class T5Config:
     feed_forward_proj: str = "gated-gelu"
     tie_word_embeddings: bool = False
     quantize: Optional[str] = None
+    remat: str = "none"
+    scan_layers: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
@@ -100,6 +105,10 @@ class T5Config:
         if self.quantize is not None and self.quantize not in QUANTIZATIONS:
             raise ValueError(
                 f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
+        if not isinstance(self.scan_layers, bool):
+            raise ValueError(f"T5Config.scan_layers must be a bool, got {self.scan_layers!r}")
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 

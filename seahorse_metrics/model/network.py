@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from seahorse_metrics.model import stacks
 from seahorse_metrics.model.config import T5Config
 
 Array = jax.Array
@@ -368,7 +369,8 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """The encoder stack over embedded inputs."""
+    """The encoder stack over embedded inputs (its layers unrolled or scanned,
+    see `seahorse_metrics.model.stacks`)."""
 
     config: T5Config
 
@@ -380,9 +382,9 @@ class Encoder(nn.Module):
             cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
             bidirectional=True, name="relpos_bias")(length, length)
         x_BxLxD = _dropout(cfg, x_BxLxD, deterministic)
-        for index in range(cfg.num_encoder_layers):
-            x_BxLxD = EncoderLayer(cfg, name=f"layers_{index}")(
-                x_BxLxD, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
+        x_BxLxD = stacks.run_layers(cfg, EncoderLayer, cfg.num_encoder_layers, x_BxLxD,
+                                    (position_bias_1xHxLxL, mask_bias_Bx1xLxL), deterministic,
+                                    deterministic_argnum=4)
         x_BxLxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="encoder_norm")(x_BxLxD)
         return _dropout(cfg, x_BxLxD, deterministic)
 
@@ -403,10 +405,10 @@ class Decoder(nn.Module):
             cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
             bidirectional=False, name="relpos_bias")(length, length)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
-        for index in range(cfg.num_decoder_layers):
-            y_BxQxD = DecoderLayer(cfg, name=f"layers_{index}")(
-                y_BxQxD, encoded_BxKxD, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ,
-                cross_mask_bias_Bx1xQxK, deterministic)
+        y_BxQxD = stacks.run_layers(cfg, DecoderLayer, cfg.num_decoder_layers, y_BxQxD,
+                                    (encoded_BxKxD, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ,
+                                     cross_mask_bias_Bx1xQxK), deterministic,
+                                    deterministic_argnum=6)
         y_BxQxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="decoder_norm")(y_BxQxD)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
         # Logits in float32 for a stable softmax, whatever the compute dtype.

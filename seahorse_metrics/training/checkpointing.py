@@ -12,7 +12,11 @@ older one is used.
 `MODEL_DIR/best/` is a standalone scoring checkpoint (the project's own
 format, `seahorse_metrics.checkpoints.save_checkpoint`, plus the vocabulary
 `spiece.model` and `best.json`) of the step with the best validation ROC-AUC,
-the paper's selection rule; `Scorer.load(MODEL_DIR/best)` reads it.
+the paper's selection rule; `Scorer.load(MODEL_DIR/best)` reads it. Its files
+are per layer (`encoder/layers_0/...`) also when the run scans its layers
+(`T5Config.scan_layers`): any scorer, exporter or later run reads them.
+The resumable state in `checkpoints/` is saved as the run holds it (stacked
+when scanned), which is why `scan_layers` cannot change on resume.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
 from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE  # noqa: F401 (trainer)
+from seahorse_metrics.model import stacks
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +163,14 @@ def _barrier(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
+def per_layer(model_config, params) -> tuple[Any, Any]:
+    """(config, params) as checkpoint files hold them: per layer, with the
+    execution-only settings (`scan_layers`, `remat`) at their defaults."""
+    if not model_config.scan_layers:
+        return model_config.replace(remat="none"), params
+    return model_config.replace(scan_layers=False, remat="none"), stacks.unstack_layers(params)
+
+
 def is_better(value: Optional[float], best: Optional[float]) -> bool:
     """The selection rule: a defined value strictly above the best so far."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -206,7 +219,10 @@ class BestCheckpoint:
         if jax.process_index() == 0 and os.path.exists(staging):
             shutil.rmtree(staging)
         _barrier("best_checkpoint_staging")
-        checkpoint_formats.save_checkpoint(staging, model_config, params)
+        # The files are per layer whatever the network runs (scanned layers
+        # are sliced apart here; the slices are released after the write).
+        files_config, files_params = per_layer(model_config, params)
+        checkpoint_formats.save_checkpoint(staging, files_config, files_params)
         record = {"step": int(step), "metric": self.metric, "metrics": dict(metrics)}
         if jax.process_index() == 0:
             if self.vocabulary_path:

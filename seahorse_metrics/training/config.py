@@ -18,6 +18,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import gin
 import gin.config_parser
 
+from seahorse_metrics.model.config import REMAT_POLICIES
 from seahorse_metrics.training.optimizers import OptimizerConfig
 
 # The repository root holding gin/, so `include 'gin/models/tiny.gin'` and
@@ -68,6 +69,17 @@ class TrainConfig:
       packed_target_length: Decoder length of a packed row; None uses
         `target_length * input_length // 128` (room for as many targets as
         the encoder row can hold short inputs).
+      remat: Rematerialisation per encoder/decoder layer: 'none', 'minimal'
+        (keep the products without a batch dimension, T5X's 'minimal') or
+        'full' (keep each layer's input); same result, less memory, more
+        compute. `seahorse-metrics plan --fit` says which one a device needs.
+      scan_layers: Run each stack's layers under `nn.scan` with parameters
+        stacked on a `layers` axis (T5X's `scan_layers`): one layer is
+        compiled instead of 24 (mT5-XXL's step compiles in seconds, not
+        minutes). Checkpoint files stay per layer.
+      microbatches: Split each batch into this many microbatches inside the
+        step and sum their gradients (one update per batch, the whole
+        batch's loss); must divide the rows each data-parallel device gets.
       seed: Seeds parameter init, dropout and the data order.
       model_parallel: Size of the mesh's `model` axis.
       checkpoint_every: Save a resumable checkpoint every this many steps
@@ -106,6 +118,9 @@ class TrainConfig:
     loss_normalizing_factor: Optional[float] = None
     pack: bool = False
     packed_target_length: Optional[int] = None
+    remat: str = "none"
+    scan_layers: bool = False
+    microbatches: int = 1
     seed: int = 0
     model_parallel: int = 1
     checkpoint_every: int = 1000
@@ -132,11 +147,18 @@ class TrainConfig:
             raise ValueError("TrainConfig.model_dir is required (--gin.MODEL_DIR=/path/to/run).")
         if not self.task:
             raise ValueError("TrainConfig.task is required (--gin.TASK=seahorse_q4).")
-        positive = ("input_length", "target_length", "batch_size", "train_steps",
+        positive = ("input_length", "target_length", "batch_size", "train_steps", "microbatches",
                     "checkpoint_every", "eval_batch_size", "log_every")
         for name in positive:
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"TrainConfig.{name} must be positive, got {getattr(self, name)!r}.")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"TrainConfig.remat must be one of {REMAT_POLICIES}, got {self.remat!r}.")
+        if not isinstance(self.scan_layers, bool):
+            raise ValueError(f"TrainConfig.scan_layers must be True or False, got {self.scan_layers!r}.")
+        if self.batch_size % self.microbatches:
+            raise ValueError(f"TrainConfig.microbatches={self.microbatches} must divide "
+                             f"batch_size={self.batch_size}.")
         if self.eval_every < 0:
             raise ValueError("TrainConfig.eval_every must be >= 0 (0 disables validation).")
 
@@ -160,7 +182,7 @@ class TrainConfig:
 # what one training step computes.
 CHANGEABLE_ON_RESUME = ("train_steps", "checkpoint_every", "keep_checkpoints", "eval_every",
                         "eval_batch_size", "log_every", "data_dir", "data_cache_dir",
-                        "model_parallel")
+                        "model_parallel", "remat")
 _NOT_COMPARED = ("model_dir", "allow_config_change")
 
 

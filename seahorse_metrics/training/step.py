@@ -14,6 +14,7 @@ import functools
 from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -25,6 +26,65 @@ from seahorse_metrics.training import state as state_lib
 from seahorse_metrics.training.state import TrainState
 
 
+def _loss_and_grads(model: EncoderDecoderModel, params, batch, dropout_rng, z_loss: float,
+                    loss_normalizing_factor: Optional[float]):
+    """((loss, aux), grads) of the whole batch in one pass."""
+
+    def loss_fn(p):
+        return model.loss(p, batch, dropout_rng, z_loss, loss_normalizing_factor)
+
+    return jax.value_and_grad(loss_fn, has_aux=True)(params)
+
+
+def split_microbatches(batch: dict[str, jax.Array], microbatches: int) -> dict[str, jax.Array]:
+    """[B, ...] -> [k, B/k, ...] with microbatch i holding rows i, i+k, i+2k, ...
+
+    Strided rather than contiguous, so each microbatch takes rows from every
+    data-parallel device (each device's block of B/data rows holds B/data/k
+    rows of every microbatch) and no batch row moves between devices.
+    """
+
+    def split(x):
+        rows = x.shape[0] // microbatches
+        return jnp.swapaxes(x.reshape((rows, microbatches) + x.shape[1:]), 0, 1)
+
+    return {name: split(value) for name, value in batch.items()}
+
+
+def _accumulated_loss_and_grads(model: EncoderDecoderModel, params, batch, dropout_rng,
+                                z_loss: float, loss_normalizing_factor: Optional[float],
+                                microbatches: int):
+    """`_loss_and_grads` of the whole batch, from `microbatches` passes.
+
+    A `lax.scan` over the microbatches sums the unnormalised token loss,
+    z-loss, token counts, hits and gradients (a normaliser of 1 gives sums);
+    dividing by the whole batch's normaliser afterwards gives the
+    whole-batch loss and gradient. Microbatch i draws dropout from
+    `fold_in(dropout_rng, i)`.
+    """
+    split = split_microbatches(batch, microbatches)
+
+    def body(carry, inputs):
+        index, micro = inputs
+        key = None if dropout_rng is None else jax.random.fold_in(dropout_rng, index)
+        (_, aux), grads = _loss_and_grads(model, params, micro, key, z_loss, 1.0)
+        hits = aux["accuracy"] * jnp.maximum(aux["num_tokens"], 1.0)
+        sums = (aux["cross_entropy"], aux["z_loss"], aux["num_tokens"], hits)
+        carry_grads, carry_sums = carry
+        return (jax.tree.map(jnp.add, carry_grads, grads),
+                tuple(a + b for a, b in zip(carry_sums, sums))), None
+
+    zeros = (jax.tree.map(jnp.zeros_like, params), tuple(jnp.zeros((), jnp.float32) for _ in range(4)))
+    (grads, (cross_entropy, z_sum, num_tokens, hits)), _ = jax.lax.scan(
+        body, zeros, (jnp.arange(microbatches), split))
+    normalizer = (jnp.maximum(num_tokens, 1.0) if loss_normalizing_factor is None
+                  else jnp.asarray(loss_normalizing_factor, jnp.float32))
+    aux = {"cross_entropy": cross_entropy / normalizer, "z_loss": z_sum / normalizer,
+           "num_tokens": num_tokens, "accuracy": hits / jnp.maximum(num_tokens, 1.0)}
+    grads = jax.tree.map(lambda g: g / normalizer, grads)
+    return (aux["cross_entropy"] + aux["z_loss"], aux), grads
+
+
 def train_step(
     state: TrainState,
     batch: dict[str, jax.Array],
@@ -33,22 +93,29 @@ def train_step(
     optimizer: optax.GradientTransformation,
     z_loss: float,
     loss_normalizing_factor: Optional[float],
+    microbatches: int = 1,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One optimizer update on `batch`.
 
-    Dropout at step s uses `fold_in(state.rng, s)`, so the update depends
-    only on (state, batch) and a resumed run repeats it exactly.
+    Dropout at step s uses `fold_in(state.rng, s)` (microbatch i of k > 1:
+    `fold_in(fold_in(state.rng, s), i)`), so the update depends only on
+    (state, batch) and a resumed run repeats it exactly. With
+    `microbatches` = k > 1 the batch is split into k microbatches whose
+    gradients are summed inside the step (T5X's `num_microbatches`): the
+    loss and the update are those of the whole batch, with activations for
+    B/k rows at a time.
 
     Returns:
       (new state, metrics): loss, cross_entropy, z_loss, accuracy,
       num_tokens, grad_norm; scalars.
     """
     dropout_rng = jax.random.fold_in(state.rng, state.step) if model.config.dropout_rate > 0 else None
-
-    def loss_fn(params):
-        return model.loss(params, batch, dropout_rng, z_loss, loss_normalizing_factor)
-
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    if microbatches == 1:
+        (loss, aux), grads = _loss_and_grads(model, state.params, batch, dropout_rng, z_loss,
+                                             loss_normalizing_factor)
+    else:
+        (loss, aux), grads = _accumulated_loss_and_grads(
+            model, state.params, batch, dropout_rng, z_loss, loss_normalizing_factor, microbatches)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {
@@ -60,6 +127,16 @@ def train_step(
         "grad_norm": optax.global_norm(grads),
     }
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
+def check_microbatches(microbatches: int, batch_size: int, mesh: Mesh) -> None:
+    """Raises ValueError unless `microbatches` splits every device's rows evenly."""
+    rows_per_device = batch_size // mesh.shape["data"]
+    if microbatches < 1 or rows_per_device % microbatches:
+        raise ValueError(
+            f"microbatches={microbatches} must be >= 1 and divide the {rows_per_device} rows "
+            f"each of the {mesh.shape['data']} data-parallel devices gets of batch_size="
+            f"{batch_size}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +195,10 @@ def compile_plan(
     z_loss: float,
     loss_normalizing_factor: Optional[float],
     mesh: Mesh,
+    microbatches: int = 1,
 ) -> StepPlan:
-    """Builds (and caches) the model, optimizer, shardings and jitted step."""
+    """Builds (and caches) the model, optimizer, shardings and jitted step
+    (the step sums `microbatches` microbatches' gradients per update)."""
     model = EncoderDecoderModel(model_config)
     optimizer = optimizers.make_optimizer(optimizer_config, train_steps)
     abstract, shardings = state_lib.plan_state(model, optimizer, mesh)
@@ -132,6 +211,7 @@ def compile_plan(
         optimizer=optimizer,
         z_loss=z_loss,
         loss_normalizing_factor=loss_normalizing_factor,
+        microbatches=microbatches,
     )
     step_fn = jax.jit(
         step,

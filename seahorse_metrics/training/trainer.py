@@ -21,7 +21,7 @@ import gin
 import jax
 import numpy as np
 
-from seahorse_metrics.model import T5Config, get_config
+from seahorse_metrics.model import T5Config, get_config, stacks
 from seahorse_metrics.training import checkpointing
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training import optimizers
@@ -101,6 +101,8 @@ def resolve_model(config: TrainConfig, mesh: Optional[Any] = None,
     """
     overrides = dict(config.model_overrides)
     overrides["dropout_rate"] = config.dropout_rate
+    overrides["remat"] = config.remat
+    overrides["scan_layers"] = config.scan_layers
     if config.dtype:
         overrides["dtype"] = config.dtype
     if config.init_checkpoint is None:
@@ -229,9 +231,10 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     mesh = sharding_lib.make_mesh(config.model_parallel)
     sharding_lib.check_batch_size(config.batch_size, mesh)
     sharding_lib.check_batch_size(config.eval_batch_size, mesh)
+    step_lib.check_microbatches(config.microbatches, config.batch_size, mesh)
     plan = step_lib.compile_plan(
         model_config, config.optimizer, optimizers.schedule_horizon(config.optimizer, config.train_steps),
-        config.z_loss, config.loss_normalizing_factor, mesh,
+        config.z_loss, config.loss_normalizing_factor, mesh, config.microbatches,
     )
     return _Run(
         config=config,
@@ -255,6 +258,8 @@ def _start(run: _Run, run_checkpoints: checkpointing.RunCheckpoints):
     params = None
     if config.init_checkpoint is not None:
         params = resolve_model(config, plan.mesh)[1]
+        if run.model_config.scan_layers:  # the files are per layer
+            params = stacks.stack_layers(params, plan.state_shardings.params, release=True)
     return plan.init_state(config.seed, params), StreamPosition(), None
 
 

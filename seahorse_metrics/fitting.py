@@ -1,0 +1,279 @@
+"""`plan --fit`: the cheapest training setting whose step fits a device.
+
+Searches rematerialisation (`none`, `minimal`, `full`) x microbatches (the
+divisors of the rows each data-parallel device gets) x mesh shape (`data` x
+`model` = the device count, `model` dividing the heads, feed-forward width
+and vocabulary) for a model, input length and batch, compiling the trainer's
+own step from shapes (`planning.plan_train_step`) for each combination it
+tries. Cheapest means least recomputation first, then fewest microbatches,
+then the smallest `model` axis (least communication). Memory falls as remat
+grows and as microbatches grow, so for each remat and mesh the fewest
+microbatches that fit are found by bisection, and a mesh whose float32
+parameters, optimizer state and gradients alone exceed the budget is
+skipped without compiling.
+
+    result = search_fit(get_config("mt5_xl", dtype="bfloat16", scan_layers=True),
+                        devices=1, device_bytes=80 * 2**30, input_length=2048, batch_size=128)
+    print(result.report())
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any, Callable, Iterator, Optional
+
+from seahorse_metrics import planning
+from seahorse_metrics.model.config import REMAT_POLICIES
+
+GiB = 2 ** 30
+# Nominal memory per device of the accelerators `--device` names.
+DEVICE_MEMORY = {
+    "a100-40g": 40 * GiB,
+    "a100-80g": 80 * GiB,
+    "h100-80g": 80 * GiB,
+    "tpu-v4": 32 * GiB,
+    "tpu-v5e": 16 * GiB,
+    "tpu-v5p": 95 * GiB,
+}
+_UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": GiB, "tib": 2 ** 40,
+          "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
+
+
+def parse_memory(text: str) -> int:
+    """Bytes of '80GiB', '16 GB', '512MiB' or a plain byte count.
+
+    Raises:
+      ValueError: naming the text, if it is no positive size.
+    """
+    cleaned = str(text).strip().lower().replace(" ", "")
+    number = cleaned.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = cleaned[len(number):]
+    try:
+        value = float(number) * _UNITS[unit]
+    except (KeyError, ValueError):
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"device memory {text!r} is not a size such as 80GiB, 16GB or 512MiB")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One combination compiled (or skipped) by the search."""
+
+    remat: str
+    microbatches: int
+    data: int
+    model: int
+    per_device_bytes: int
+    fits: bool
+    note: str = ""
+
+    def line(self) -> str:
+        verdict = "fits" if self.fits else "does not fit"
+        return (f"remat={self.remat:<7} microbatches={self.microbatches:<4} "
+                f"data={self.data} x model={self.model}: "
+                f"{planning.format_bytes(self.per_device_bytes):>10} per device, {verdict}{f' ({self.note})' if self.note else ''}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """Every trial and the cheapest one that fits (None: nothing fits)."""
+
+    trials: list[Trial]
+    best: Optional[Trial]
+    device_bytes: int
+    scan_layers: bool
+    dtype: str
+
+    def bindings(self) -> list[str]:
+        """The chosen setting as `train` flags."""
+        if self.best is None:
+            return []
+        return [f"--gin.TrainConfig.remat='{self.best.remat}'",
+                f"--gin.TrainConfig.microbatches={self.best.microbatches}",
+                f"--gin.TrainConfig.model_parallel={self.best.model}",
+                f"--gin.TrainConfig.scan_layers={self.scan_layers}",
+                f"--gin.TrainConfig.dtype='{self.dtype}'"]
+
+    def report(self) -> str:
+        lines = [trial.line() for trial in self.trials]
+        budget = f"{planning.format_bytes(self.device_bytes)} per device"
+        if self.best is None:
+            lines.append(f"nothing fits in {budget}: more devices, a smaller batch or shorter "
+                         "inputs are needed")
+        else:
+            best = self.best
+            lines.append(f"cheapest fit in {budget}: remat={best.remat}, microbatches="
+                         f"{best.microbatches}, data={best.data} x model={best.model}")
+            lines.append("train with: " + " ".join(self.bindings()))
+        return "\n".join(lines)
+
+
+def mesh_shapes(config: Any, devices: int, batch_size: int) -> list[tuple[int, int]]:
+    """(data, model) pairs using all `devices`: `model` divides the heads, the
+    feed-forward width and the vocabulary, `data` divides the batch;
+    smallest `model` first."""
+    shapes = []
+    for model in range(1, devices + 1):
+        if devices % model:
+            continue
+        data = devices // model
+        if batch_size % data or any(size % model for size in (config.num_heads, config.d_ff,
+                                                              config.vocab_size)):
+            continue
+        shapes.append((data, model))
+    return shapes
+
+
+def _divisors(value: int) -> list[int]:
+    return [k for k in range(1, value + 1) if value % k == 0]
+
+
+def _fixed_bytes(config: Any, data: int, model: int) -> int:
+    """Per-device float32 parameters, twice (the gradients), a lower bound of
+    any train step on this mesh (the optimizer's factored state is small)."""
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    import jax
+
+    total = sum(math.prod(a.shape) for a in jax.tree.leaves(EncoderDecoderModel(config).abstract_params()))
+    return 2 * 4 * total // model
+
+
+def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[int]:
+    """The smallest candidate for which `fits` holds, assuming it is monotone."""
+    if not candidates or not fits(candidates[-1]):
+        return None
+    low, high = 0, len(candidates) - 1  # candidates[high] fits
+    if fits(candidates[0]):
+        return candidates[0]
+    while high - low > 1:  # candidates[low] does not fit
+        middle = (low + high) // 2
+        if fits(candidates[middle]):
+            high = middle
+        else:
+            low = middle
+    return candidates[high]
+
+
+def iterate_search(config: Any, devices: int, device_bytes: int, input_length: int,
+                   batch_size: int, target_length: int = 4, optimizer: Any = None,
+                   make_mesh: Optional[Callable[[int], Any]] = None) -> Iterator[Trial]:
+    """Yields each trial in the order tried; the caller picks the cheapest fit.
+
+    Args:
+      config: The network, with `scan_layers` and `dtype` as the run has them
+        (`remat` is searched).
+      devices: Devices of the run (the mesh uses all of them).
+      device_bytes: Memory per device.
+      input_length, batch_size, target_length: The run's shapes.
+      optimizer: An `OptimizerConfig` (default Adafactor).
+      make_mesh: model_parallel -> mesh over the devices (default
+        `partitioning.make_mesh`); there must be `devices` devices.
+    """
+    from seahorse_metrics.model.partitioning import make_mesh as default_make_mesh
+
+    make_mesh = make_mesh or default_make_mesh
+    best_microbatches: Optional[int] = None
+    for remat in REMAT_POLICIES:
+        for data, model in mesh_shapes(config, devices, batch_size):
+            fixed = _fixed_bytes(config, data, model)
+            if fixed > device_bytes:
+                yield Trial(remat, 0, data, model, fixed, False,
+                            "float32 parameters and gradients alone; not compiled")
+                continue
+            trials: dict[int, Trial] = {}
+
+            def fits(microbatches: int) -> bool:
+                memory = planning.plan_train_step(
+                    config.replace(remat=remat), make_mesh(model), input_length, batch_size,
+                    target_length, optimizer, microbatches=microbatches)
+                trials[microbatches] = Trial(remat, microbatches, data, model,
+                                             memory.per_device_bytes,
+                                             memory.per_device_bytes <= device_bytes)
+                return trials[microbatches].fits
+
+            candidates = [k for k in _divisors(batch_size // data)
+                          if best_microbatches is None or k < best_microbatches]
+            found = _first_fit(fits, candidates)
+            yield from trials.values()
+            if found is not None:
+                best_microbatches = found
+        if best_microbatches is not None:
+            return
+
+
+def cheapest(trials: list[Trial]) -> Optional[Trial]:
+    """Least recomputation, then fewest microbatches, then the smallest model axis."""
+    fitting = [t for t in trials if t.fits]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda t: (REMAT_POLICIES.index(t.remat), t.microbatches, t.model))
+
+
+_CHILD = """
+import dataclasses, json, sys
+from seahorse_metrics import fitting
+from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.training.optimizers import OptimizerConfig
+request = json.loads(sys.argv[1])
+config = T5Config.from_dict(request.pop("model_config"))
+optimizer = request.pop("optimizer")
+for trial in fitting.iterate_search(config, optimizer=optimizer and OptimizerConfig(**optimizer),
+                                    **request):
+    print("TRIAL " + json.dumps(dataclasses.asdict(trial)), flush=True)
+"""
+
+
+def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, batch_size: int,
+               target_length: int = 4, optimizer: Any = None,
+               on_trial: Optional[Callable[[Trial], None]] = None) -> FitResult:
+    """Runs the search, in this process when it has `devices` devices, else on
+    as many simulated CPU devices in a child process.
+
+    Args:
+      on_trial: Called with each trial as it is done (e.g. to print it).
+
+    Raises:
+      ValueError: with the child's last error line, if planning fails.
+    """
+    import jax
+
+    trials: list[Trial] = []
+
+    def record(trial: Trial) -> None:
+        trials.append(trial)
+        if on_trial is not None:
+            on_trial(trial)
+
+    shapes = dict(input_length=int(input_length), batch_size=int(batch_size),
+                  target_length=int(target_length), devices=int(devices),
+                  device_bytes=int(device_bytes))
+    if jax.device_count() == devices:
+        for trial in iterate_search(config, optimizer=optimizer, **shapes):
+            record(trial)
+    else:
+        request = dict(shapes, model_config=config.to_dict(),
+                       optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None)
+        for trial in _child_trials(request, devices):
+            record(trial)
+    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype)
+
+
+def _child_trials(request: dict, devices: int) -> Iterator[Trial]:
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                          f" --xla_force_host_platform_device_count={int(devices)}"))
+    with subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(request)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        for line in child.stdout:
+            if line.startswith("TRIAL "):
+                yield Trial(**json.loads(line[len("TRIAL "):]))
+        errors = [line for line in child.stderr.read().splitlines() if line.strip()]
+        if child.wait() != 0:
+            raise ValueError(f"planning failed: {errors[-1] if errors else child.returncode}")
