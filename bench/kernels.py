@@ -22,9 +22,21 @@ share of the float32 2048^3 peak measured in the same run. The last lines
 weigh the shapes by how often a scoring pass runs them (per encoder layer:
 q, k, v, o, wi_0, wi_1, wo) and print, per format, the time of those
 products for one 2048-token batch: the part of the gap the products alone
-explain. Then one self-attention, written out as the network writes it
-and through `jax.nn.dot_product_attention`. Run it under different
-`XLA_FLAGS` (e.g. `--xla_cpu_use_onednn=true`) to compare XLA:CPU's options.
+explain.
+
+Then one self-attention of mT5-small (6 heads x 64, float32, relative
+position bias and padding mask; projections not included) at 512, 1024 and
+2048 tokens: today's dense form (`model.attention.dense_weights`, the
+[H, L, L] logits at once), `jax.nn.dot_product_attention` given the same
+bias, and the blocked form (`model.attention.blocked_attention`) at several
+query blocks, and query x key blocks with the online softmax; `<- chosen`
+marks what `T5Config`'s defaults run at that length. Each line gives the
+best wall time, the smallest process CPU time (both threads; the steadier
+figure on a shared machine), the share of the matmul peak (4 * H * L^2 * 64
+FLOPs over the wall time) and the same share by CPU time (FLOPs per CPU
+second against the peak product's), and the largest difference from the
+dense output. Run it under different `XLA_FLAGS` (e.g.
+`--xla_cpu_use_onednn=true`) to compare XLA:CPU's options.
 """
 from __future__ import annotations
 
@@ -196,16 +208,30 @@ def chosen_variant(config, length: int) -> str:
     return f"blocked q{config.attention_query_block}{key}"
 
 
+def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
+    """GFLOP per CPU second (all threads) of XLA's float32 size^3 product."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
+    product = jax.jit(lambda x, y: x @ y)
+    _, cpu = best_wall_and_cpu_time(lambda: product(a, a).block_until_ready(), repeats)
+    return 2.0 * size ** 3 / cpu / 1e9
+
+
 def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
     """Prints, per length, each attention variant's best wall time, best
-    process CPU time, share of the matmul peak and largest difference from
-    the dense output, and which one `T5Config`'s defaults choose."""
+    process CPU time, shares of the matmul peak by wall and by CPU time, and
+    largest difference from the dense output, and which one `T5Config`'s
+    defaults choose."""
     import jax
 
     from seahorse_metrics.model.config import get_config
 
     config = get_config("mt5_small")
     variants = attention_variants(config)
+    peak_cpu_gflops = peak_per_cpu_second()
+    print(f"float32 matmul peak by CPU time: {peak_cpu_gflops:.1f} GFLOP per CPU second")
     print(f"one self-attention (mT5-small: {HEADS} heads x {HEAD_DIM}, float32, relative bias "
           "and padding mask), % of the float32 matmul peak:")
     for length in lengths:
@@ -217,9 +243,10 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
             wall, cpu = best_wall_and_cpu_time(lambda: function(*inputs).block_until_ready(),
                                                repeats)
             difference = float(jax.numpy.max(jax.numpy.abs(function(*inputs) - reference)))
-            print(f"  {length:>5} {name:<20} {1e3 * wall:8.2f} ms (cpu {1e3 * cpu:8.2f} ms) "
-                  f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak  max diff {difference:.1e}"
-                  + ("  <- chosen" if name == chosen else ""))
+            print(f"  {length:>5} {name:<21} {1e3 * wall:8.2f} ms (cpu {1e3 * cpu:8.2f} ms) "
+                  f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
+                  f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
+                  f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
 
 
 def main(argv=None) -> int:

@@ -190,3 +190,17 @@ def test_config_blocking_fields():
                          ("attention_key_block", -8), ("attention_blocked_min_length", 1.5)):
         with pytest.raises(ValueError, match=field):
             config.replace(**{field: value})
+
+
+def test_cudnn_only_for_16_bit_attention_without_dropout_on_gpus():
+    from seahorse_metrics.model.attention import uses_cudnn
+
+    assert uses_cudnn("gpu", jnp.bfloat16, 64, deterministic=True)
+    assert uses_cudnn("gpu", jnp.float16, 128, deterministic=True)
+    assert not uses_cudnn("cpu", jnp.bfloat16, 64, deterministic=True)
+    assert not uses_cudnn("tpu", jnp.bfloat16, 64, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.float32, 64, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 64, deterministic=False)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 256, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 60, deterministic=True)
+    assert jax.default_backend() == "cpu"  # so every other test here runs the XLA path

@@ -223,24 +223,12 @@ def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: A
     strip_HxRxW = (None if position is None
                    else position.strip(query_block, num_query_blocks, padded_key))
 
-    def logits_of(block, query_BxHxRxV, key_start, key_BxHxCxV) -> Array:
-        """Float32 logits [B, H, R, C] of one query block and key block, biased and masked."""
-        logits_BxHxRxC = jnp.einsum("bhrv,bhcv->bhrc", query_BxHxRxV, key_BxHxCxV,
-                                    preferred_element_type=jnp.float32)
-        if strip_HxRxW is not None:
-            window_start = (num_query_blocks - 1 - block) * query_block + key_start
-            window_HxRxC = jax.lax.dynamic_slice_in_dim(strip_HxRxW, window_start,
-                                                        key_BxHxCxV.shape[2], axis=2)
-            logits_BxHxRxC = logits_BxHxRxC + window_HxRxC[None]
-        allowed = mask.allowed(block * query_block, query_block, key_BxHxCxV.shape[2], key_start)
-        if allowed is not None:
-            logits_BxHxRxC = logits_BxHxRxC + jnp.where(allowed, 0.0, MASKED_LOGIT)
-        return logits_BxHxRxC
-
     def one_query_block(inputs) -> Array:
         block, query_BxHxRxV = inputs
-        return _softmax_times_values(functools.partial(logits_of, block, query_BxHxRxV),
-                                     query_block, key_MxBxHxCxV, value_MxBxHxCxV, products_dtype)
+        logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks, block,
+                                      query_BxHxRxV)
+        return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV, value_MxBxHxCxV,
+                                     products_dtype)
 
     # Rematerialised per block: the backward pass keeps a query block, not its logits.
     context_NxBxHxRxV = jax.lax.map(jax.checkpoint(one_query_block, prevent_cse=False),
@@ -248,6 +236,23 @@ def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: A
     context_BxQxHxV = jnp.transpose(context_NxBxHxRxV, (1, 0, 3, 2, 4)).reshape(
         batch, padded_query, heads, head_dim)
     return context_BxQxHxV[:, :query_length].astype(output_dtype)
+
+
+def _block_logits(strip_HxRxW: Optional[Array], mask: AttentionMask, num_query_blocks: int,
+                  block, query_BxHxRxV: Array, key_start, key_BxHxCxV: Array) -> Array:
+    """Float32 logits [B, H, R, C] of query block `block` against the keys
+    from `key_start`, plus their position bias (from the strip) and mask."""
+    query_block, key_block = query_BxHxRxV.shape[2], key_BxHxCxV.shape[2]
+    logits_BxHxRxC = jnp.einsum("bhrv,bhcv->bhrc", query_BxHxRxV, key_BxHxCxV,
+                                preferred_element_type=jnp.float32)
+    if strip_HxRxW is not None:
+        window_start = (num_query_blocks - 1 - block) * query_block + key_start
+        window_HxRxC = jax.lax.dynamic_slice_in_dim(strip_HxRxW, window_start, key_block, axis=2)
+        logits_BxHxRxC = logits_BxHxRxC + window_HxRxC[None]
+    allowed = mask.allowed(block * query_block, query_block, key_block, key_start)
+    if allowed is not None:
+        logits_BxHxRxC = logits_BxHxRxC + jnp.where(allowed, 0.0, MASKED_LOGIT)
+    return logits_BxHxRxC
 
 
 def _softmax_times_values(logits_of, rows: int, key_MxBxHxCxV: Array, value_MxBxHxCxV: Array,
@@ -290,3 +295,34 @@ def _softmax_times_values(logits_of, rows: int, key_MxBxHxCxV: Array, value_MxBx
     (_, total_BxHxRx1, context_BxHxRxV), _ = jax.lax.scan(
         step, start, (jnp.arange(num_key_blocks), key_MxBxHxCxV, value_MxBxHxCxV))
     return context_BxHxRxV / total_BxHxRx1
+
+
+def uses_cudnn(platform: str, products_dtype: jnp.dtype, head_dim: int,
+               deterministic: bool) -> bool:
+    """Whether an attention runs in cuDNN's fused kernel
+    (`jax.nn.dot_product_attention(..., implementation="cudnn")`).
+
+    cuDNN's kernel takes T5's additive bias, but only in 16-bit products,
+    with heads of at most 128 (a multiple of 8) and without dropout (the
+    jax.nn interface has none): so on GPUs, bfloat16 or int8 scoring and
+    evaluation use it. Not measured yet (no GPU was at hand); the CPU path is
+    the XLA one.
+    """
+    return (platform == "gpu" and jnp.dtype(products_dtype) in (jnp.bfloat16, jnp.float16)
+            and head_dim <= 128 and head_dim % 8 == 0 and deterministic)
+
+
+def cudnn_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
+                    position: Optional[RelativeBias], mask: AttentionMask,
+                    products_dtype: jnp.dtype, output_dtype: jnp.dtype) -> Array:
+    """The attention through cuDNN's fused kernel; see `uses_cudnn`. The bias is
+    the [1, H, Q, K] relative position bias (cuDNN reads it, XLA does not
+    keep the logits)."""
+    query_length, key_length = query_BxQxHxV.shape[1], key_BxKxHxV.shape[1]
+    allowed = mask.allowed(0, query_length, key_length)
+    context_BxQxHxV = jax.nn.dot_product_attention(
+        query_BxQxHxV.astype(products_dtype), key_BxKxHxV.astype(products_dtype),
+        value_BxKxHxV.astype(products_dtype),
+        bias=None if position is None else position.dense().astype(products_dtype),
+        mask=allowed, scale=1.0, implementation="cudnn")
+    return context_BxQxHxV.astype(output_dtype)

@@ -86,7 +86,7 @@ class T5Config:
     feed_forward_proj: str = "gated-gelu"
     tie_word_embeddings: bool = False
     quantize: Optional[str] = None
-    attention_blocked_min_length: Optional[int] = 1024
+    attention_blocked_min_length: Optional[int] = 256
     attention_query_block: int = 64
     attention_key_block: Optional[int] = None
 

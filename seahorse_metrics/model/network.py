@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
-                                              dense_weights, weighted_values)
+                                              cudnn_attention, dense_weights, uses_cudnn,
+                                              weighted_values)
 from seahorse_metrics.model.config import T5Config
 
 Array = jax.Array
@@ -189,7 +190,9 @@ class Attention(nn.Module):
     `query_block` (and `key_block` keys, if set) by
     `attention.blocked_attention`; shorter ones at once by
     `attention.dense_weights`. Both give the same outputs and gradients to
-    float rounding; the blocked form never holds [H, Q, K] arrays.
+    float rounding; the blocked form never holds [H, Q, K] arrays. On GPUs,
+    16-bit attention without dropout goes to cuDNN's fused kernel instead
+    (`attention.uses_cudnn`; not measured yet).
     """
 
     num_heads: int
@@ -250,6 +253,10 @@ class Attention(nn.Module):
                 position: Optional[RelativeBias], mask: AttentionMask,
                 deterministic: bool) -> Array:
         """softmax(q k + bias + mask) v, [B, Q, H, V] in the compute dtype."""
+        if uses_cudnn(jax.default_backend(), self._products_dtype(), self.head_dim,
+                      deterministic or self.dropout_rate == 0):
+            return cudnn_attention(query_BxQxHxV, key_BxKxHxV, value_BxKxHxV, position, mask,
+                                   self._products_dtype(), self.dtype)
         # As T5X: one dropout mask per key, shared by all queries.
         dropout = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))
         if not self.blocked(query_BxQxHxV.shape[1]):
