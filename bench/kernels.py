@@ -1,6 +1,7 @@
 """The matrix products of mT5-small scoring, one by one: XLA:CPU against PyTorch's BLAS.
 
-    python bench/kernels.py            # about two minutes
+    python bench/kernels.py            # about four minutes
+    python bench/kernels.py --quick    # proves it runs
 
 `bench/score.py` finds CTranslate2 ahead of our scoring on this CPU. Scoring
 is almost all matrix products, so this times those products alone, at the
@@ -240,6 +241,9 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
         reference = variants["dense (today)"](*inputs)
         chosen = chosen_variant(config, length)
         for name, function in variants.items():
+            key_block = name.partition(" k")[2]
+            if key_block and int(key_block) >= length:
+                continue  # one key block: the same program as without
             wall, cpu = best_wall_and_cpu_time(lambda: function(*inputs).block_until_ready(),
                                                repeats)
             difference = float(jax.numpy.max(jax.numpy.abs(function(*inputs) - reference)))
@@ -247,6 +251,9 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
                   f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
                   f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
                   f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
+    print(f"chosen (T5Config defaults): blocked from {config.attention_blocked_min_length} "
+          f"tokens, {config.attention_query_block} queries per block, key blocks "
+          f"{config.attention_key_block}")
 
 
 def main(argv=None) -> int:
