@@ -87,9 +87,9 @@ class T5Config:
     tie_word_embeddings: bool = False
     quantize: Optional[str] = None
     # bench/kernels.py on the 2-core development CPU (shared, not quiet; float32,
-    # mT5-small heads): blocked in 64-query blocks took 0.5x today's CPU time
-    # at 256-512 tokens and 0.3x at 2048 (forward and backward); 32-128 were
-    # within noise of 64, key blocks and 256-query blocks slower.
+    # mT5-small heads): blocked in 64-query blocks took 0.6x today's CPU time at
+    # 256 tokens, 0.5x at 512 and 0.3x at 2048 (0.4x forward and backward);
+    # 32-128 were within noise of 64, key blocks and 256-query blocks slower.
     attention_blocked_min_length: Optional[int] = 256
     attention_query_block: int = 64
     attention_key_block: Optional[int] = None
