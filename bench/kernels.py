@@ -1,6 +1,7 @@
 """The matrix products of mT5-small scoring, one by one: XLA:CPU against PyTorch's BLAS.
 
-    python bench/kernels.py            # about two minutes
+    python bench/kernels.py            # about four minutes
+    python bench/kernels.py --quick    # proves it runs
 
 `bench/score.py` finds CTranslate2 ahead of our scoring on this CPU. Scoring
 is almost all matrix products, so this times those products alone, at the
@@ -22,15 +23,28 @@ share of the float32 2048^3 peak measured in the same run. The last lines
 weigh the shapes by how often a scoring pass runs them (per encoder layer:
 q, k, v, o, wi_0, wi_1, wo) and print, per format, the time of those
 products for one 2048-token batch: the part of the gap the products alone
-explain. Then one self-attention, written out as the network writes it
-and through `jax.nn.dot_product_attention`. Run it under different
-`XLA_FLAGS` (e.g. `--xla_cpu_use_onednn=true`) to compare XLA:CPU's options.
+explain.
+
+Then one self-attention of mT5-small (6 heads x 64, float32, relative
+position bias and padding mask; projections not included) at 512, 1024 and
+2048 tokens: today's dense form (`model.attention.dense_weights`, the
+[H, L, L] logits at once), `jax.nn.dot_product_attention` given the same
+bias, and the blocked form (`model.attention.blocked_attention`) at several
+query blocks, and query x key blocks with the online softmax; `<- chosen`
+marks what `T5Config`'s defaults run at that length. Each line gives the
+best wall time, the smallest process CPU time (both threads; the steadier
+figure on a shared machine), the share of the matmul peak (4 * H * L^2 * 64
+FLOPs over the wall time) and the same share by CPU time (FLOPs per CPU
+second against the peak product's), and the largest difference from the
+dense output. Run it under different `XLA_FLAGS` (e.g.
+`--xla_cpu_use_onednn=true`) to compare XLA:CPU's options.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -49,8 +63,15 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="512,2048",
                         help="Token rows per product (default 512,2048).")
+    parser.add_argument("--lengths", default="512,1024,2048",
+                        help="Tokens of the timed self-attentions (default 512,1024,2048).")
     parser.add_argument("--repeats", type=int, default=20)
-    return parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true",
+                        help="Proves the script runs: 512 rows and tokens, 2 repeats.")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.lengths, args.repeats = "512", "512", 2
+    return args
 
 
 def xla_product(fmt: str, a: np.ndarray, b: np.ndarray):
@@ -111,32 +132,128 @@ def layer_time_ms(rows: int, table: dict, fmt: str) -> float:
     return 1e3 * total
 
 
-def attention_ms(length: int, repeats: int) -> dict[str, float]:
-    """Milliseconds of one T5 self-attention (6 heads x 64, float32 logits and
-    softmax, relative bias and mask added) on `length` tokens: written out as
-    the network does, and through `jax.nn.dot_product_attention`; and the
-    largest difference of their outputs."""
+def best_wall_and_cpu_time(function, repeats: int) -> tuple[float, float]:
+    """The fastest wall time and the smallest process CPU time (all threads)
+    of `repeats` calls, in seconds, after a warm-up call. On a shared machine
+    the CPU time is the steadier of the two."""
+    function()
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        function()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return min(walls), min(cpus)
+
+
+HEADS, HEAD_DIM = 6, 64  # mT5-small
+# (query block, key block or None) of the blocked attention, timed at each length.
+BLOCKINGS = ((32, None), (64, None), (128, None), (256, None), (128, 512), (256, 1024))
+
+
+def attention_inputs(length: int, batch: int = 1):
+    """Random queries, keys, values [B, L, 6, 64], a bias table per offset and
+    a key padding mask (the last 5% of the tokens are padding)."""
+    import jax.numpy as jnp
+
+    from seahorse_metrics.model.attention import AttentionMask, RelativeBias
+    from seahorse_metrics.model.network import relative_position_bucket
+
+    rng = np.random.default_rng(length)
+    q, k, v = (jnp.asarray(rng.standard_normal((batch, length, HEADS, HEAD_DIM)), jnp.float32)
+               for _ in range(3))
+    rel_embedding = rng.standard_normal((HEADS, 32)).astype(np.float32)
+    buckets = relative_position_bucket(np.arange(-(length - 1), length), bidirectional=True,
+                                       num_buckets=32, max_distance=128)
+    position = RelativeBias(jnp.asarray(rel_embedding[:, buckets]), length, length)
+    key_is_token = np.ones((batch, length), bool)
+    key_is_token[:, length - length // 20:] = False
+    return q, k, v, position, AttentionMask(jnp.asarray(key_is_token))
+
+
+def attention_variants(config):
+    """{name: jitted attention(q, k, v, position, mask)}: today's written-out
+    form (`attention.dense_weights`), the blocked form at each of `BLOCKINGS`,
+    and `chosen`: what the network runs with `config`'s defaults."""
     import jax
     import jax.numpy as jnp
 
-    rng = np.random.default_rng(length)
-    q, k, v = (jnp.asarray(rng.standard_normal((1, length, 6, 64)), jnp.float32) for _ in range(3))
-    bias = jnp.asarray(rng.standard_normal((1, 6, length, length)), jnp.float32)
+    from seahorse_metrics.model.attention import blocked_attention, dense_weights, weighted_values
 
-    def written_out(q, k, v, bias):
-        logits = jnp.einsum("bqhv,bkhv->bhqk", q, k, preferred_element_type=jnp.float32) + bias
-        return jnp.einsum("bhqk,bkhv->bqhv", jax.nn.softmax(logits, axis=-1), v)
+    def dense(q, k, v, position, mask):
+        weights = dense_weights(q, k, position, mask, jnp.float32)
+        return weighted_values(weights, v, jnp.float32, jnp.float32, accumulate_float32=False)
 
-    def fused(q, k, v, bias):
+    def blocked(query_block, key_block):
+        return lambda q, k, v, position, mask: blocked_attention(
+            q, k, v, position, mask, query_block=query_block, key_block=key_block,
+            products_dtype=jnp.float32, output_dtype=jnp.float32)
+
+    def fused(q, k, v, position, mask):
+        bias = position.dense() + mask.dense(q.shape[1], k.shape[1])
         return jax.nn.dot_product_attention(q, k, v, bias=bias, scale=1.0)
 
-    result = {}
-    for name, function in (("written_out", written_out), ("dot_product_attention", fused)):
-        compiled = jax.jit(function)
-        result[name] = 1e3 * best_time(lambda: compiled(q, k, v, bias).block_until_ready(), repeats)
-    result["max_difference"] = float(jnp.max(jnp.abs(jax.jit(written_out)(q, k, v, bias)
-                                                      - jax.jit(fused)(q, k, v, bias))))
-    return result
+    variants = {"dense (today)": dense, "dot_product_attention": fused}
+    for query_block, key_block in BLOCKINGS:
+        variants[f"blocked q{query_block}" + (f" k{key_block}" if key_block else "")] = blocked(
+            query_block, key_block)
+    return {name: jax.jit(function) for name, function in variants.items()}
+
+
+def chosen_variant(config, length: int) -> str:
+    """The name in `attention_variants` of what the network runs at `length`."""
+    threshold = config.attention_blocked_min_length
+    if threshold is None or length < threshold:
+        return "dense (today)"
+    key = f" k{config.attention_key_block}" if config.attention_key_block else ""
+    return f"blocked q{config.attention_query_block}{key}"
+
+
+def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
+    """GFLOP per CPU second (all threads) of XLA's float32 size^3 product."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
+    product = jax.jit(lambda x, y: x @ y)
+    _, cpu = best_wall_and_cpu_time(lambda: product(a, a).block_until_ready(), repeats)
+    return 2.0 * size ** 3 / cpu / 1e9
+
+
+def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
+    """Prints, per length, each attention variant's best wall time, best
+    process CPU time, shares of the matmul peak by wall and by CPU time, and
+    largest difference from the dense output, and which one `T5Config`'s
+    defaults choose."""
+    import jax
+
+    from seahorse_metrics.model.config import get_config
+
+    config = get_config("mt5_small")
+    variants = attention_variants(config)
+    peak_cpu_gflops = peak_per_cpu_second()
+    print(f"float32 matmul peak by CPU time: {peak_cpu_gflops:.1f} GFLOP per CPU second")
+    print(f"one self-attention (mT5-small: {HEADS} heads x {HEAD_DIM}, float32, relative bias "
+          "and padding mask), % of the float32 matmul peak:")
+    for length in lengths:
+        inputs = attention_inputs(length)
+        flops = 4.0 * HEADS * length * length * HEAD_DIM  # q.k and weights.v
+        reference = variants["dense (today)"](*inputs)
+        chosen = chosen_variant(config, length)
+        for name, function in variants.items():
+            key_block = name.partition(" k")[2]
+            if key_block and int(key_block) >= length:
+                continue  # one key block: the same program as without
+            wall, cpu = best_wall_and_cpu_time(lambda: function(*inputs).block_until_ready(),
+                                               repeats)
+            difference = float(jax.numpy.max(jax.numpy.abs(function(*inputs) - reference)))
+            print(f"  {length:>5} {name:<21} {1e3 * wall:8.2f} ms (cpu {1e3 * cpu:8.2f} ms) "
+                  f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
+                  f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
+                  f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
+    print(f"chosen (T5Config defaults): blocked from {config.attention_blocked_min_length} "
+          f"tokens, {config.attention_query_block} queries per block, key blocks "
+          f"{config.attention_key_block}")
 
 
 def main(argv=None) -> int:
@@ -164,11 +281,7 @@ def main(argv=None) -> int:
         print(f"  {rows} tokens: torch_f32 / xla_f32 time {times['torch_f32'] / times['xla_f32']:.2f}, "
               f"xla_bf16 / xla_f32 {times['xla_bf16'] / times['xla_f32']:.2f}, "
               f"torch_s8 / xla_bf16 {times['torch_s8'] / times['xla_bf16']:.2f}")
-    for length in (558, 2048):
-        times = attention_ms(length, args.repeats)
-        print(f"attention on {length} tokens: written out {times['written_out']:.2f} ms, "
-              f"jax.nn.dot_product_attention {times['dot_product_attention']:.2f} ms "
-              f"(outputs differ by at most {times['max_difference']:.1e})")
+    attention_table([int(n) for n in args.lengths.split(",")], args.repeats, peak)
     return 0
 
 

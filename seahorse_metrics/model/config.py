@@ -60,6 +60,15 @@ class T5Config:
       tie_word_embeddings: Whether the output head is the input embedding
         (T5 v1.0), applied to the decoder output scaled by d_model**-0.5;
         False: an untied head without rescaling (T5 v1.1 / mT5).
+      attention_blocked_min_length: Attention whose queries are at least this
+        long is computed per block of queries (`model.attention`), never
+        holding [heads, length, length] logits, bias or mask; None: always
+        at once. Same outputs and gradients to float rounding; the default
+        is where blocking measured faster (`bench/kernels.py`).
+      attention_query_block: Queries per block of the blocked attention.
+      attention_key_block: Keys per block of the blocked attention, with a
+        running softmax maximum and sum (flash-attention); None: all keys
+        of a query block at once (faster on CPUs at 2048 tokens).
     """
 
     vocab_size: int
@@ -82,6 +91,13 @@ class T5Config:
     quantize: Optional[str] = None
     remat: str = "none"
     scan_layers: bool = False
+    # bench/kernels.py on the 2-core development CPU (shared, not quiet; float32,
+    # mT5-small heads): blocked in 64-query blocks took 0.6x today's CPU time at
+    # 256 tokens, 0.5x at 512 and 0.3x at 2048 (0.4x forward and backward);
+    # 32-128 were within noise of 64, key blocks and 256-query blocks slower.
+    attention_blocked_min_length: Optional[int] = 256
+    attention_query_block: int = 64
+    attention_key_block: Optional[int] = None
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
@@ -109,6 +125,14 @@ class T5Config:
             raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         if not isinstance(self.scan_layers, bool):
             raise ValueError(f"T5Config.scan_layers must be a bool, got {self.scan_layers!r}")
+        for name in ("attention_blocked_min_length", "attention_query_block",
+                     "attention_key_block"):
+            value = getattr(self, name)
+            if (value is not None or name == "attention_query_block") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"T5Config.{name} must be a positive integer"
+                                 f"{'' if name == 'attention_query_block' else ' or None'}, "
+                                 f"got {value!r}")
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 

@@ -32,15 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from seahorse_metrics.model import stacks
+from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
+                                              cudnn_attention, dense_weights, uses_cudnn,
+                                              weighted_values)
 from seahorse_metrics.model.config import T5Config
 
 Array = jax.Array
 Initializer = Callable[..., Array]
-
-# Additive bias of masked attention logits. Finite, so a row whose keys are all
-# masked (an all-padding row) yields a uniform softmax instead of NaN.
-_MASKED_LOGIT = -1e10
-
 
 def relative_position_bucket(relative_position: np.ndarray, *, bidirectional: bool,
                              num_buckets: int, max_distance: int) -> np.ndarray:
@@ -162,8 +160,9 @@ class RelativePositionBias(nn.Module):
     bidirectional: bool
 
     @nn.compact
-    def __call__(self, query_length: int, key_length: int) -> Array:
-        """Returns the float32 bias [1, heads, query_length, key_length].
+    def __call__(self, query_length: int, key_length: int) -> RelativeBias:
+        """Returns the bias of a [query_length, key_length] attention, per
+        key-minus-query offset (`RelativeBias.dense()` is the [1, H, Q, K] bias).
 
         Positions are 0..length-1. Packed segments need nothing else: within a
         segment, key minus query position is the same as in the unpacked
@@ -176,40 +175,47 @@ class RelativePositionBias(nn.Module):
                 ("heads", "relpos_buckets")),
             (self.num_heads, self.num_buckets), jnp.float32)
         # The bucket depends only on key - query, in [-(Q-1), K-1]: bucket those
-        # Q+K-1 offsets on the host, then spread them to [Q, K] on device.
+        # Q+K-1 offsets on the host; the attention spreads them on device.
         offsets = np.arange(-(query_length - 1), key_length)
         bucket_of_offset = relative_position_bucket(
             offsets, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
             max_distance=self.max_distance)
         bias_of_offset_HxO = jnp.take(rel_embedding_HxN, jnp.asarray(bucket_of_offset), axis=1)
-        query_QxK = jnp.arange(query_length)[:, None]
-        key_QxK = jnp.arange(key_length)[None, :]
-        offset_index_QxK = key_QxK - query_QxK + (query_length - 1)
-        bias_HxQxK = jnp.take(bias_of_offset_HxO, offset_index_QxK, axis=1)
-        return bias_HxQxK[None].astype(jnp.float32)
+        return RelativeBias(bias_of_offset_HxO.astype(jnp.float32), query_length, key_length)
 
 
 class Attention(nn.Module):
-    """Multi-head dot-product attention with T5X's 2-D projection kernels."""
+    """Multi-head dot-product attention with T5X's 2-D projection kernels.
+
+    Queries at least `blocked_min_length` long are attended in blocks of
+    `query_block` (and `key_block` keys, if set) by
+    `attention.blocked_attention`; shorter ones at once by
+    `attention.dense_weights`. Both give the same outputs and gradients to
+    float rounding; the blocked form never holds [H, Q, K] arrays. On GPUs,
+    16-bit attention without dropout goes to cuDNN's fused kernel instead
+    (`attention.uses_cudnn`; not measured yet).
+    """
 
     num_heads: int
     head_dim: int
     dtype: jnp.dtype
     dropout_rate: float
     quantize: Optional[str] = None
+    blocked_min_length: Optional[int] = None
+    query_block: int = 256
+    key_block: Optional[int] = None
 
     @nn.compact
     def __call__(self, inputs_q_BxQxD: Array, inputs_kv_BxKxD: Optional[Array],
-                 position_bias_1xHxQxK: Optional[Array], mask_bias_Bx1xQxK: Array,
+                 position: Optional[RelativeBias], mask: AttentionMask,
                  deterministic: bool) -> Array:
         """Attends from `inputs_q` to `inputs_kv` (self-attention if None).
 
         Args:
           inputs_q_BxQxD: Queries' inputs.
           inputs_kv_BxKxD: Keys' and values' inputs, or None for self-attention.
-          position_bias_1xHxQxK: Float32 relative position bias, or None.
-          mask_bias_Bx1xQxK: Float32 additive mask (0 or a large negative);
-            its batch and query axes may be 1 to broadcast.
+          position: The relative position bias, or None.
+          mask: Which keys each query may attend to.
           deterministic: Disables dropout.
 
         Returns:
@@ -233,27 +239,47 @@ class Attention(nn.Module):
         # 'joined_kv' sharding intact under model parallelism.
         def project(x_BxLxD: Array, w_DxI: Union[Array, QuantizedKernel]) -> Array:
             y_BxLxI = dense(x_BxLxD, w_DxI, self.dtype)
-            return y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
+            y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
+            return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
-        query_BxQxHxV = project(inputs_q_BxQxD, w_query_DxI)
-        key_BxKxHxV = project(inputs_kv_BxKxD, w_key_DxI)
-        value_BxKxHxV = project(inputs_kv_BxKxD, w_value_DxI)
-        query_BxQxHxV = nn.with_logical_constraint(query_BxQxHxV, ("batch", "length", "heads", "kv"))
-        key_BxKxHxV = nn.with_logical_constraint(key_BxKxHxV, ("batch", "length", "heads", "kv"))
-        value_BxKxHxV = nn.with_logical_constraint(value_BxKxHxV, ("batch", "length", "heads", "kv"))
-
-        logits_BxHxQxK = self._logits(query_BxQxHxV, key_BxKxHxV)
-        if position_bias_1xHxQxK is not None:
-            logits_BxHxQxK = logits_BxHxQxK + position_bias_1xHxQxK
-        logits_BxHxQxK = logits_BxHxQxK + mask_bias_Bx1xQxK
-        weights_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1)
-        # As T5X: one dropout mask per key, shared by all queries.
-        weights_BxHxQxK = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
-            weights_BxHxQxK, deterministic=deterministic)
-        context_BxQxHxV = self._weighted_values(weights_BxHxQxK, value_BxKxHxV)
+        context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
+                                       project(inputs_kv_BxKxD, w_key_DxI),
+                                       project(inputs_kv_BxKxD, w_value_DxI),
+                                       position, mask, deterministic)
         context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
         context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
         return dense(context_BxQxI, w_out_IxD, self.dtype)
+
+    def _attend(self, query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
+                position: Optional[RelativeBias], mask: AttentionMask,
+                deterministic: bool) -> Array:
+        """softmax(q k + bias + mask) v, [B, Q, H, V] in the compute dtype."""
+        if uses_cudnn(jax.default_backend(), self._products_dtype(), self.head_dim,
+                      deterministic or self.dropout_rate == 0):
+            return cudnn_attention(query_BxQxHxV, key_BxKxHxV, value_BxKxHxV, position, mask,
+                                   self._products_dtype(), self.dtype)
+        # As T5X: one dropout mask per key, shared by all queries.
+        dropout = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))
+        if not self.blocked(query_BxQxHxV.shape[1]):
+            weights_BxHxQxK = dense_weights(query_BxQxHxV, key_BxKxHxV, position, mask,
+                                            self._products_dtype())
+            weights_BxHxQxK = dropout(weights_BxHxQxK, deterministic=deterministic)
+            return weighted_values(weights_BxHxQxK, value_BxKxHxV, self._products_dtype(),
+                                   self.dtype, accumulate_float32=self.quantize is not None)
+        value_scale_BxHx1xK = None
+        if not deterministic and self.dropout_rate > 0:
+            # The same random bits as the dense path's mask of [B, H, 1, K].
+            batch, key_length = key_BxKxHxV.shape[:2]
+            value_scale_BxHx1xK = dropout(jnp.ones((batch, self.num_heads, 1, key_length),
+                                                   jnp.float32), deterministic=False)
+        return blocked_attention(query_BxQxHxV, key_BxKxHxV, value_BxKxHxV, position, mask,
+                                 query_block=self.query_block, key_block=self.key_block,
+                                 products_dtype=self._products_dtype(), output_dtype=self.dtype,
+                                 value_scale_BxHx1xK=value_scale_BxHx1xK)
+
+    def blocked(self, query_length: int) -> bool:
+        """Whether queries of this length are attended in blocks."""
+        return self.blocked_min_length is not None and query_length >= self.blocked_min_length
 
     # Quantized, the two attention products also take bfloat16 inputs
     # (float32 accumulation; the softmax stays float32): 7-15% faster on
@@ -261,19 +287,13 @@ class Attention(nn.Module):
     def _products_dtype(self) -> jnp.dtype:
         return jnp.bfloat16 if self.quantize else self.dtype
 
-    def _logits(self, query_BxQxHxV: Array, key_BxKxHxV: Array) -> Array:
-        """Float32 attention logits [B, H, Q, K] (no scaling, as T5)."""
-        products = self._products_dtype()
-        return jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV.astype(products),
-                          key_BxKxHxV.astype(products), preferred_element_type=jnp.float32)
 
-    def _weighted_values(self, weights_BxHxQxK: Array, value_BxKxHxV: Array) -> Array:
-        """The values averaged by the attention weights, [B, Q, H, V] in the compute dtype."""
-        products = self._products_dtype()
-        return jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(products),
-                          value_BxKxHxV.astype(products),
-                          preferred_element_type=jnp.float32 if self.quantize else None
-                          ).astype(self.dtype)
+def _attention(config: T5Config, name: str) -> Attention:
+    """An attention module of `config` (heads, dtype, dropout, int8, blocking)."""
+    return Attention(config.num_heads, config.d_kv, jnp.dtype(config.dtype), config.dropout_rate,
+                     config.quantize, blocked_min_length=config.attention_blocked_min_length,
+                     query_block=config.attention_query_block,
+                     key_block=config.attention_key_block, name=name)
 
 
 class FeedForward(nn.Module):
@@ -333,8 +353,7 @@ class EncoderLayer(nn.Module):
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_attention_layer_norm")(x_BxLxD)
-        h_BxLxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate, cfg.quantize,
-                            name="attention")(
+        h_BxLxD = _attention(cfg, "attention")(
             h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
         x_BxLxD = _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(x_BxLxD)
@@ -354,13 +373,11 @@ class DecoderLayer(nn.Module):
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_self_attention_layer_norm")(y_BxQxD)
-        h_BxQxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate, cfg.quantize,
-                            name="self_attention")(
+        h_BxQxD = _attention(cfg, "self_attention")(
             h_BxQxD, None, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ, deterministic)
         y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_cross_attention_layer_norm")(y_BxQxD)
-        h_BxQxD = Attention(cfg.num_heads, cfg.d_kv, dtype, cfg.dropout_rate, cfg.quantize,
-                            name="encoder_decoder_attention")(
+        h_BxQxD = _attention(cfg, "encoder_decoder_attention")(
             h_BxQxD, encoded_BxKxD, None, cross_mask_bias_Bx1xQxK, deterministic)
         y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(y_BxQxD)
@@ -434,44 +451,30 @@ class Decoder(nn.Module):
         return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
 
 
-def _mask_bias(allowed: Array) -> Array:
-    return jnp.where(allowed, 0.0, _MASKED_LOGIT).astype(jnp.float32)
+def encoder_attention_mask(config: T5Config, encoder_input_tokens_BxL: Array,
+                      encoder_segment_ids_BxL: Optional[Array] = None) -> AttentionMask:
+    """Encoder self-attention mask: keys must be real tokens (of the query's
+    segment when packed). `.dense(L, L)` is the additive [B, 1, 1 or L, L] mask."""
+    key_is_token_BxL = encoder_input_tokens_BxL != config.pad_id
+    return AttentionMask(key_is_token_BxL, encoder_segment_ids_BxL, encoder_segment_ids_BxL)
 
 
-def encoder_mask_bias(config: T5Config, encoder_input_tokens_BxL: Array,
-                      encoder_segment_ids_BxL: Optional[Array] = None) -> Array:
-    """Additive encoder self-attention mask: keys must be real tokens (of the
-    query's segment when packed). Shape [B, 1, 1 or L, L]."""
-    key_is_token_Bx1x1xL = (encoder_input_tokens_BxL != config.pad_id)[:, None, None, :]
-    if encoder_segment_ids_BxL is None:
-        return _mask_bias(key_is_token_Bx1x1xL)
-    same_segment_Bx1xLxL = (encoder_segment_ids_BxL[:, None, :, None]
-                            == encoder_segment_ids_BxL[:, None, None, :])
-    return _mask_bias(key_is_token_Bx1x1xL & same_segment_Bx1xLxL)
-
-
-def decoder_mask_biases(config: T5Config, encoder_input_tokens_BxK: Array, decoder_length: int,
+def decoder_attention_masks(config: T5Config, encoder_input_tokens_BxK: Array, decoder_length: int,
                         encoder_segment_ids_BxK: Optional[Array] = None,
-                        decoder_segment_ids_BxQ: Optional[Array] = None) -> tuple[Array, Array]:
-    """Additive masks of decoder self-attention (causal, within a segment) and
+                        decoder_segment_ids_BxQ: Optional[Array] = None
+                        ) -> tuple[AttentionMask, AttentionMask]:
+    """Masks of decoder self-attention (causal, within a segment) and
     cross-attention (real encoder tokens, of the same segment when packed).
 
     Decoder padding needs no mask: it comes last, and causality keeps real
     positions from seeing it.
     """
-    positions = jnp.arange(decoder_length)
-    causal_1x1xQxQ = (positions[:, None] >= positions[None, :])[None, None]
-    key_is_token_Bx1x1xK = (encoder_input_tokens_BxK != config.pad_id)[:, None, None, :]
+    del decoder_length  # The masks take the lengths of their attention.
+    key_is_token_BxK = encoder_input_tokens_BxK != config.pad_id
     if (encoder_segment_ids_BxK is None) != (decoder_segment_ids_BxQ is None):
         raise ValueError("Packed batches need both encoder_segment_ids and decoder_segment_ids.")
-    if decoder_segment_ids_BxQ is None:
-        return _mask_bias(causal_1x1xQxQ), _mask_bias(key_is_token_Bx1x1xK)
-    same_segment_Bx1xQxQ = (decoder_segment_ids_BxQ[:, None, :, None]
-                            == decoder_segment_ids_BxQ[:, None, None, :])
-    cross_segment_Bx1xQxK = (decoder_segment_ids_BxQ[:, None, :, None]
-                             == encoder_segment_ids_BxK[:, None, None, :])
-    return (_mask_bias(causal_1x1xQxQ & same_segment_Bx1xQxQ),
-            _mask_bias(key_is_token_Bx1x1xK & cross_segment_Bx1xQxK))
+    return (AttentionMask(None, decoder_segment_ids_BxQ, decoder_segment_ids_BxQ, causal=True),
+            AttentionMask(key_is_token_BxK, decoder_segment_ids_BxQ, encoder_segment_ids_BxK))
 
 
 class Transformer(nn.Module):
@@ -515,7 +518,7 @@ class Transformer(nn.Module):
           Encoder outputs [B, L, d_model] in the compute dtype.
         """
         del encoder_positions  # Offsets within a segment do not depend on it.
-        mask_bias = encoder_mask_bias(self.config, encoder_input_tokens, encoder_segment_ids)
+        mask_bias = encoder_attention_mask(self.config, encoder_input_tokens, encoder_segment_ids)
         return self.encoder(self._embed(encoder_input_tokens), mask_bias, deterministic)
 
     def decode(self, encoded: Array, encoder_input_tokens: Array, decoder_input_tokens: Array,
@@ -538,7 +541,7 @@ class Transformer(nn.Module):
           float32 logits [B, Q, vocab_size].
         """
         del decoder_positions  # See `encode`.
-        self_mask_bias, cross_mask_bias = decoder_mask_biases(
+        self_mask_bias, cross_mask_bias = decoder_attention_masks(
             self.config, encoder_input_tokens, decoder_input_tokens.shape[1],
             encoder_segment_ids, decoder_segment_ids)
         tied_head = self.token_embedder() if self.config.tie_word_embeddings else None

@@ -1,0 +1,328 @@
+"""The attention arithmetic of the T5 network: dense, and blocked for long inputs.
+
+`network.Attention` projects queries, keys and values and calls one of two
+functions here with the same inputs and the same meaning:
+
+- `dense_attention`: the [B, H, Q, K] logits, the relative position bias and
+  the mask of the whole sequence at once, then one softmax (the arithmetic
+  T5X and Hugging Face write out).
+- `blocked_attention`: the queries in blocks of `query_block` rows. Each
+  block's logits [B, H, query_block, K] are made, biased, masked, exponentiated
+  and multiplied into the values while they are still in the CPU's cache, and
+  nothing of size [H, Q, K] is ever written to memory: the relative position
+  bias comes per block from a strip [H, query_block, ~Q + K] built from the
+  bucket table, the mask per block from the key padding, the packing segment
+  ids and causality. With `key_block`, the keys are blocked too, with a
+  running maximum and sum per query row (the online softmax of
+  flash-attention; Milakov & Gimelshein 2018, Dao et al. 2022).
+
+At 2048 tokens the dense form spends most of its time carrying the [H, Q, K]
+logits, bias, mask and weights through memory; see `bench/kernels.py`.
+
+Array names carry their shape after an underscore (as `network`): B batch,
+Q/K query/key length, H heads, V d_kv, O offsets (Q + K - 1), N query blocks,
+R rows of a query block, C keys of a key block, W strip width.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+# Additive bias of masked attention logits. Finite, so a row whose keys are all
+# masked (an all-padding row) yields a uniform softmax instead of NaN.
+MASKED_LOGIT = -1e10
+
+
+@flax.struct.dataclass
+class RelativeBias:
+    """T5's relative position bias, kept per key-minus-query offset.
+
+    `bias_of_offset_HxO[h, o]` is head h's bias where `key - query = o - (Q - 1)`,
+    for the Q + K - 1 offsets of a [Q, K] attention; the [H, Q, K] bias is
+    never needed whole.
+    """
+
+    bias_of_offset_HxO: Array
+    query_length: int = flax.struct.field(pytree_node=False)
+    key_length: int = flax.struct.field(pytree_node=False)
+
+    def dense(self) -> Array:
+        """The float32 bias [1, H, Q, K] of the whole attention."""
+        query_QxK = jnp.arange(self.query_length)[:, None]
+        key_QxK = jnp.arange(self.key_length)[None, :]
+        offset_index_QxK = key_QxK - query_QxK + (self.query_length - 1)
+        bias_HxQxK = jnp.take(self.bias_of_offset_HxO, offset_index_QxK, axis=1)
+        return bias_HxQxK[None].astype(jnp.float32)
+
+    def strip(self, query_block: int, num_query_blocks: int, padded_key_length: int) -> Array:
+        """A float32 strip [H, R, W] whose window at column
+        `(num_query_blocks - 1 - n) * query_block` is the bias of query block n.
+
+        Row r of block n is query `n * R + r`; column c of its window is key c.
+        The bias depends on key - query only, so one strip of width
+        (N - 1) * R + K serves every block. Offsets outside the table (padded
+        queries or keys, never read) are clipped to it.
+        """
+        width = (num_query_blocks - 1) * query_block + padded_key_length
+        row_RxW = jnp.arange(query_block)[:, None]
+        column_RxW = jnp.arange(width)[None, :]
+        offset_index_RxW = (column_RxW - row_RxW + (self.query_length - 1)
+                            - (num_query_blocks - 1) * query_block)
+        return jnp.take(self.bias_of_offset_HxO, offset_index_RxW, axis=1,
+                        mode="clip").astype(jnp.float32)
+
+
+@flax.struct.dataclass
+class AttentionMask:
+    """Which keys each query may attend to, kept as its factors.
+
+    A key is allowed if it is a real token (where `key_is_token_BxK` is
+    given), of the query's packed segment (where segment ids are given), and
+    not after the query (where `causal`).
+    """
+
+    key_is_token_BxK: Optional[Array] = None
+    query_segment_BxQ: Optional[Array] = None
+    key_segment_BxK: Optional[Array] = None
+    causal: bool = flax.struct.field(pytree_node=False, default=False)
+
+    def allowed(self, query_start, query_count: int, key_length: int,
+                key_start=0) -> Optional[Array]:
+        """Boolean [B or 1, 1, query_count or 1, key_length] of the queries
+        from `query_start` and keys from `key_start`, or None if all are allowed.
+
+        Segment ids and key padding must already cover the requested
+        queries and keys (`padded`).
+        """
+        factors = []
+        if self.key_is_token_BxK is not None:
+            key_is_token_BxC = jax.lax.dynamic_slice_in_dim(self.key_is_token_BxK, key_start,
+                                                            key_length, axis=1)
+            factors.append(key_is_token_BxC[:, None, None, :])
+        if self.query_segment_BxQ is not None:
+            query_segment_BxR = jax.lax.dynamic_slice_in_dim(self.query_segment_BxQ, query_start,
+                                                             query_count, axis=1)
+            key_segment_BxC = jax.lax.dynamic_slice_in_dim(self.key_segment_BxK, key_start,
+                                                           key_length, axis=1)
+            factors.append(query_segment_BxR[:, None, :, None] == key_segment_BxC[:, None, None, :])
+        if self.causal:
+            query_R = query_start + jnp.arange(query_count)
+            key_C = key_start + jnp.arange(key_length)
+            factors.append((query_R[:, None] >= key_C[None, :])[None, None])
+        if not factors:
+            return None
+        allowed = factors[0]
+        for factor in factors[1:]:
+            allowed = allowed & factor
+        return allowed
+
+    def dense(self, query_length: int, key_length: int) -> Array:
+        """The float32 additive mask [B or 1, 1, Q or 1, K] (0 or `MASKED_LOGIT`)."""
+        allowed = self.allowed(0, query_length, key_length)
+        if allowed is None:
+            allowed = jnp.ones((1, 1, 1, key_length), bool)
+        return jnp.where(allowed, 0.0, MASKED_LOGIT).astype(jnp.float32)
+
+    def padded(self, query_length: int, key_length: int) -> "AttentionMask":
+        """The mask of queries and keys padded at the end to the given
+        lengths; padded keys are never allowed."""
+        def pad(ids_BxL: Optional[Array], length: int, value) -> Optional[Array]:
+            if ids_BxL is None or ids_BxL.shape[1] == length:
+                return ids_BxL
+            return jnp.pad(ids_BxL, ((0, 0), (0, length - ids_BxL.shape[1])),
+                           constant_values=value)
+
+        key_is_token_BxK = self.key_is_token_BxK
+        if key_is_token_BxK is None and self.key_segment_BxK is None and not self.causal:
+            key_is_token_BxK = jnp.ones((1, key_length), bool)
+        elif key_is_token_BxK is not None:
+            key_is_token_BxK = pad(key_is_token_BxK, key_length, False)
+        return AttentionMask(key_is_token_BxK, pad(self.query_segment_BxQ, query_length, 0),
+                             pad(self.key_segment_BxK, key_length, -1), self.causal)
+
+
+def dense_weights(query_BxQxHxV: Array, key_BxKxHxV: Array, position: Optional[RelativeBias],
+                  mask: AttentionMask, products_dtype: jnp.dtype) -> Array:
+    """Float32 attention weights [B, H, Q, K] of the whole attention at once
+    (logits without scaling, as T5; plus bias and mask; softmax)."""
+    logits_BxHxQxK = jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV.astype(products_dtype),
+                                key_BxKxHxV.astype(products_dtype),
+                                preferred_element_type=jnp.float32)
+    if position is not None:
+        logits_BxHxQxK = logits_BxHxQxK + position.dense()
+    logits_BxHxQxK = logits_BxHxQxK + mask.dense(query_BxQxHxV.shape[1], key_BxKxHxV.shape[1])
+    return jax.nn.softmax(logits_BxHxQxK, axis=-1)
+
+
+def weighted_values(weights_BxHxQxK: Array, value_BxKxHxV: Array, products_dtype: jnp.dtype,
+                    output_dtype: jnp.dtype, accumulate_float32: bool) -> Array:
+    """The values averaged by the weights, [B, Q, H, V] in `output_dtype`."""
+    return jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(products_dtype),
+                      value_BxKxHxV.astype(products_dtype),
+                      preferred_element_type=jnp.float32 if accumulate_float32 else None
+                      ).astype(output_dtype)
+
+
+def _heads_first(x_BxLxHxV: Array, length: int, dtype: jnp.dtype) -> Array:
+    """[B, H, length, V] in `dtype`, zero-padded at the end of the sequence."""
+    x_BxHxLxV = jnp.transpose(x_BxLxHxV, (0, 2, 1, 3)).astype(dtype)
+    return jnp.pad(x_BxHxLxV, ((0, 0), (0, 0), (0, length - x_BxHxLxV.shape[2]), (0, 0)))
+
+
+def _blocks(x_BxHxLxV: Array, block: int) -> Array:
+    """[L / block, B, H, block, V]: the sequence cut into blocks, block-major."""
+    batch, heads, length, depth = x_BxHxLxV.shape
+    return jnp.moveaxis(x_BxHxLxV.reshape(batch, heads, length // block, block, depth), 2, 0)
+
+
+def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
+                      position: Optional[RelativeBias], mask: AttentionMask, *,
+                      query_block: int, key_block: Optional[int], products_dtype: jnp.dtype,
+                      output_dtype: jnp.dtype, value_scale_BxHx1xK: Optional[Array] = None
+                      ) -> Array:
+    """`dense_weights` then `weighted_values`, computed per block of queries.
+
+    Args:
+      query_BxQxHxV: Queries.
+      key_BxKxHxV: Keys.
+      value_BxKxHxV: Values.
+      position: The relative position bias, or None.
+      mask: Which keys each query may see.
+      query_block: Queries per block (the last block is padded).
+      key_block: Keys per block with the online softmax, or None for all
+        keys of a query block at once.
+      products_dtype: Dtype of both products' inputs (float32 accumulation).
+      output_dtype: Dtype of the result.
+      value_scale_BxHx1xK: Attention dropout as a factor per key (0 or
+        1 / keep probability), folded into the values, or None.
+
+    Returns:
+      The attention output [B, Q, H, V] in `output_dtype`.
+    """
+    batch, query_length, heads, head_dim = query_BxQxHxV.shape
+    key_length = key_BxKxHxV.shape[1]
+    query_block = min(query_block, query_length)
+    key_block = key_length if key_block is None else min(key_block, key_length)
+    num_query_blocks = -(-query_length // query_block)
+    padded_query = num_query_blocks * query_block
+    padded_key = -(-key_length // key_block) * key_block
+    if value_scale_BxHx1xK is not None:
+        value_BxKxHxV = value_BxKxHxV * jnp.transpose(value_scale_BxHx1xK, (0, 3, 1, 2))
+    query_NxBxHxRxV = _blocks(_heads_first(query_BxQxHxV, padded_query, products_dtype),
+                              query_block)
+    key_MxBxHxCxV = _blocks(_heads_first(key_BxKxHxV, padded_key, products_dtype), key_block)
+    value_MxBxHxCxV = _blocks(_heads_first(value_BxKxHxV, padded_key, products_dtype), key_block)
+    mask = mask.padded(padded_query, padded_key)
+    strip_HxRxW = (None if position is None
+                   else position.strip(query_block, num_query_blocks, padded_key))
+
+    def one_query_block(inputs) -> Array:
+        block, query_BxHxRxV = inputs
+        logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks, block,
+                                      query_BxHxRxV)
+        return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV, value_MxBxHxCxV,
+                                     products_dtype)
+
+    # Rematerialised per block: the backward pass keeps a query block, not its logits.
+    context_NxBxHxRxV = jax.lax.map(jax.checkpoint(one_query_block, prevent_cse=False),
+                                    (jnp.arange(num_query_blocks), query_NxBxHxRxV))
+    context_BxQxHxV = jnp.transpose(context_NxBxHxRxV, (1, 0, 3, 2, 4)).reshape(
+        batch, padded_query, heads, head_dim)
+    return context_BxQxHxV[:, :query_length].astype(output_dtype)
+
+
+def _block_logits(strip_HxRxW: Optional[Array], mask: AttentionMask, num_query_blocks: int,
+                  block, query_BxHxRxV: Array, key_start, key_BxHxCxV: Array) -> Array:
+    """Float32 logits [B, H, R, C] of query block `block` against the keys
+    from `key_start`, plus their position bias (from the strip) and mask."""
+    query_block, key_block = query_BxHxRxV.shape[2], key_BxHxCxV.shape[2]
+    logits_BxHxRxC = jnp.einsum("bhrv,bhcv->bhrc", query_BxHxRxV, key_BxHxCxV,
+                                preferred_element_type=jnp.float32)
+    if strip_HxRxW is not None:
+        window_start = (num_query_blocks - 1 - block) * query_block + key_start
+        window_HxRxC = jax.lax.dynamic_slice_in_dim(strip_HxRxW, window_start, key_block, axis=2)
+        logits_BxHxRxC = logits_BxHxRxC + window_HxRxC[None]
+    allowed = mask.allowed(block * query_block, query_block, key_block, key_start)
+    if allowed is not None:
+        logits_BxHxRxC = logits_BxHxRxC + jnp.where(allowed, 0.0, MASKED_LOGIT)
+    return logits_BxHxRxC
+
+
+def _softmax_times_values(logits_of, rows: int, key_MxBxHxCxV: Array, value_MxBxHxCxV: Array,
+                          products_dtype: jnp.dtype) -> Array:
+    """softmax(logits) @ values for one block of `rows` queries, float32 [B, H, R, V].
+
+    `logits_of(key_start, key_BxHxCxV)` gives the block's logits against one
+    key block. With one key block, the softmax is direct; with several, the
+    running maximum and sum of each row rescale what was accumulated so far
+    (flash-attention's recurrence). Either way the division by the sum comes
+    last, on [B, H, R, V] instead of the weights.
+    """
+    num_key_blocks, batch, heads, key_block, head_dim = value_MxBxHxCxV.shape
+
+    def accumulate(logits_BxHxRxC, value_BxHxCxV, running_max_BxHxRx1):
+        new_max_BxHxRx1 = jnp.maximum(running_max_BxHxRx1,
+                                      jnp.max(logits_BxHxRxC, axis=-1, keepdims=True))
+        weights_BxHxRxC = jnp.exp(logits_BxHxRxC - new_max_BxHxRx1)
+        context_BxHxRxV = jnp.einsum("bhrc,bhcv->bhrv", weights_BxHxRxC.astype(products_dtype),
+                                     value_BxHxCxV, preferred_element_type=jnp.float32)
+        return new_max_BxHxRx1, jnp.sum(weights_BxHxRxC, axis=-1, keepdims=True), context_BxHxRxV
+
+    if num_key_blocks == 1:
+        _, total_BxHxRx1, context_BxHxRxV = accumulate(
+            logits_of(0, key_MxBxHxCxV[0]), value_MxBxHxCxV[0], -jnp.inf)
+        return context_BxHxRxV / total_BxHxRx1
+
+    def step(carry, inputs):
+        running_max_BxHxRx1, total_BxHxRx1, context_BxHxRxV = carry
+        block, key_BxHxCxV, value_BxHxCxV = inputs
+        new_max_BxHxRx1, block_total_BxHxRx1, block_context_BxHxRxV = accumulate(
+            logits_of(block * key_block, key_BxHxCxV), value_BxHxCxV, running_max_BxHxRx1)
+        rescale_BxHxRx1 = jnp.exp(running_max_BxHxRx1 - new_max_BxHxRx1)
+        return (new_max_BxHxRx1, total_BxHxRx1 * rescale_BxHxRx1 + block_total_BxHxRx1,
+                context_BxHxRxV * rescale_BxHxRx1 + block_context_BxHxRxV), None
+
+    start = (jnp.full((batch, heads, rows, 1), -jnp.inf, jnp.float32),
+             jnp.zeros((batch, heads, rows, 1), jnp.float32),
+             jnp.zeros((batch, heads, rows, head_dim), jnp.float32))
+    (_, total_BxHxRx1, context_BxHxRxV), _ = jax.lax.scan(
+        step, start, (jnp.arange(num_key_blocks), key_MxBxHxCxV, value_MxBxHxCxV))
+    return context_BxHxRxV / total_BxHxRx1
+
+
+def uses_cudnn(platform: str, products_dtype: jnp.dtype, head_dim: int,
+               deterministic: bool) -> bool:
+    """Whether an attention runs in cuDNN's fused kernel
+    (`jax.nn.dot_product_attention(..., implementation="cudnn")`).
+
+    cuDNN's kernel takes T5's additive bias, but only in 16-bit products,
+    with heads of at most 128 (a multiple of 8) and without dropout (the
+    jax.nn interface has none): so on GPUs, bfloat16 or int8 scoring and
+    evaluation use it. Not measured yet (no GPU was at hand); the CPU path is
+    the XLA one.
+    """
+    return (platform == "gpu" and jnp.dtype(products_dtype) in (jnp.bfloat16, jnp.float16)
+            and head_dim <= 128 and head_dim % 8 == 0 and deterministic)
+
+
+def cudnn_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
+                    position: Optional[RelativeBias], mask: AttentionMask,
+                    products_dtype: jnp.dtype, output_dtype: jnp.dtype) -> Array:
+    """The attention through cuDNN's fused kernel; see `uses_cudnn`. The bias is
+    the [1, H, Q, K] relative position bias (cuDNN reads it, XLA does not
+    keep the logits)."""
+    query_length, key_length = query_BxQxHxV.shape[1], key_BxKxHxV.shape[1]
+    allowed = mask.allowed(0, query_length, key_length)
+    context_BxQxHxV = jax.nn.dot_product_attention(
+        query_BxQxHxV.astype(products_dtype), key_BxKxHxV.astype(products_dtype),
+        value_BxKxHxV.astype(products_dtype),
+        bias=None if position is None else position.dense().astype(products_dtype),
+        mask=allowed, scale=1.0, implementation="cudnn")
+    return context_BxQxHxV.astype(output_dtype)

@@ -1,0 +1,206 @@
+"""Blocked attention (`model.attention`) gives today's dense attention's outputs
+and gradients: per function at lengths that do and do not divide into blocks,
+with packing segments, padding, causality, key blocks and dropout; in the
+network in float32 (loss and gradients), bfloat16 and int8; and under remat.
+"""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seahorse_metrics.model import EncoderDecoderModel, T5Config, get_config
+from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
+                                              dense_weights, weighted_values)
+from seahorse_metrics.model.network import Attention, relative_position_bucket
+
+HEADS, HEAD_DIM = 2, 8
+
+
+def _segments(length: int, seed: int) -> np.ndarray:
+    """[2, length] packing segment ids 1, 2, ... with trailing padding (0)."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((2, length), np.int32)
+    for row in range(2):
+        cuts = np.sort(rng.choice(np.arange(1, length - 2), 2, replace=False))
+        ids[row, :cuts[0]], ids[row, cuts[0]:cuts[1]], ids[row, cuts[1]:length - 2] = 1, 2, 3
+    return ids
+
+
+def _attention_inputs(length: int, causal: bool, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.standard_normal((2, length, HEADS, HEAD_DIM)), jnp.float32)
+               for _ in range(3))
+    buckets = relative_position_bucket(np.arange(-(length - 1), length),
+                                       bidirectional=not causal, num_buckets=8, max_distance=16)
+    table = jnp.asarray(rng.standard_normal((HEADS, 8))[:, buckets], jnp.float32)
+    segments = jnp.asarray(_segments(length, seed))
+    mask = (AttentionMask(None, segments, segments, causal=True) if causal
+            else AttentionMask(segments > 0, segments, segments))
+    return (q, k, v, table), mask
+
+
+def test_blocked_equals_dense_outputs_and_gradients():
+    length = 40  # 8 divides it, 16 does not; and one block of all 40 queries
+    cotangent = jnp.asarray(np.random.default_rng(1).standard_normal(
+        (2, length, HEADS, HEAD_DIM)), jnp.float32)
+
+    def output_and_gradients(causal, query_block, key_block):
+        (q, k, v, table), mask = _attention_inputs(length, causal)
+        if query_block is None:  # the dense attention
+            def attend(q, k, v, table):
+                weights = dense_weights(q, k, RelativeBias(table, length, length), mask,
+                                        jnp.float32)
+                return weighted_values(weights, v, jnp.float32, jnp.float32, False)
+        else:
+            def attend(q, k, v, table):
+                return blocked_attention(q, k, v, RelativeBias(table, length, length), mask,
+                                         query_block=query_block, key_block=key_block,
+                                         products_dtype=jnp.float32, output_dtype=jnp.float32)
+        output, pullback = jax.vjp(attend, q, k, v, table)
+        return (output,) + pullback(cotangent)
+
+    # Packed and padded bidirectional (encoder), packed causal (decoder).
+    cases = [(False, 8, None), (False, length, None), (False, 16, 8), (True, 8, 16)]
+    got, want = jax.jit(lambda: (
+        [output_and_gradients(*case) for case in cases],
+        {causal: output_and_gradients(causal, None, None) for causal in (False, True)}))()
+    for case, got in zip(cases, got):
+        want_case = want[case[0]]
+        for name, g, w in zip(("output", "d_query", "d_key", "d_value", "d_bias"), got,
+                              want_case):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5,
+                                       err_msg=f"{name}, (causal, query block, key block) {case}")
+
+
+def test_blocked_bfloat16_products_stay_close():
+    (q, k, v, table), mask = _attention_inputs(37, causal=False)
+    position = RelativeBias(table, 37, 37)
+    want, got = jax.jit(lambda: (
+        weighted_values(dense_weights(q, k, position, mask, jnp.bfloat16), v, jnp.bfloat16,
+                        jnp.float32, accumulate_float32=True),
+        blocked_attention(q, k, v, position, mask, query_block=16, key_block=None,
+                          products_dtype=jnp.bfloat16, output_dtype=jnp.float32)))()
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-2)
+
+
+def test_attention_module_blocked_under_remat_with_dropout():
+    """nn.remat around the layer, dropout on: same outputs and parameter
+    gradients as the dense layer without remat (the same dropout mask)."""
+    (_, _, _, table), mask = _attention_inputs(37, causal=False)
+    inputs = jnp.asarray(np.random.default_rng(2).standard_normal((2, 37, 16)), jnp.float32)
+    position = RelativeBias(table, 37, 37)
+    dense = Attention(HEADS, HEAD_DIM, jnp.float32, dropout_rate=0.3)
+    # Argument 5 (self is 0) is `deterministic`, static under remat.
+    blocked = nn.remat(Attention, static_argnums=(5,))(
+        HEADS, HEAD_DIM, jnp.float32, dropout_rate=0.3, blocked_min_length=16, query_block=16)
+    params = dense.init(jax.random.PRNGKey(0), inputs, None, position, mask, True)
+    rngs = {"dropout": jax.random.PRNGKey(3)}
+
+    def loss(module, params):
+        out = module.apply(params, inputs, None, position, mask, False, rngs=rngs)
+        return jnp.sum(jnp.sin(out)), out
+
+    (want_loss, want_out), want_grads = jax.jit(jax.value_and_grad(
+        lambda p: loss(dense, p), has_aux=True))(params)
+    (got_loss, got_out), got_grads = jax.jit(jax.value_and_grad(
+        lambda p: loss(blocked, p), has_aux=True))(params)
+    assert float(jnp.max(jnp.abs(want_out))) > 0
+    np.testing.assert_allclose(np.asarray(got_out), np.asarray(want_out), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=2e-5)
+    for got, want in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want_grads)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-5)
+
+
+# ----------------------------------------------------------------- network
+def _packed_batch(vocab: int = 512):
+    """One row of 3 packed examples: 45 inputs (40 real), 10 targets (9 real)."""
+    rng = np.random.default_rng(4)
+    encoder_segments = np.array([[1] * 12 + [2] * 20 + [3] * 8 + [0] * 5], np.int32)
+    decoder_segments = np.array([[1] * 3 + [2] * 4 + [3] * 2 + [0]], np.int32)
+    targets = np.where(decoder_segments > 0, rng.integers(3, vocab, (1, 10)), 0)
+    inputs = np.zeros_like(targets)
+    for start in (0, 3, 7):  # each segment restarts from the decoder start id (0)
+        end = start + int(np.sum(decoder_segments[0] == decoder_segments[0, start]))
+        inputs[0, start + 1:end] = targets[0, start:end - 1]
+    return {"encoder_input_tokens": np.where(encoder_segments > 0,
+                                             rng.integers(3, vocab, (1, 45)), 0),
+            "encoder_segment_ids": encoder_segments, "decoder_segment_ids": decoder_segments,
+            "decoder_input_tokens": inputs.astype(np.int32),
+            "decoder_target_tokens": targets.astype(np.int32),
+            "decoder_loss_weights": (decoder_segments > 0).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_hf_dir):
+    from seahorse_metrics.checkpoints import load_checkpoint
+
+    config, params = load_checkpoint(tiny_hf_dir)
+    # One layer per stack is enough here, and compiles in half the time.
+    config = config.replace(num_encoder_layers=1, num_decoder_layers=1)
+    params = jax.tree.map(lambda x: x, params)
+    for stack in ("encoder", "decoder"):
+        params[stack] = {name: value for name, value in params[stack].items()
+                         if name != "layers_1"}
+    # Blocks of 8 queries: the encoder (45) and the decoder self- and cross-
+    # attention (10 queries) all run blocked, none of them in whole blocks.
+    blocked = dict(attention_blocked_min_length=8, attention_query_block=8)
+    return config.replace(attention_blocked_min_length=None), config.replace(**blocked), params
+
+
+def test_network_loss_and_gradients_with_dropout_and_packing(tiny):
+    dense_config, blocked_config, params = tiny
+    batch = _packed_batch()
+
+    def loss_and_grads(config):
+        model = EncoderDecoderModel(config)
+        return jax.jit(jax.value_and_grad(
+            lambda p: model.loss(p, batch, dropout_rng=jax.random.PRNGKey(5))[0]))(params)
+
+    want_loss, want_grads = loss_and_grads(dense_config)
+    got_loss, got_grads = loss_and_grads(blocked_config)
+    np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=1e-5)
+    flat_want = dict(jax.tree_util.tree_leaves_with_path(want_grads))
+    for path, got in jax.tree_util.tree_leaves_with_path(got_grads):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(flat_want[path]), rtol=1e-4,
+                                   atol=1e-6, err_msg=jax.tree_util.keystr(path))
+
+
+def test_network_bfloat16_and_int8_logits(tiny):
+    from seahorse_metrics.model.quantize import quantize_params
+
+    dense_config, blocked_config, params = tiny
+    batch = _packed_batch()
+    for mode, tolerance in (("bfloat16", 0.1), ("int8", 0.05)):
+        overrides = {"dtype": "bfloat16"} if mode == "bfloat16" else {"quantize": "int8"}
+        logits = []
+        for config in (dense_config, blocked_config):
+            model = EncoderDecoderModel(config.replace(**overrides))
+            mode_params = quantize_params(model, params) if mode == "int8" else params
+            logits.append(np.asarray(model.logits(mode_params, batch), np.float32))
+        scale = float(np.max(np.abs(logits[0])))
+        assert np.max(np.abs(logits[1] - logits[0])) <= tolerance * scale, mode
+
+
+def test_config_blocking_fields():
+    config = get_config("tiny")
+    assert T5Config.from_dict(config.to_dict()) == config
+    assert config.replace(attention_blocked_min_length=None, attention_key_block=64)
+    for field, value in (("attention_query_block", 0), ("attention_query_block", None),
+                         ("attention_key_block", -8), ("attention_blocked_min_length", 1.5)):
+        with pytest.raises(ValueError, match=field):
+            config.replace(**{field: value})
+
+
+def test_cudnn_only_for_16_bit_attention_without_dropout_on_gpus():
+    from seahorse_metrics.model.attention import uses_cudnn
+
+    assert uses_cudnn("gpu", jnp.bfloat16, 64, deterministic=True)
+    assert uses_cudnn("gpu", jnp.float16, 128, deterministic=True)
+    assert not uses_cudnn("cpu", jnp.bfloat16, 64, deterministic=True)
+    assert not uses_cudnn("tpu", jnp.bfloat16, 64, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.float32, 64, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 64, deterministic=False)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 256, deterministic=True)
+    assert not uses_cudnn("gpu", jnp.bfloat16, 60, deterministic=True)
+    assert jax.default_backend() == "cpu"  # so every other test here runs the XLA path
