@@ -46,7 +46,8 @@ def detect_format(path: str) -> str:
     raise FileNotFoundError(
         f"{path} is not a checkpoint: expected seahorse_config.json + params/ (ours), "
         "config.json + model.safetensors / pytorch_model.bin / flax_model.msgpack (Hugging Face), "
-        "or a T5X 'checkpoint' msgpack file (directly or in checkpoint_<step>/)")
+        "or a T5X checkpoint: the 'checkpoint' msgpack file or Orbax's state/ (directly or "
+        "in checkpoint_<step>/)")
 
 
 def load_checkpoint(path: str, dtype: Optional[str] = None,
