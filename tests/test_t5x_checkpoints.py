@@ -94,3 +94,132 @@ def test_latest_step_of_either_layout_is_read(tmp_path, tiny_params):
     write_t5x_orbax_checkpoint(model_dir, shifted, step=20)
     _, params = load_checkpoint(model_dir)
     _assert_equal_trees(params, shifted)
+
+
+# ------------------------------------------------------ incomplete checkpoints
+EMBEDDING_ARRAY = "target.token_embedder.embedding"
+
+
+def test_legacy_zarr_missing_chunk_is_refused(tmp_path, tiny_params):
+    step_dir = tiny_model.write_t5x_checkpoint(str(tmp_path / "t5x"), tiny_params, step=1)
+    # Every chunk of the embedding gone, as an interrupted copy leaves it:
+    # TensorStore would read the fill value and every pair would score the same.
+    os.remove(os.path.join(step_dir, EMBEDDING_ARRAY, "0.0"))
+    with pytest.raises(CheckpointError, match=r"token_embedder/embedding: zarr array .*"
+                       r"token_embedder\.embedding lacks chunk '0\.0'"):
+        load_checkpoint(step_dir)
+
+
+def test_legacy_zarr_one_missing_chunk_of_several_is_refused(tmp_path, tiny_params):
+    import tensorstore as ts
+
+    step_dir = tiny_model.write_t5x_checkpoint(str(tmp_path / "t5x"), tiny_params, step=1)
+    array_dir = os.path.join(step_dir, EMBEDDING_ARRAY)
+    embedding = np.asarray(tiny_params["token_embedder"]["embedding"])
+    # Rewritten in four row chunks (T5X cuts large arrays into 64 MiB chunks).
+    spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": array_dir},
+            "metadata": {"compressor": {"id": "gzip"}, "shape": list(embedding.shape),
+                         "chunks": [embedding.shape[0] // 4, embedding.shape[1]], "dtype": "<f4"}}
+    ts.open(spec, create=True, delete_existing=True).result().write(embedding).result()
+    assert load_checkpoint(step_dir)[1]["token_embedder"]["embedding"].shape == embedding.shape
+    os.remove(os.path.join(array_dir, "2.0"))
+    with pytest.raises(CheckpointError, match=r"lacks chunk '2\.0' \(4 chunks needed, 3 stored\)"):
+        load_checkpoint(step_dir)
+
+
+def test_orbax_missing_chunk_and_data_file_are_refused(tmp_path, tiny_params):
+    import tensorstore as ts
+
+    step_dir = write_t5x_orbax_checkpoint(str(tmp_path / "t5x"), tiny_params, step=1)
+    state_dir = os.path.join(step_dir, "state")
+    kvstore = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{state_dir}/"}).result()
+    chunk = f"{EMBEDDING_ARRAY}/0.0"
+    kvstore.delete_range(ts.KvStore.KeyRange(chunk, chunk + "\0")).result()
+    with pytest.raises(CheckpointError, match=r"token_embedder/embedding: zarr array .*"
+                       r"token_embedder\.embedding\) lacks chunk '0\.0'"):
+        load_checkpoint(step_dir)
+    data_files = [os.path.join(root, name) for root, _, names in os.walk(state_dir)
+                  for name in names if os.path.basename(root) == "d"]
+    for path in data_files:
+        os.remove(path)
+    with pytest.raises(CheckpointError, match="state"):
+        load_checkpoint(step_dir)
+
+
+# ------------------------------------------------------------- huge claims
+def test_legacy_zarr_claiming_a_huge_vocabulary_fails_fast(tmp_path, tiny_params):
+    step_dir = tiny_model.write_t5x_checkpoint(str(tmp_path / "t5x"), tiny_params, step=1)
+    metadata_path = os.path.join(step_dir, EMBEDDING_ARRAY, ".zarray")
+    with open(metadata_path, encoding="utf-8") as handle:
+        metadata = json.load(handle)
+    metadata["shape"][0] = metadata["chunks"][0] = 10**10  # one chunk, a vocabulary of 10^10
+    with open(metadata_path, "w", encoding="utf-8") as handle:
+        json.dump(metadata, handle)
+    with pytest.raises(CheckpointError, match=r"token_embedder/embedding: .* claims "
+                       r"1,280,000,000,000 bytes but holds [\d,]+ bytes on disk \(gzip"):
+        load_checkpoint(step_dir)
+
+
+def test_orbax_claiming_a_huge_vocabulary_fails_fast(tmp_path, tiny_params):
+    import tensorstore as ts
+
+    step_dir = write_t5x_orbax_checkpoint(str(tmp_path / "t5x"), tiny_params, step=1)
+    kvstore = ts.KvStore.open({"driver": "ocdbt",
+                               "base": f"file://{os.path.join(step_dir, 'state')}/"}).result()
+    key = f"{EMBEDDING_ARRAY}/.zarray"
+    metadata = json.loads(kvstore.read(key).result().value)
+    metadata["shape"][0] = metadata["chunks"][0] = 10**10
+    kvstore.write(key, json.dumps(metadata).encode()).result()
+    with pytest.raises(CheckpointError, match=r"target: .* claims [\d,]+ bytes but holds "
+                       r"[\d,]+ bytes on disk \(zstd"):
+        load_checkpoint(step_dir)
+
+
+# ---------------------------------------------------------------- vocabulary
+def _t5x_run(tmp_path, tiny_params, vocabulary_file):
+    """A T5X MODEL_DIR as T5X's train.py leaves it: Orbax steps and the run's config.gin
+    (gin writes a long binding over two lines)."""
+    model_dir = tmp_path / "t5x-run"
+    step_dir = write_t5x_orbax_checkpoint(str(model_dir), tiny_params, step=4)
+    (model_dir / "config.gin").write_text(
+        "VOCABULARY = @seqio.SentencePieceVocabulary()\n"
+        "# Parameters for seqio.SentencePieceVocabulary:\n"
+        "seqio.SentencePieceVocabulary.sentencepiece_model_file = \\\n"
+        f"    '{vocabulary_file}'\n")
+    return step_dir
+
+
+def test_vocabulary_of_a_t5x_run_is_its_config_gin(tmp_path, tiny_params, tiny_vocab_path):
+    from seahorse_metrics import Scorer
+    from seahorse_metrics.predict import find_vocabulary
+
+    step_dir = _t5x_run(tmp_path, tiny_params, tiny_vocab_path)
+    assert find_vocabulary(step_dir) == find_vocabulary(os.path.dirname(step_dir)) == tiny_vocab_path
+    assert Scorer.load(step_dir).score(["a b c"], ["a b"]).shape == (1,)
+
+
+def test_missing_vocabulary_names_the_options(tmp_path, tiny_params):
+    from seahorse_metrics.cli import main
+
+    step_dir = _t5x_run(tmp_path, tiny_params, "gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"premise": "a b c", "hypothesis": "a b"}) + "\n")
+    from seahorse_metrics import Scorer
+
+    with pytest.raises(FileNotFoundError, match=r"config\.gin names the vocabulary gs://t5-data/.*"
+                       r"--vocab PATH .*checkpoint:DIR,vocab=PATH"):
+        Scorer.load(step_dir)
+    os.remove(tmp_path / "t5x-run" / "config.gin")
+    with pytest.raises(FileNotFoundError, match=r"no spiece\.model in .* --vocab PATH"):
+        Scorer.load(step_dir)
+    assert main(["score", "--checkpoint", step_dir, "--input", str(pairs),
+                 "--output", str(tmp_path / "out.jsonl")]) == 2
+
+
+def test_evaluate_metric_spec_takes_a_vocabulary(tiny_vocab_path):
+    from seahorse_metrics.evaluation.metrics import checkpoint_scorer_kwargs, parse_metric_spec
+
+    spec = parse_metric_spec(f"q4=checkpoint:runs/t5x/checkpoint_4,vocab={tiny_vocab_path},"
+                             "normalize=pair")
+    assert spec.argument == "runs/t5x/checkpoint_4"
+    assert checkpoint_scorer_kwargs(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}

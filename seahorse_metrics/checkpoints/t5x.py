@@ -331,3 +331,53 @@ def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: i
             node = node.setdefault(parent, {})
         node[leaf] = adafactor_initial_state(tuple(shape))
     return {"step": np.int32(step), "param_states": param_states}
+
+
+# ---------------------------------------------------------------- vocabulary
+# T5X writes the run's gin config into MODEL_DIR; the model gin's VOCABULARY
+# (`@seqio.SentencePieceVocabulary()`) is bound through this parameter.
+T5X_CONFIG_FILE = "config.gin"
+_SENTENCEPIECE_BINDING = re.compile(
+    r"SentencePieceVocabulary\.sentencepiece_model_file\s*=\s*(['\"])(.+?)\1")
+
+
+def run_vocabulary(path: str) -> tuple[Optional[str], Optional[str]]:
+    """The SentencePiece model a T5X run names, looked up where T5X users keep
+    it: the `sentencepiece_model_file` of the model's `VOCABULARY` in the run's
+    `config.gin` (in the step directory's model directory, or `path` itself).
+
+    Args:
+      path: A T5X step directory or model directory.
+
+    Returns:
+      (the vocabulary file, None) when `config.gin` names a local file that
+      exists; (None, why not) when it names another (e.g. a `gs://` path, or
+      a file that is not here); (None, None) when there is no such binding.
+    """
+    path = os.path.abspath(path)
+    for model_dir in (path, os.path.dirname(path)):
+        config_path = os.path.join(model_dir, T5X_CONFIG_FILE)
+        if not os.path.isfile(config_path):
+            continue
+        with open(config_path, encoding="utf-8", errors="replace") as handle:
+            # gin continues long bindings on the next line with a backslash.
+            text = re.sub(r"\\\s*\n\s*", "", handle.read())
+        match = _SENTENCEPIECE_BINDING.search(text)
+        if match is None:
+            continue
+        named = match.group(2)
+        for candidate in (named, os.path.join(model_dir, named)):
+            if "://" not in candidate and os.path.isfile(candidate):
+                return candidate, None
+        return None, f"{config_path} names the vocabulary {named}, which is not a file here"
+    return None, None
+
+
+def missing_vocabulary_message(path: str) -> str:
+    """What to do when no vocabulary is found for the checkpoint `path`."""
+    _, why_not = run_vocabulary(path)
+    looked = (f"no spiece.model in {path} or the directory above it, and no T5X "
+              f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY")
+    return (f"{why_not or looked}; pass the SentencePiece model: --vocab PATH (score, "
+            "evaluate, export), checkpoint:DIR,vocab=PATH in an evaluate --metric, or "
+            "Scorer.load(..., vocab=PATH)")

@@ -69,12 +69,15 @@ SENTENCES_FIELD = "sentences"
 
 def find_vocabulary(checkpoint_path: str) -> Optional[str]:
     """Returns `spiece.model` in the checkpoint directory (or, for a step
-    directory, in its parent), or None."""
+    directory, in its parent), else the vocabulary a T5X run's `config.gin`
+    there names (`checkpoints.t5x.run_vocabulary`), or None."""
+    from seahorse_metrics.checkpoints.t5x import run_vocabulary
+
     for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
         candidate = os.path.join(directory, VOCAB_FILE)
         if os.path.isfile(candidate):
             return candidate
-    return None
+    return run_vocabulary(checkpoint_path)[0]
 
 
 def checkpoint_question_template(checkpoint_path: str) -> Optional[str]:
@@ -119,8 +122,9 @@ def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
                                 os.path.exists(path) else f"checkpoint {path} is not a directory")
     vocab_path = vocab or find_vocabulary(path)
     if vocab_path is None:
-        raise FileNotFoundError(
-            f"no {VOCAB_FILE} in {path}; pass the SentencePiece model as vocab=...")
+        from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
+
+        raise FileNotFoundError(missing_vocabulary_message(path))
     if not os.path.isfile(vocab_path):
         raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     return vocab_path
