@@ -223,3 +223,70 @@ def test_evaluate_metric_spec_takes_a_vocabulary(tiny_vocab_path):
                              "normalize=pair")
     assert spec.argument == "runs/t5x/checkpoint_4"
     assert checkpoint_scorer_kwargs(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}
+
+
+# ------------------------------------------ export: what T5X's strict restore needs
+@pytest.mark.parametrize("shape, expected", [
+    # T5X's adafactor_test: (24, 16) factored at min_dim_size_to_factor 8 -> v_row (16,), v_col (24,).
+    ((2400, 1600), {"v_row": (1600,), "v_col": (2400,), "v": (1,), "m": (1,)}),
+    ((250112, 4096), {"v_row": (4096,), "v_col": (250112,), "v": (1,), "m": (1,)}),
+    ((4096, 4096), {"v_row": (4096,), "v_col": (4096,), "v": (1,), "m": (1,)}),
+    ((6144, 64), {"v_row": (1,), "v_col": (1,), "v": (6144, 64), "m": (1,)}),  # 64 < 128
+    ((32,), {"v_row": (1,), "v_col": (1,), "v": (32,), "m": (1,)}),
+])
+def test_adafactor_initial_state_is_t5x_s(shape, expected):
+    state = adafactor_initial_state(shape)
+    assert {slot: value.shape for slot, value in state.items()} == expected
+    assert all(value.dtype == np.float32 and not value.any() for value in state.values())
+
+
+def test_t5x_export_holds_adafactor_param_states(tmp_path, tiny_hf_dir):
+    from flax import serialization
+
+    from seahorse_metrics.checkpoints.export import export_checkpoint
+
+    export_checkpoint(tiny_hf_dir, "t5x", str(tmp_path / "out"), step=3)
+    with open(tmp_path / "out" / "checkpoint_3" / "checkpoint", "rb") as handle:
+        optimizer = serialization.msgpack_restore(handle.read())["optimizer"]
+    target = _target_shapes(optimizer)
+    states = flatten(optimizer["state"]["param_states"])
+    # Strict restore compares key sets: every parameter has the four slots, nothing else.
+    assert set(states) == {f"{name}/{slot}" for name in target for slot in ("v_row", "v_col", "v", "m")}
+    for name, shape in target.items():
+        for slot, value in adafactor_initial_state(shape).items():
+            np.testing.assert_array_equal(states[f"{name}/{slot}"], value, err_msg=f"{name}/{slot}")
+    assert int(optimizer["state"]["step"]) == 3
+
+
+def _target_shapes(optimizer):
+    """{parameter: shape} from the TensorStore specs of the msgpack's `target`."""
+    shapes = {}
+
+    def walk(tree, prefix):
+        for key, value in tree.items():
+            if isinstance(value, dict) and "driver" in value:
+                shapes[prefix + key] = tuple(value["metadata"]["shape"])
+            else:
+                walk(value, f"{prefix}{key}/")
+
+    walk(optimizer["target"], "")
+    return shapes
+
+
+def test_param_states_equal_t5x_s_own_adafactor_when_t5x_is_importable(tiny_params):
+    # T5X is not on PyPI: this runs where it is installed (see /work/shared/t5x's
+    # README for the way used here) and is skipped elsewhere.
+    adafactor = pytest.importorskip("t5x.adafactor", reason="T5X is not importable")
+    from flax import serialization
+
+    # As t5x/examples/t5/mt5/base.gin binds it.
+    optimizer = adafactor.Adafactor(decay_rate=0.8, step_offset=0,
+                                    logical_factor_rules=adafactor.standard_logical_factor_rules())
+    params = dict(tiny_params, wide={"kernel": np.ones((256, 384), np.float32)})
+    theirs = flatten(serialization.to_state_dict(optimizer.init_state(params)))
+    ours = flatten(initial_optimizer_state(
+        {name: np.shape(value) for name, value in flatten(params).items()}, 0))
+    assert set(ours) == set(theirs)
+    for name, value in theirs.items():
+        assert np.shape(ours[name]) == np.shape(value), name
+        np.testing.assert_array_equal(ours[name], np.asarray(value), err_msg=name)
