@@ -290,3 +290,48 @@ def test_param_states_equal_t5x_s_own_adafactor_when_t5x_is_importable(tiny_para
     for name, value in theirs.items():
         assert np.shape(ours[name]) == np.shape(value), name
         np.testing.assert_array_equal(ours[name], np.asarray(value), err_msg=name)
+
+
+# ------------------------------------- config claims against the tensors (issue 29)
+def _edited_copy(source, destination, file_name, **changes):
+    import shutil
+
+    shutil.copytree(source, destination)
+    path = os.path.join(destination, file_name)
+    with open(path, encoding="utf-8") as handle:
+        values = json.load(handle)
+    values.update(changes)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(values, handle)
+    return str(destination)
+
+
+@pytest.fixture(scope="module")
+def ours_dir(tmp_path_factory, tiny_hf_dir):
+    from seahorse_metrics.checkpoints import save_checkpoint
+
+    config, params = load_checkpoint(tiny_hf_dir)
+    return save_checkpoint(str(tmp_path_factory.mktemp("ours") / "ck"), config, params)
+
+
+@pytest.mark.parametrize("layout, changes, message", [
+    # Layer counts that would trace (or name-map) a network of 10^9 layers.
+    ("hf", {"num_layers": 10**9}, r"config\.json: num_layers=1000000000, but the checkpoint's "
+                                  r"tensors hold 2 encoder layers"),
+    ("hf", {"num_decoder_layers": 10**9}, r"num_decoder_layers=1000000000, but .* 2 decoder"),
+    ("ours", {"num_encoder_layers": 10**9}, r"seahorse_config\.json: num_encoder_layers=1000000000, "
+                                            r"but the checkpoint's tensors hold 2 encoder layers"),
+    # A number written as a string: one line naming the field, not a TypeError
+    # (ours was blamed on "a copy or download cut short").
+    ("hf", {"vocab_size": "6144"}, r'config\.json: vocab_size is "6144", not a whole number'),
+    ("ours", {"vocab_size": "6144"}, r'seahorse_config\.json: vocab_size is "6144", not a whole number'),
+    ("ours", {"dropout_rate": "0.1"}, r'dropout_rate is "0.1", not a number'),
+])
+def test_config_claims_are_checked_before_anything_is_built(tmp_path, tiny_hf_dir, ours_dir,
+                                                            layout, changes, message):
+    source, file_name = ((tiny_hf_dir, "config.json") if layout == "hf"
+                         else (ours_dir, "seahorse_config.json"))
+    directory = _edited_copy(source, tmp_path / "edited", file_name, **changes)
+    with pytest.raises(CheckpointError, match=message) as raised:
+        load_checkpoint(directory)
+    assert "cut short" not in str(raised.value) and "\n" not in str(raised.value)

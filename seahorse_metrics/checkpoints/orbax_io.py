@@ -19,7 +19,8 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten,
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
+                                                 check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
 from seahorse_metrics.checkpoints.streaming import param_shardings
 from seahorse_metrics.model.config import T5Config
@@ -90,8 +91,15 @@ def load_config(checkpoint_dir: str) -> T5Config:
     path = os.path.join(checkpoint_dir, CONFIG_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
-            return T5Config.from_dict(json.load(handle))
-    except (json.JSONDecodeError, ValueError) as error:
+            values = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: not JSON ({error})") from error
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    check_config_values(values, path)
+    try:
+        return T5Config.from_dict(values)
+    except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: not a valid T5Config ({error})") from error
 
 
@@ -139,6 +147,8 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple
     checkpointer = ocp.PyTreeCheckpointer()
     with _reading_params(params_dir):
         tree = checkpointer.metadata(params_dir).item_metadata.tree
+        # The config's claims against the tensors there, before a network is traced from them.
+        check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
         check_params(config, flatten(tree), checkpoint_dir)
         target = numpy_dtype("float32" if dtype is None else dtype)
         if mesh is None:
