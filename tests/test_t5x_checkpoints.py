@@ -335,3 +335,19 @@ def test_config_claims_are_checked_before_anything_is_built(tmp_path, tiny_hf_di
     with pytest.raises(CheckpointError, match=message) as raised:
         load_checkpoint(directory)
     assert "cut short" not in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_our_orbax_checkpoint_with_a_missing_chunk_is_refused(tmp_path, ours_dir):
+    import shutil
+
+    import tensorstore as ts
+
+    directory = shutil.copytree(ours_dir, tmp_path / "ours")
+    params_dir = os.path.join(directory, "params")
+    kvstore = ts.KvStore.open({"driver": "ocdbt", "base": f"file://{params_dir}/"}).result()
+    chunk = "token_embedder.embedding/0.0"
+    assert chunk.encode() in kvstore.list().result()
+    kvstore.delete_range(ts.KvStore.KeyRange(chunk, chunk + "\0")).result()
+    with pytest.raises(CheckpointError, match=r"token_embedder/embedding: zarr array .*params "
+                       r"\(token_embedder\.embedding\) lacks chunk '0\.0'"):
+        load_checkpoint(str(directory))

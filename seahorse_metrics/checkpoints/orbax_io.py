@@ -23,6 +23,7 @@ from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_v
                                                  check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
 from seahorse_metrics.checkpoints.streaming import param_shardings
+from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple
         # The config's claims against the tensors there, before a network is traced from them.
         check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
         check_params(config, flatten(tree), checkpoint_dir)
+        # Orbax would read a missing chunk as zeros: every chunk must be there.
+        checked_arrays(params_dir)
         target = numpy_dtype("float32" if dtype is None else dtype)
         if mesh is None:
             restore_args = jax.tree.map(

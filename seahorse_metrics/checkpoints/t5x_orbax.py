@@ -103,6 +103,53 @@ class _ArrayStore:
                        open=True, read=True).result()
 
 
+def checked_arrays(directory: str, prefix: tuple[str, ...] = ()) -> tuple[
+        "_ArrayStore", bool, dict[str, tuple[tuple[str, ...], dict[str, Any], np.dtype]]]:
+    """The arrays of an Orbax PyTree directory whose tree path starts with
+    `prefix`, once every chunk of each is known to be stored and the data
+    files hold bytes enough for the shapes claimed (`zarr_chunks`).
+
+    Returns:
+      (the store, whether arrays are zarr v3, {array key: (tree path,
+      zarr metadata, dtype)}).
+
+    Raises:
+      CheckpointError: naming the array, for a missing array or chunk, or
+        shapes the stored bytes cannot hold.
+    """
+    paths, metadata = _tree_paths(os.path.join(directory, METADATA_FILE))
+    arrays = {array: keys for array, keys in paths.items()
+              if keys[:len(prefix)] == prefix and _is_array(metadata, keys)}
+    store = _ArrayStore(directory, bool(metadata.get("use_ocdbt", True)))
+    stores_fill = bool(metadata.get("store_array_data_equal_to_fill_value", False))
+    checked, claimed, compressors = {}, 0, set()
+    for array, keys in sorted(arrays.items()):
+        name = "/".join(keys)
+        array_metadata = store.metadata(array, name)
+        zarr_chunks.check_chunks(name, f"{directory} ({array})", array_metadata,
+                                 store.chunk_keys(array), stores_fill)
+        dtype = _array_dtype(array_metadata, name)
+        claimed += zarr_chunks.claimed_bytes(array_metadata, dtype.itemsize)
+        compressors.add(zarr_chunks.compressor_of(array_metadata))
+        checked[array] = (keys, array_metadata, dtype)
+    if checked:
+        # One cap for the database: OCDBT packs many arrays' chunks into one file.
+        widest = max(compressors, key=lambda codec: zarr_chunks.max_expansion(codec) or np.inf)
+        zarr_chunks.check_claimed_bytes("/".join(prefix) or "parameters", directory, claimed,
+                                        store.stored_bytes(), widest)
+    return store, bool(metadata.get("use_zarr3", False)), checked
+
+
+def _is_array(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether `_METADATA` records the leaf as an array (not a string or an empty node)."""
+    tree = metadata.get("tree_metadata", {})
+    entry = tree.get(str(keys)) or next(
+        (value for value in tree.values() if isinstance(value, dict) and tuple(
+            str(part.get("key")) for part in value.get("key_metadata", [])) == keys), {})
+    value_type = (entry.get("value_metadata") or {}).get("value_type", "jax.Array")
+    return value_type in ("jax.Array", "np.ndarray", "scalar")
+
+
 def stored_orbax_tensors(step_dir: str) -> dict[str, StoredTensor]:
     """The `target` parameters of a T5X Orbax step directory as
     {"encoder/layers_0/...": StoredTensor}, checked chunk by chunk, not read.
@@ -112,27 +159,14 @@ def stored_orbax_tensors(step_dir: str) -> dict[str, StoredTensor]:
         shape the stored bytes cannot hold.
     """
     state_dir = os.path.abspath(os.path.join(step_dir, STATE_DIR))
-    paths, metadata = _tree_paths(os.path.join(state_dir, METADATA_FILE))
-    targets = {array: keys[1:] for array, keys in paths.items() if keys[0] == _TARGET}
-    if not targets:
+    store, zarr3, arrays = checked_arrays(state_dir, (_TARGET,))
+    if not arrays:
         raise CheckpointError(f"{state_dir}: no '{_TARGET}' parameters in {METADATA_FILE}")
-    store = _ArrayStore(state_dir, bool(metadata.get("use_ocdbt", True)))
-    zarr3 = bool(metadata.get("use_zarr3", False))
-    stores_fill = bool(metadata.get("store_array_data_equal_to_fill_value", False))
-    tensors, claimed, compressors = {}, 0, set()
-    for array, keys in sorted(targets.items()):
+    tensors = {}
+    for array, (keys, array_metadata, dtype) in arrays.items():
         # A Flax variables dict wraps the parameters in 'params'.
-        name = "/".join(keys[1:] if keys[0] == "params" else keys)
-        array_metadata = store.metadata(array, name)
-        where = f"{state_dir} ({array})"
-        zarr_chunks.check_chunks(name, where, array_metadata, store.chunk_keys(array), stores_fill)
-        dtype = _array_dtype(array_metadata, name)
-        claimed += zarr_chunks.claimed_bytes(array_metadata, dtype.itemsize)
-        compressors.add(zarr_chunks.compressor_of(array_metadata))
+        name = "/".join(keys[2:] if keys[1] == "params" else keys[1:])
         tensors[name] = _stored(store, array, zarr3, name, dtype, array_metadata)
-    # One cap for the database: OCDBT packs many arrays' chunks into one file.
-    widest = max(compressors, key=lambda codec: zarr_chunks.max_expansion(codec) or np.inf)
-    zarr_chunks.check_claimed_bytes("target", state_dir, claimed, store.stored_bytes(), widest)
     return tensors
 
 
