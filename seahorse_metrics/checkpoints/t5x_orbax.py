@@ -69,13 +69,16 @@ class _ArrayStore:
         self.spec = {"driver": "ocdbt", "base": base} if use_ocdbt else base
         with reading(state_dir, "Orbax parameter database (manifest.ocdbt and the d/ data files)"):
             self.kvstore = ts.KvStore.open(self.spec).result()
-            self.keys = [key.decode() for key in self.kvstore.list().result()]
+            self.keys = {key.decode() for key in self.kvstore.list().result()}
+        # {array: its chunk keys}; metadata files (.zarray, .zattrs, zarr.json) left out.
+        self._chunks: dict[str, set[str]] = {}
+        for key in self.keys:
+            array, _, rest = key.partition("/")
+            if rest and not rest.split("/")[-1].startswith((".z", "zarr.json")):
+                self._chunks.setdefault(array, set()).add(rest)
 
     def chunk_keys(self, array: str) -> set[str]:
-        prefix = array + "/"
-        return {key[len(prefix):] for key in self.keys
-                if key.startswith(prefix) and not key[len(prefix):].split("/")[-1].startswith(
-                    (".z", "zarr.json"))}
+        return self._chunks.get(array, set())
 
     def metadata(self, array: str, name: str) -> dict[str, Any]:
         for file_name in (".zarray", "zarr.json"):
