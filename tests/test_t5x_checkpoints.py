@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from fixtures import tiny_model
-from seahorse_metrics.checkpoints import CheckpointError, detect_format, load_checkpoint
+from seahorse_metrics.checkpoints import (CheckpointError, checkpoint_config, detect_format,
+                                          load_checkpoint)
 from seahorse_metrics.checkpoints.params import flatten, unflatten
 from seahorse_metrics.checkpoints.t5x import adafactor_initial_state, initial_optimizer_state
 
@@ -335,6 +336,9 @@ def test_config_claims_are_checked_before_anything_is_built(tmp_path, tiny_hf_di
     with pytest.raises(CheckpointError, match=message) as raised:
         load_checkpoint(directory)
     assert "cut short" not in str(raised.value) and "\n" not in str(raised.value)
+    # The trainer builds its network from checkpoint_config (an INIT_CHECKPOINT's).
+    with pytest.raises(CheckpointError, match=message):
+        checkpoint_config(directory)
 
 
 def test_our_orbax_checkpoint_with_a_missing_chunk_is_refused(tmp_path, ours_dir):

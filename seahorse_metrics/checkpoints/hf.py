@@ -232,6 +232,16 @@ def stored_hf_tensors(directory: str) -> readers.StoredTensors:
     raise FileNotFoundError(f"{directory}: none of {', '.join(WEIGHT_FILES)} found")
 
 
+def checked_hf_config(directory: str) -> T5Config:
+    """The config of an HF directory, its layer counts checked against the
+    tensor names of its weight files (headers only are read)."""
+    config_path = os.path.join(directory, CONFIG_FILE)
+    config = config_from_hf(readers.read_json(config_path), config_path)
+    check_layer_claims(config, stored_hf_tensors(directory), config_path,
+                       ("num_layers", "num_decoder_layers"), _HF_LAYER)
+    return config
+
+
 def _check_same_tensor(tensor: StoredTensor, other: StoredTensor, source: str) -> None:
     """Compares two stored tensors block by block (aliases of the embedding,
     and a tied model's head)."""

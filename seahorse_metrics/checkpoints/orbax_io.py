@@ -104,6 +104,19 @@ def load_config(checkpoint_dir: str) -> T5Config:
         raise CheckpointError(f"{path}: not a valid T5Config ({error})") from error
 
 
+def checked_config(checkpoint_dir: str) -> T5Config:
+    """`load_config`, with its layer counts checked against the tensors the
+    parameter metadata lists (nothing is built from an unchecked claim)."""
+    import orbax.checkpoint as ocp
+
+    config = load_config(checkpoint_dir)
+    params_dir = os.path.abspath(os.path.join(checkpoint_dir, PARAMS_DIR))
+    with _reading_params(params_dir):
+        tree = ocp.PyTreeCheckpointer().metadata(params_dir).item_metadata.tree
+    check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
+    return config
+
+
 def _reading_params(params_dir: str):
     """`reading` of the Orbax parameters, naming `_METADATA` when that is the
     damaged file (Orbax then returns no metadata) and the OCDBT database
