@@ -145,6 +145,9 @@ def test_shorter_sequence_length_is_refused(registered):
     task = seqio.get_mixture_or_task("seahorse_q4")
     with pytest.raises(ValueError, match="input_length=1024"):
         task.get_dataset({"inputs": 64, "targets": 2}, split="train", shuffle=False)
+    # With T5X (TASK_FEATURE_LENGTHS), the error names the variable to set too.
+    with pytest.raises(ValueError, match="SEAHORSE_INPUT_LENGTH=64"):
+        task.get_dataset({"inputs": 64, "targets": 2}, split="train", shuffle=False)
 
 
 @pytest.mark.parametrize("truncation", ["summary_first", "joint"])

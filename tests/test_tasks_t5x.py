@@ -201,7 +201,10 @@ T5X_MACROS = {"MIXTURE_OR_TASK_MODULE", "MIXTURE_OR_TASK_NAME", "MIXTURE_OR_TASK
               "USE_CACHED_TASKS", "TASK_FEATURE_LENGTHS", "TRAIN_STEPS", "BATCH_SIZE",
               "DROPOUT_RATE", "EVAL_PERIOD"}
 T5X_BINDINGS = {("network.T5Config", "dropout_rate"), ("utils.SaveCheckpointConfig", "period"),
-                ("train_script.train", "train_eval_dataset_cfg")}
+                ("train_script.train", "train_eval_dataset_cfg"),
+                ("train/utils.DatasetConfig", "pack")}
+# The task module's own macros (see seahorse_metrics/tasks/t5x.py).
+MODULE_MACROS = {"SEAHORSE_DATA_DIR", "SEAHORSE_INPUT_LENGTH"}
 
 
 def gin_statements(relative_path):
@@ -234,20 +237,23 @@ def test_gin_t5x_files_name_only_what_t5x_and_the_module_define(kind, question):
     includes = {s.filename for s in statements if isinstance(s, config_parser.IncludeStatement)}
     assert includes == {f"t5x/configs/runs/{kind}.gin"} and includes <= T5X_INCLUDES
     assert {s.module for s in statements if isinstance(s, config_parser.ImportStatement)} <= T5X_IMPORTS
-    macros, bindings = {}, set()
+    macros, bindings = {}, {}
     for s in statements:
         if isinstance(s, config_parser.BindingStatement):
             if s.arg_name:
-                bindings.add((s.selector, s.arg_name))
+                bindings[(s.scope + "/" if s.scope else "") + s.selector, s.arg_name] = s.value
             else:
                 macros[s.selector] = s.value  # later bindings win, as in gin
-    assert set(macros) <= T5X_MACROS | {"SEAHORSE_DATA_DIR"} and bindings <= T5X_BINDINGS
+    assert set(macros) <= T5X_MACROS | MODULE_MACROS and set(bindings) <= T5X_BINDINGS
     assert macros["MIXTURE_OR_TASK_MODULE"] == MODULE
     assert macros["MIXTURE_OR_TASK_NAME"] == f"seahorse_q{question}"
     assert macros["SEAHORSE_DATA_DIR"] is None  # the environment variable then
     if kind == "finetune":
-        assert macros["TASK_FEATURE_LENGTHS"]["inputs"] == 2048  # the registration's default
+        # One macro sets the registration's input length and T5X's feature length.
+        assert macros["SEAHORSE_INPUT_LENGTH"] == 2048
+        assert macros["TASK_FEATURE_LENGTHS"]["inputs"] == ("%", "SEAHORSE_INPUT_LENGTH")
         assert macros["TRAIN_STEPS"] == 1_005_000 and macros["DROPOUT_RATE"] == 0.1
-        assert bindings == T5X_BINDINGS
+        assert macros["BATCH_SIZE"] == 128 and bindings["train/utils.DatasetConfig", "pack"] is False
+        assert set(bindings) == T5X_BINDINGS
     else:
         assert macros["MIXTURE_OR_TASK_SPLIT"] == "test"

@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from seahorse_metrics.checkpoints.hf import CONFIG_FILE as HF_CONFIG_FILE
-from seahorse_metrics.checkpoints.hf import config_from_hf, export_hf, is_hf_dir, load_hf
-from seahorse_metrics.checkpoints.orbax_io import (find_checkpoint_dir, is_ours, load_config,
+from seahorse_metrics.checkpoints.hf import checked_hf_config, export_hf, is_hf_dir, load_hf
+from seahorse_metrics.checkpoints.orbax_io import (checked_config, find_checkpoint_dir, is_ours,
                                                    load_ours, save_checkpoint)
 from seahorse_metrics.checkpoints.params import CheckpointError
-from seahorse_metrics.checkpoints.readers import read_json
 from seahorse_metrics.checkpoints.t5x import (config_from_shapes, find_step_dir, is_t5x, load_t5x,
                                               stored_t5x_tensors)
 from seahorse_metrics.model.config import T5Config
@@ -46,7 +44,8 @@ def detect_format(path: str) -> str:
     raise FileNotFoundError(
         f"{path} is not a checkpoint: expected seahorse_config.json + params/ (ours), "
         "config.json + model.safetensors / pytorch_model.bin / flax_model.msgpack (Hugging Face), "
-        "or a T5X 'checkpoint' msgpack file (directly or in checkpoint_<step>/)")
+        "or a T5X checkpoint: the 'checkpoint' msgpack file or Orbax's state/ (directly or "
+        "in checkpoint_<step>/)")
 
 
 def load_checkpoint(path: str, dtype: Optional[str] = None,
@@ -82,11 +81,12 @@ def checkpoint_config(path: str) -> T5Config:
       CheckpointError: if its config (or, for T5X, its parameter shapes) is unusable.
     """
     fmt = detect_format(path)
+    # A config file's layer counts are checked against the tensors there: a
+    # network is built from what this returns.
     if fmt == "ours":
-        return load_config(find_checkpoint_dir(path))
+        return checked_config(find_checkpoint_dir(path))
     if fmt == "hf":
-        config_path = os.path.join(path, HF_CONFIG_FILE)
-        return config_from_hf(read_json(config_path), config_path)
+        return checked_hf_config(path)
     step_dir = find_step_dir(path)
     return config_from_shapes(stored_t5x_tensors(step_dir), step_dir)
 

@@ -10,9 +10,10 @@ spiece.model) that `MT5ForConditionalGeneration` (or, for T5 v1.0 networks,
 {"target": ..., "state": {"step": ...}}}` whose parameters are TensorStore
 specs of gzip zarr arrays beside it (`target.encoder.layers_0...`, paths
 relative to the step directory), the layout T5X's own `Checkpointer` writes
-and `checkpoints.load_t5x_checkpoint` reads; no optimizer state is written, so
-T5X starts its optimizer afresh. `spiece.model` goes next to the step
-directories.
+and `checkpoints.load_t5x_checkpoint` reads. `state` also holds Adafactor's
+`param_states` as T5X initialises them (`t5x.initial_optimizer_state`), so
+T5X's default, strict restore starts training from it (the optimizer starts
+afresh). `spiece.model` goes next to the step directories.
 
 The output is built in a staging directory beside it and renamed into place,
 so an interrupted export leaves no half-written checkpoint; a non-empty output
@@ -32,6 +33,7 @@ import numpy as np
 
 from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
+from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -101,8 +103,8 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
             for parent in parents:
                 node = node.setdefault(parent, {})
             node[leaf] = _write_zarr(staging, name, array)
-        contents = {"version": T5X_VERSION,
-                    "optimizer": {"target": target, "state": {"step": np.int32(step)}}}
+        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step)
+        contents = {"version": T5X_VERSION, "optimizer": {"target": target, "state": state}}
         with open(os.path.join(staging, "checkpoint"), "wb") as handle:
             handle.write(serialization.msgpack_serialize(contents))
         os.replace(staging, step_dir)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from typing import Any, Mapping, Optional
@@ -29,7 +30,8 @@ import numpy as np
 
 from seahorse_metrics.checkpoints import readers
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, expected_shapes,
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
+                                                 check_layer_claims, check_params, expected_shapes,
                                                  flatten, unflatten)
 from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, ParamSource, StoredTensor,
                                                     materialise, param_shardings)
@@ -54,6 +56,17 @@ _IGNORED_NAMES = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bi
 _ATTENTION = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
 # Feed-forward kernels per `feed_forward_proj` (the same names in HF and T5X).
 _MLP = {"gated-gelu": ("wi_0", "wi_1", "wo"), "relu": ("wi", "wo")}
+# config.json keys -> T5Config fields, whose types they must have.
+_CONFIG_FIELDS = {"vocab_size": "vocab_size", "d_model": "d_model", "d_kv": "d_kv", "d_ff": "d_ff",
+                  "num_heads": "num_heads", "num_layers": "num_encoder_layers",
+                  "num_decoder_layers": "num_decoder_layers",
+                  "relative_attention_num_buckets": "relative_attention_num_buckets",
+                  "relative_attention_max_distance": "relative_attention_max_distance",
+                  "dropout_rate": "dropout_rate", "layer_norm_epsilon": "layer_norm_epsilon",
+                  "pad_token_id": "pad_id", "eos_token_id": "eos_id",
+                  "decoder_start_token_id": "decoder_start_id",
+                  "tie_word_embeddings": "tie_word_embeddings"}
+_HF_LAYER = {stack: re.compile(rf"^{stack}\.block\.(\d+)\.") for stack in ("encoder", "decoder")}
 # HF architectures without a decoder, which cannot score P("1").
 _ENCODER_ONLY = ("T5EncoderModel", "MT5EncoderModel", "UMT5EncoderModel")
 
@@ -113,6 +126,7 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
     model_type = hf_config.get("model_type")
     if model_type not in ("t5", "mt5"):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a T5/mT5 model")
+    check_config_values(hf_config, source, _CONFIG_FIELDS)
     _refuse_encoder_only(hf_config, source)
     # HF's defaults: T5Config is v1.0 (ReLU, tied head), MT5Config is v1.1.
     feed_forward = hf_config.get("feed_forward_proj", "relu" if model_type == "t5" else "gated-gelu")
@@ -218,6 +232,16 @@ def stored_hf_tensors(directory: str) -> readers.StoredTensors:
     raise FileNotFoundError(f"{directory}: none of {', '.join(WEIGHT_FILES)} found")
 
 
+def checked_hf_config(directory: str) -> T5Config:
+    """The config of an HF directory, its layer counts checked against the
+    tensor names of its weight files (headers only are read)."""
+    config_path = os.path.join(directory, CONFIG_FILE)
+    config = config_from_hf(readers.read_json(config_path), config_path)
+    check_layer_claims(config, stored_hf_tensors(directory), config_path,
+                       ("num_layers", "num_decoder_layers"), _HF_LAYER)
+    return config
+
+
 def _check_same_tensor(tensor: StoredTensor, other: StoredTensor, source: str) -> None:
     """Compares two stored tensors block by block (aliases of the embedding,
     and a tied model's head)."""
@@ -245,6 +269,9 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
       CheckpointError: naming the parameter, for a missing, unknown or
         mis-shaped tensor, or embedding aliases that differ.
     """
+    # config.json's layer counts against the tensors, before a name map is built from them.
+    check_layer_claims(config, tensors, os.path.join(source, CONFIG_FILE),
+                       ("num_layers", "num_decoder_layers"), _HF_LAYER)
     remaining = dict(tensors)
     for name in _IGNORED_NAMES:
         if remaining.pop(name, None) is not None:

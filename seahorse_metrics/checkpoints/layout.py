@@ -42,8 +42,11 @@ def _own_or_parent(checkpoint_path: str, file_name: str) -> Optional[str]:
 
 def find_vocabulary(checkpoint_path: str) -> Optional[str]:
     """Returns `spiece.model` in the checkpoint directory (or, for a step
-    directory, in its parent), or None."""
-    return _own_or_parent(checkpoint_path, VOCAB_FILE)
+    directory, in its parent), else the vocabulary a T5X run's `config.gin`
+    there names (`checkpoints.t5x.run_vocabulary`), or None."""
+    from seahorse_metrics.checkpoints.t5x import run_vocabulary
+
+    return _own_or_parent(checkpoint_path, VOCAB_FILE) or run_vocabulary(checkpoint_path)[0]
 
 
 def question_template(checkpoint_path: str) -> Optional[str]:

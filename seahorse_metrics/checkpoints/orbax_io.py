@@ -19,9 +19,11 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, flatten,
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
+                                                 check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
 from seahorse_metrics.checkpoints.streaming import param_shardings
+from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -90,9 +92,29 @@ def load_config(checkpoint_dir: str) -> T5Config:
     path = os.path.join(checkpoint_dir, CONFIG_FILE)
     try:
         with open(path, encoding="utf-8") as handle:
-            return T5Config.from_dict(json.load(handle))
-    except (json.JSONDecodeError, ValueError) as error:
+            values = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: not JSON ({error})") from error
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    check_config_values(values, path)
+    try:
+        return T5Config.from_dict(values)
+    except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: not a valid T5Config ({error})") from error
+
+
+def checked_config(checkpoint_dir: str) -> T5Config:
+    """`load_config`, with its layer counts checked against the tensors the
+    parameter metadata lists (nothing is built from an unchecked claim)."""
+    import orbax.checkpoint as ocp
+
+    config = load_config(checkpoint_dir)
+    params_dir = os.path.abspath(os.path.join(checkpoint_dir, PARAMS_DIR))
+    with _reading_params(params_dir):
+        tree = ocp.PyTreeCheckpointer().metadata(params_dir).item_metadata.tree
+    check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
+    return config
 
 
 def _reading_params(params_dir: str):
@@ -139,7 +161,11 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple
     checkpointer = ocp.PyTreeCheckpointer()
     with _reading_params(params_dir):
         tree = checkpointer.metadata(params_dir).item_metadata.tree
+        # The config's claims against the tensors there, before a network is traced from them.
+        check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
         check_params(config, flatten(tree), checkpoint_dir)
+        # Orbax would read a missing chunk as zeros: every chunk must be there.
+        checked_arrays(params_dir)
         target = numpy_dtype("float32" if dtype is None else dtype)
         if mesh is None:
             restore_args = jax.tree.map(

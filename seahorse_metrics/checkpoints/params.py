@@ -3,8 +3,11 @@ and of the reads themselves (`reading` names a damaged file)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
-from typing import Any, Iterator, Mapping
+import json
+import re
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -73,6 +76,75 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(parent, {})
         node[leaf] = value
     return tree
+
+
+_JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,),
+               "Optional[str]": (str, type(None))}
+
+
+def check_config_values(values: Mapping[str, Any], source: str,
+                        names: Optional[Mapping[str, str]] = None) -> None:
+    """Raises unless every value a config file gives has its field's JSON
+    type: a number of layers or a vocabulary size written as the string
+    "6144" is refused here, in one line, rather than deep in the network.
+
+    Args:
+      values: The file's {key: value}.
+      source: The file, for the message.
+      names: {key in the file: T5Config field} when the file's keys differ
+        (Hugging Face's `num_layers`); by default the keys are the fields.
+
+    Raises:
+      CheckpointError: naming the file, the key and the value.
+    """
+    fields = {field.name: getattr(field.type, "__name__", str(field.type))
+              for field in dataclasses.fields(T5Config)}
+    for key, value in values.items():
+        field = key if names is None else names.get(key)
+        expected = _JSON_TYPES.get(fields.get(field, ""))
+        if expected is None or (value is None and names is not None):  # HF defaults a null
+            continue
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            kind = {"int": "a whole number", "float": "a number", "bool": "true or false",
+                    "str": "a string"}.get(fields[field], "a string or null")
+            raise CheckpointError(f"{source}: {key} is {json.dumps(value)}, not {kind}")
+
+
+def _layers_present(names: Iterable[str], pattern: "re.Pattern[str]") -> int:
+    """How many layers names matching `pattern` (group 1: the index) hold."""
+    indices = {int(match.group(1)) for name in names for match in [pattern.match(name)] if match}
+    return len(indices)
+
+
+_OUR_LAYER = {stack: re.compile(rf"^{stack}/layers_(\d+)/") for stack in ("encoder", "decoder")}
+
+
+def check_layer_claims(config: T5Config, names: Iterable[str], source: str,
+                       fields: tuple[str, str] = ("num_encoder_layers", "num_decoder_layers"),
+                       patterns: Optional[Mapping[str, "re.Pattern[str]"]] = None) -> None:
+    """Raises if the config claims more or fewer layers than the checkpoint's
+    tensors hold, before anything is built from the claim (tracing a network
+    of 10^9 layers would take the machine's memory).
+
+    Args:
+      config: The config read from the checkpoint's config file.
+      names: The tensor names the checkpoint holds.
+      source: The config file, for the message.
+      fields: How the file names the encoder and decoder layer counts.
+      patterns: {"encoder"|"decoder": regex whose group 1 is a layer index};
+        default: this network's names (`encoder/layers_0/...`).
+
+    Raises:
+      CheckpointError: naming the field, its claim and what the tensors hold.
+    """
+    names = list(names)
+    patterns = patterns or _OUR_LAYER
+    for (stack, pattern), field, claimed in zip(
+            patterns.items(), fields, (config.num_encoder_layers, config.num_decoder_layers)):
+        present = _layers_present(names, pattern)
+        if claimed != present:
+            raise CheckpointError(f"{source}: {field}={claimed}, but the checkpoint's tensors "
+                                  f"hold {present} {stack} layers")
 
 
 def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None:

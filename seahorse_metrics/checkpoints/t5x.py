@@ -10,6 +10,12 @@ joined by dots (`target.encoder.layers_0.attention.query.kernel`), or, in
 Orbax-era T5X, the string `PLACEHOLDER://<that name>`. Only `target` is read;
 optimizer state is skipped.
 
+T5X's `train.py` saves with Orbax by default (`use_orbax=True`): a step
+directory then holds `state/`, an Orbax PyTree (OCDBT) of the same state dict
+(`target`, `state/step`, `state/param_states`), and no msgpack file; that
+layout is read by `checkpoints.t5x_orbax`. The layout is detected from the
+files, so a model directory may hold steps of both.
+
 The parameter tree is the network's (`token_embedder`, `encoder`, `decoder`);
 the config is derived from the parameter shapes (heads from the relative
 bias table; T5 v1.0 from `mlp/wi` and the missing `decoder/logits_dense`),
@@ -24,9 +30,12 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import CheckpointError, check_params, unflatten
+from seahorse_metrics.checkpoints import zarr_chunks
+from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, numpy_dtype,
+                                                 unflatten)
 from seahorse_metrics.checkpoints.streaming import (ParamSource, StoredTensor, materialise,
                                                     param_shardings)
+from seahorse_metrics.checkpoints.t5x_orbax import is_orbax_step_dir, stored_orbax_tensors
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -46,14 +55,20 @@ def _is_msgpack_checkpoint(path: str) -> bool:
     return bool(head) and not head.startswith(b"model_checkpoint_path")
 
 
+def _is_step_dir(path: str) -> bool:
+    """A T5X step directory in either layout: the msgpack `checkpoint` file or Orbax's `state/`."""
+    return _is_msgpack_checkpoint(os.path.join(path, MSGPACK_FILE)) or is_orbax_step_dir(path)
+
+
 def list_steps(directory: str) -> list[int]:
-    """Steps with a complete `checkpoint_<step>/checkpoint` under `directory`, ascending."""
+    """Steps with a complete `checkpoint_<step>/` (msgpack or Orbax layout)
+    under `directory`, ascending."""
     if not os.path.isdir(directory):
         return []
     steps = []
     for name in os.listdir(directory):
         match = _STEP_DIR.match(name)
-        if match and _is_msgpack_checkpoint(os.path.join(directory, name, MSGPACK_FILE)):
+        if match and _is_step_dir(os.path.join(directory, name)):
             steps.append(int(match.group(1)))
     return sorted(steps)
 
@@ -61,7 +76,7 @@ def list_steps(directory: str) -> list[int]:
 def find_step_dir(path: str) -> Optional[str]:
     """Returns the step directory `path` designates (itself, or its latest
     `checkpoint_<step>`), or None if it is not a T5X checkpoint."""
-    if _is_msgpack_checkpoint(os.path.join(path, MSGPACK_FILE)):
+    if _is_step_dir(path):
         return path
     steps = list_steps(path)
     return os.path.join(path, f"checkpoint_{steps[-1]}") if steps else None
@@ -133,6 +148,7 @@ def _open_zarr(step_dir: str, relative_path: str, name: str,
     array_dir = os.path.join(step_dir, relative_path)
     if not os.path.isdir(array_dir):
         raise FileNotFoundError(f"parameter {name}: array directory {array_dir} is missing")
+    _check_zarr_dir(array_dir, name)
     spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": array_dir}}
     try:
         store = ts.open(spec, open=True, read=True).result()
@@ -144,6 +160,30 @@ def _open_zarr(step_dir: str, relative_path: str, name: str,
             f"msgpack says {tuple(expected_shape)}")
     return StoredTensor(name, array_dir, tuple(store.shape), np.dtype(store.dtype.numpy_dtype),
                         lambda index: store[index].read().result())
+
+
+def _check_zarr_dir(array_dir: str, name: str) -> None:
+    """Every chunk of the zarr array in `array_dir` is there, and its files
+    hold bytes enough for the shape `.zarray` claims (`zarr_chunks`)."""
+    import json
+
+    metadata_path = os.path.join(array_dir, ".zarray")
+    try:
+        with open(metadata_path, encoding="utf-8") as handle:
+            metadata = json.load(handle)
+        itemsize = numpy_dtype(metadata["dtype"]).itemsize
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"parameter {name}: {metadata_path} is missing or unreadable "
+                              f"({error}); copy the checkpoint again") from error
+    chunk_sizes = {}
+    for root, _, files in os.walk(array_dir):
+        for file_name in files:
+            key = os.path.relpath(os.path.join(root, file_name), array_dir).replace(os.sep, "/")
+            if not key.startswith("."):
+                chunk_sizes[key] = os.path.getsize(os.path.join(root, file_name))
+    zarr_chunks.check_chunks(name, array_dir, metadata, chunk_sizes)
+    zarr_chunks.check_claimed_bytes(name, array_dir, zarr_chunks.claimed_bytes(metadata, itemsize),
+                                    sum(chunk_sizes.values()), zarr_chunks.compressor_of(metadata))
 
 
 def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
@@ -159,8 +199,11 @@ def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
 
 
 def stored_t5x_tensors(step_dir: str) -> dict[str, StoredTensor]:
-    """The `target` parameters of a T5X step directory as {"a/b/c": StoredTensor}:
-    inline arrays, and TensorStore arrays opened (not read)."""
+    """The `target` parameters of a T5X step directory (msgpack or Orbax
+    layout, told apart by their files) as {"a/b/c": StoredTensor}: inline
+    arrays, and TensorStore arrays opened (not read)."""
+    if not _is_msgpack_checkpoint(os.path.join(step_dir, MSGPACK_FILE)) and is_orbax_step_dir(step_dir):
+        return stored_orbax_tensors(step_dir)
     flat_target = _flatten_target(_read_msgpack_target(step_dir))
     return {name: _stored_tensor(step_dir, name, leaf) for name, leaf in flat_target.items()}
 
@@ -228,8 +271,8 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[
     step_dir = find_step_dir(path)
     if step_dir is None:
         raise FileNotFoundError(
-            f"{path}: no T5X checkpoint (neither a '{MSGPACK_FILE}' msgpack file nor "
-            "checkpoint_<step>/ directories)")
+            f"{path}: no T5X checkpoint (neither a '{MSGPACK_FILE}' msgpack file, nor Orbax's "
+            "state/, nor checkpoint_<step>/ directories holding one)")
     logger.info("Reading T5X checkpoint %s", step_dir)
     tensors = stored_t5x_tensors(step_dir)
     config = config_from_shapes(tensors, step_dir)
@@ -237,3 +280,104 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[
     sources = {name: ParamSource(tensor) for name, tensor in tensors.items()}
     shardings = None if mesh is None else param_shardings(config, mesh)
     return config, unflatten(materialise(sources, dtype, step_dir, shardings))
+
+
+# --------------------------------------------------------- optimizer state
+# T5X's Adafactor (`t5x/adafactor.py`, as `t5x/examples/t5/mt5/base.gin` binds
+# it: factored, no momentum) factors the second moment of a matrix whose
+# second-largest dimension is at least `min_dim_size_to_factor`.
+ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR = 128
+# Adafactor keeps these four slots per parameter; an unused one holds zeros((1,)).
+ADAFACTOR_SLOTS = ("v_row", "v_col", "v", "m")
+
+
+def adafactor_initial_state(shape: tuple[int, ...], factored: bool = True,
+                            momentum: bool = False) -> dict[str, np.ndarray]:
+    """The state T5X's Adafactor starts a parameter of `shape` from (all zeros).
+
+    A factored second moment keeps `v_row` (the shape without its largest
+    dimension) and `v_col` (without the second largest); otherwise `v` has the
+    parameter's shape. `m` is the momentum (`beta1`), which mT5's gin files do
+    not set. The dimensions are ordered as T5X orders them (`np.argsort`), so
+    square matrices factor the same way.
+    """
+    state = {slot: np.zeros((1,), np.float32) for slot in ADAFACTOR_SLOTS}
+    sorted_dims = np.argsort(shape)
+    if factored and len(shape) >= 2 and shape[sorted_dims[-2]] >= ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR:
+        row_dim, col_dim = int(sorted_dims[-2]), int(sorted_dims[-1])
+        state["v_row"] = np.zeros(np.delete(shape, col_dim), np.float32)
+        state["v_col"] = np.zeros(np.delete(shape, row_dim), np.float32)
+    else:
+        state["v"] = np.zeros(shape, np.float32)
+    if momentum:
+        state["m"] = np.zeros(shape, np.float32)
+    return state
+
+
+def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: int) -> dict:
+    """The `state` half of a T5X checkpoint that T5X's default (strict) restore
+    accepts for an Adafactor model: `{"step": step, "param_states": {...}}`,
+    each parameter's Adafactor slots as T5X initialises them.
+
+    Args:
+      param_shapes: {"encoder/layers_0/...": shape} of the network's parameters.
+      step: The step the checkpoint records.
+    """
+    param_states: dict[str, Any] = {}
+    for name, shape in param_shapes.items():
+        node = param_states
+        *parents, leaf = name.split("/")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = adafactor_initial_state(tuple(shape))
+    return {"step": np.int32(step), "param_states": param_states}
+
+
+# ---------------------------------------------------------------- vocabulary
+# T5X writes the run's gin config into MODEL_DIR; the model gin's VOCABULARY
+# (`@seqio.SentencePieceVocabulary()`) is bound through this parameter.
+T5X_CONFIG_FILE = "config.gin"
+_SENTENCEPIECE_BINDING = re.compile(
+    r"SentencePieceVocabulary\.sentencepiece_model_file\s*=\s*(['\"])(.+?)\1")
+
+
+def run_vocabulary(path: str) -> tuple[Optional[str], Optional[str]]:
+    """The SentencePiece model a T5X run names, looked up where T5X users keep
+    it: the `sentencepiece_model_file` of the model's `VOCABULARY` in the run's
+    `config.gin` (in the step directory's model directory, or `path` itself).
+
+    Args:
+      path: A T5X step directory or model directory.
+
+    Returns:
+      (the vocabulary file, None) when `config.gin` names a local file that
+      exists; (None, why not) when it names another (e.g. a `gs://` path, or
+      a file that is not here); (None, None) when there is no such binding.
+    """
+    path = os.path.abspath(path)
+    for model_dir in (path, os.path.dirname(path)):
+        config_path = os.path.join(model_dir, T5X_CONFIG_FILE)
+        if not os.path.isfile(config_path):
+            continue
+        with open(config_path, encoding="utf-8", errors="replace") as handle:
+            # gin continues long bindings on the next line with a backslash.
+            text = re.sub(r"\\\s*\n\s*", "", handle.read())
+        match = _SENTENCEPIECE_BINDING.search(text)
+        if match is None:
+            continue
+        named = match.group(2)
+        for candidate in (named, os.path.join(model_dir, named)):
+            if "://" not in candidate and os.path.isfile(candidate):
+                return candidate, None
+        return None, f"{config_path} names the vocabulary {named}, which is not a file here"
+    return None, None
+
+
+def missing_vocabulary_message(path: str) -> str:
+    """What to do when no vocabulary is found for the checkpoint `path`."""
+    _, why_not = run_vocabulary(path)
+    looked = (f"no spiece.model in {path} or the directory above it, and no T5X "
+              f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY")
+    return (f"{why_not or looked}; pass the SentencePiece model: --vocab PATH (score, "
+            "evaluate, export), checkpoint:DIR,vocab=PATH in an evaluate --metric, or "
+            "Scorer.load(..., vocab=PATH)")

@@ -13,7 +13,8 @@ Checkpoint options are the scorer's modes: `long_inputs=truncate|chunk`
 (chunk: overlapping article windows, max over them), `per_sentence=min|mean|
 share@T` (score each summary sentence; min, mean, or BooookScore's share of
 sentences scored at or above T), `normalize=full|pair` and
-`max_input_length=N`, e.g. `checkpoint:runs/q4,long_inputs=chunk,per_sentence=share@0.5`.
+`max_input_length=N`, e.g. `checkpoint:runs/q4,long_inputs=chunk,per_sentence=share@0.5`;
+`vocab=PATH` gives that checkpoint's SentencePiece model (over `--vocab`).
 A pair with a question (a query-focused summary) is scored with it.
 
 `NAME=` sets the row label (default: the checkpoint directory name,
@@ -61,10 +62,11 @@ _NON_SCORE_FIELDS = frozenset({
     "line", "split", "q1", "q2", "q3", "q4", "q5", "q6", "error",
 })
 _ERROR_FIELD = "error"
-_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,per_sentence=min|"
-              "mean|share@T], baseline:rougeL|majority|length, scores:FILE[:COLUMN]")
+_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab=PATH]"
+              "[,per_sentence=min|mean|share@T], baseline:rougeL|majority|length, "
+              "scores:FILE[:COLUMN]")
 # Scorer settings a checkpoint spec may set, and how each is read.
-CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length")
+CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length", "vocab")
 _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 
@@ -149,7 +151,9 @@ def _checkpoint_settings(rest: str, text: str) -> tuple[str, tuple]:
     if len(settings) != len(tokens):
         raise ValueError(f"bad metric spec {text!r}: an option is given twice")
     try:
-        InputSettings(**checkpoint_scorer_kwargs(tuple(settings.items())))
+        kwargs = checkpoint_scorer_kwargs(tuple(settings.items()))
+        kwargs.pop("vocab", None)
+        InputSettings(**kwargs)
     except ValueError as error:
         raise ValueError(f"bad metric spec {text!r}: {error}") from None
     return argument, tuple(sorted(settings.items()))
@@ -273,8 +277,8 @@ class CheckpointMetric(Metric):
             from seahorse_metrics import Scorer
 
             logger.info("loading checkpoint %s for metric %s", self.path, self.name)
-            self._scorer = Scorer.load(self.path, vocab=self.vocab_path,
-                                       **checkpoint_scorer_kwargs(self.spec.settings))
+            kwargs = {"vocab": self.vocab_path, **checkpoint_scorer_kwargs(self.spec.settings)}
+            self._scorer = Scorer.load(self.path, **kwargs)
         scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
                                     questions=None if questions is None else list(questions))
         return np.asarray(scores, dtype=np.float64)

@@ -10,7 +10,8 @@ import hashlib
 import os
 from typing import Any, Mapping, Optional
 
-from seahorse_metrics.checkpoints.layout import VOCAB_FILE, find_vocabulary, question_template
+from seahorse_metrics.checkpoints.layout import find_vocabulary, question_template
+from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
 from seahorse_metrics.scoring.job import ScoringOptions
 
@@ -31,8 +32,7 @@ def resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
                                 os.path.exists(path) else f"checkpoint {path} is not a directory")
     vocab_path = vocab or find_vocabulary(path)
     if vocab_path is None:
-        raise FileNotFoundError(
-            f"no {VOCAB_FILE} in {path}; pass the SentencePiece model as vocab=...")
+        raise FileNotFoundError(missing_vocabulary_message(path))
     if not os.path.isfile(vocab_path):
         raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     return vocab_path
