@@ -205,23 +205,29 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
     every metric scored needs a threshold in it.
 
     Raises:
-      ValueError: for a file without a threshold for a metric scored here.
+      ValueError: for a threshold that is no number in [0, 1] (NaN, 1.5), or a
+        file without a threshold for a metric scored here.
       FileNotFoundError: for a path that does not exist.
     """
+    from seahorse_metrics.evaluation.thresholds import check_probability_threshold, read_thresholds
+
     if value is None:
         return {}
     try:
-        return {name: float(value) for name in names}
+        number = float(value)
     except ValueError:
-        pass
-    from seahorse_metrics.evaluation.thresholds import read_thresholds
-
+        number = None
+    if number is not None:
+        number = check_probability_threshold(number, "--threshold")
+        return {name: number for name in names}
     thresholds = read_thresholds(value)
     missing = [name for name in names if name not in thresholds.metrics]
     if missing:
         raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
                          " name the checkpoints as the evaluated metrics (NAME=DIR)")
-    return {name: thresholds.metrics[name].threshold for name in names}
+    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
+                                              f"{value}: the threshold of {name!r}")
+            for name in names}
 
 
 def scorer_options(args) -> dict:
