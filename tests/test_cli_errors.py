@@ -81,3 +81,20 @@ def test_thresholds_outside_0_1_or_strings_are_refused_up_front(value, message, 
         f"error: threshold (--threshold) must be a number in [0, 1] (scores are probabilities; "
         f"a score at or above it counts as yes), got {float(value)!r}"]
     assert not (tmp_path / "report").exists()
+
+
+def test_an_input_that_is_no_regular_file_says_what_it_is(tmp_path, capsys):
+    """Issue 29 point 10: not "file not found" for a directory, a FIFO or a device."""
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "dir.jsonl").mkdir()
+    for path, said in ((tmp_path / "dir.jsonl", "is a directory"),
+                       (fifo, "is a named pipe (FIFO), which can be read only once"),
+                       ("/dev/null", "is a character device"),
+                       (tmp_path / "none.jsonl", "file not found")):
+        status, lines = run(capsys, ["score", "--checkpoint", str(tmp_path / "ck"), "--input",
+                                     str(path), "--output", str(tmp_path / "out.jsonl")])
+        assert status == 2 and len(lines) == 1 and f"--input {path}" in lines[0], lines
+        assert said in lines[0], lines

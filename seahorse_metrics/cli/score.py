@@ -266,14 +266,14 @@ def run(args) -> int:
     if args.runner:
         return run_beam(args)
     from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.data import tables
     from seahorse_metrics.scoring.files import check_output_path, raise_if_nothing_scored, score_file
 
     if len(args.input) > 1 or args.merge or args.id_field or getattr(args, "pipeline_args", None):
         raise ValueError("several --input files, --merge, --id_field and Beam options need "
                          "--runner (the Beam pipeline); without it, score one file")
     input_path = args.input[0]
-    if not os.path.isfile(input_path):
-        raise FileNotFoundError(f"--input {input_path}: file not found")
+    tables.check_table_file(input_path, "--input")
     check_output_path(input_path, args.output)
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
