@@ -227,6 +227,16 @@ def _shorten_premise(
     return EncodedPair(ids + [tokenizer.eos_id], True, False)
 
 
+def _check_arguments(max_length: int, mode: str, long_summaries: Optional[str]) -> None:
+    if mode not in TRUNCATION_MODES:
+        raise ValueError(f"unknown truncation mode {mode!r}; choose one of {TRUNCATION_MODES}")
+    if long_summaries is not None and long_summaries not in LONG_SUMMARY_POLICIES:
+        raise ValueError(f"unknown long_summaries {long_summaries!r}; choose one of "
+                         f"{LONG_SUMMARY_POLICIES}")
+    if max_length < 2:
+        raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
+
+
 def encode_pair(
     tokenizer: Tokenizer,
     premise: str,
@@ -264,13 +274,7 @@ def encode_pair(
       ValueError: for an unknown mode or policy, or `max_length < 2`.
       SummaryTooLongError: for such a summary with `long_summaries="error"`.
     """
-    if mode not in TRUNCATION_MODES:
-        raise ValueError(f"unknown truncation mode {mode!r}; choose one of {TRUNCATION_MODES}")
-    if long_summaries is not None and long_summaries not in LONG_SUMMARY_POLICIES:
-        raise ValueError(f"unknown long_summaries {long_summaries!r}; choose one of "
-                         f"{LONG_SUMMARY_POLICIES}")
-    if max_length < 2:
-        raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
+    _check_arguments(max_length, mode, long_summaries)
     budget = max_length - 1
     eos = tokenizer.eos_id
     formatter = _formatter(question, question_template)

@@ -499,7 +499,7 @@ def model_dir_lock(model_dir: str) -> contextlib.AbstractContextManager:
       OutputInUseError: while another run holds it; the message names that
         run's PID and host.
     """
-    from seahorse_metrics.scoring.files import OutputLock  # pylint: disable=g-import-not-at-top
+    from seahorse_metrics.locks import OutputLock  # pylint: disable=g-import-not-at-top
 
     if jax.process_index() != 0:
         return contextlib.nullcontext()
