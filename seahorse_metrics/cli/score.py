@@ -59,6 +59,14 @@ BEAM_RUNNERS = {"DirectRunner": "FnApiRunner", "PrismRunner": "PrismRunner",
                 "SparkRunner": "SparkRunner"}
 
 
+def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--long_summaries", choices=("error", "cut"), default="error",
+                        help="A summary that leaves its article less than a quarter of "
+                             "--max_input_length (with summary_first truncation): the row gets "
+                             "an error (default), or the article keeps its quarter, the summary "
+                             "is cut and a summary_cut column flags the row (cut).")
+
+
 def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
     """The input and output files and how the input is read."""
     parser.add_argument("--input", required=True, action="append",
@@ -102,6 +110,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
                         help="Truncate long inputs (default) or score overlapping premise "
                              "chunks and keep the max.")
+    _add_long_summaries(parser)
     parser.add_argument("--chunk_overlap", type=int, default=128,
                         help="Premise tokens shared by consecutive chunks (default 128).")
     parser.add_argument("--per_sentence", action="store_true",
@@ -219,6 +228,7 @@ def scorer_options(args) -> ScoringOptions:
     return ScoringOptions(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
                           batch_size=args.batch_size, truncation=args.truncation,
                           normalize=args.normalize, long_inputs=args.long_inputs,
+                          long_summaries=args.long_summaries,
                           chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
                           sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,

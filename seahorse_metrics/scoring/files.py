@@ -135,7 +135,7 @@ def _scan(job: ScoringJob) -> InputScan:
     input_path = job.inputs[0]
     columns, num_rows, report = scan_input(input_path, job.fields, job.encoding, job.quoting)
     renamed = renamed_input_fields(columns, added_columns(job.columns, job.per_sentence,
-                                                          job.decisions))
+                                                          job.decisions, job.summary_cut_column))
     if renamed:
         logger.warning("%s already has the column(s) %s that this run writes; the input's "
                        "values are kept as %s", input_path, ", ".join(renamed),
@@ -404,7 +404,7 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
     """Writes the output in input order; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
     header = output_columns(scan.columns, job.columns, job.per_sentence, scan.renamed,
-                            job.decisions)
+                            job.decisions, job.summary_cut_column)
     input_path = os.path.abspath(job.inputs[0])
 
     def write(handle) -> None:
