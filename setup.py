@@ -48,6 +48,8 @@ EXTRAS_REQUIRE = {
         "pyarrow",
         # Property-based tests of the table readers (tests/test_data_tables.py).
         "hypothesis",
+        # A CommonMark renderer shows report.md passes no raw HTML on (test_report.py).
+        "markdown-it-py",
     ] + BEAM,
     "beam": BEAM,
     # bench/score.py's peers: Hugging Face PyTorch (as in "test") and

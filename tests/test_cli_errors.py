@@ -49,3 +49,52 @@ def test_evaluate_names_a_missing_checkpoint(tmp_path, capsys):
     assert status == 2
     assert lines == [f"error: metric no_such_checkpoint: checkpoint {tmp_path}/no_such_checkpoint "
                      "not found"]
+
+
+THRESHOLDS_FILE = ('{{"format": "seahorse-metrics-thresholds/1", '
+                   '"metrics": {{"q4": {{"threshold": {value}}}}}}}')
+
+
+@pytest.mark.parametrize("value, message", [
+    ("nan", "got nan"), ("1.5", "got 1.5"), ("-0.1", "got -0.1"),
+    ('file:"0.5"', "expected an object with a numeric 'threshold', got '0.5'"),
+    ("file:1.5", "the threshold of 'q4' must be a number in [0, 1]")])
+def test_thresholds_outside_0_1_or_strings_are_refused_up_front(value, message, tmp_path,
+                                                                capsys):
+    """Issue 29 point 10: score and evaluate refuse them before reading anything else."""
+    if value.startswith("file:"):
+        path = tmp_path / "thresholds.json"
+        path.write_text(THRESHOLDS_FILE.format(value=value[len("file:"):]))
+        value = str(path)
+    (tmp_path / "in.jsonl").write_text('{"article": "a b", "summary": "a"}\n')
+    status, lines = run(capsys, [
+        "score", "--checkpoint", f"q4={tmp_path}/no_checkpoint", "--input",
+        str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl"), "--threshold", value])
+    assert status == 2 and len(lines) == 1 and message in lines[0], lines
+    if value.startswith(str(tmp_path)):
+        return  # evaluate reads tuned thresholds (any finite value) with --thresholds
+    status, lines = run(capsys, [
+        "evaluate", "--benchmark", "true:seahorse_metrics/data/sample/true", "--metric",
+        f"checkpoint:{tmp_path}/no_checkpoint", "--threshold", value, "--output",
+        str(tmp_path / "report")])
+    assert status == 2 and lines == [
+        f"error: threshold (--threshold) must be a number in [0, 1] (scores are probabilities; "
+        f"a score at or above it counts as yes), got {float(value)!r}"]
+    assert not (tmp_path / "report").exists()
+
+
+def test_an_input_that_is_no_regular_file_says_what_it_is(tmp_path, capsys):
+    """Issue 29 point 10: not "file not found" for a directory, a FIFO or a device."""
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "dir.jsonl").mkdir()
+    for path, said in ((tmp_path / "dir.jsonl", "is a directory"),
+                       (fifo, "is a named pipe (FIFO), which can be read only once"),
+                       ("/dev/null", "is a character device"),
+                       (tmp_path / "none.jsonl", "file not found")):
+        status, lines = run(capsys, ["score", "--checkpoint", str(tmp_path / "ck"), "--input",
+                                     str(path), "--output", str(tmp_path / "out.jsonl")])
+        assert status == 2 and len(lines) == 1 and f"--input {path}" in lines[0], lines
+        assert said in lines[0], lines

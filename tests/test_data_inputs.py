@@ -143,3 +143,34 @@ def test_default_vocab_path(monkeypatch, tmp_path):
     present.write_bytes(b"x")
     monkeypatch.setattr(vocab, "_SAMPLE_VOCAB", str(present))
     assert vocab.default_vocab_path() == str(present)
+
+
+def test_a_summary_crowding_out_the_article_is_an_error_or_cut_to_leave_its_share(tokenizer):
+    """Issue 29 point 4: never a score of `premise: hypothesis: <cut summary>` in silence."""
+    long_summary = " ".join([SUMMARY] * 6)
+    summary_pieces = len(tokenizer.encode(format_input("", long_summary)))
+    for max_length in (summary_pieces // 2, summary_pieces + 3):  # longer than / nearly the input
+        with pytest.raises(inputs.SummaryTooLongError, match=r"ignore the article.*--long_summar"):
+            encode_pair(tokenizer, ARTICLE, long_summary, max_length, long_summaries="error")
+        cut = encode_pair(tokenizer, ARTICLE, long_summary, max_length, long_summaries="cut")
+        assert cut.summary_cut and cut.hypothesis_cut and cut.truncated
+        assert len(cut.ids) <= max_length and cut.ids[-1] == tokenizer.eos_id
+        share = inputs.article_floor(len(tokenizer.encode(ARTICLE)), max_length)
+        assert share == -(-max_length // 4)
+        article = tokenizer.decode(tokenizer.encode(ARTICLE)[:share])
+        text = tokenizer.decode(cut.ids)
+        assert text.startswith(f"premise: {article} hypothesis: ")  # the article's share, whole
+        assert long_summary.startswith(text[len(f"premise: {article} hypothesis: "):])
+        # Two articles, two inputs (the old cut read the summary alone for both).
+        other = encode_pair(tokenizer, "Another article altogether. " * 20, long_summary,
+                            max_length, long_summaries="cut")
+        assert other.ids != cut.ids
+    # Without a policy (the seqio tasks) and where the article keeps its share: as before.
+    assert not encode_pair(tokenizer, ARTICLE, long_summary, summary_pieces // 2).summary_cut
+    roomy = (summary_pieces + 2) * 4 // 3 + 2  # the article keeps its quarter, and is cut
+    long_article = " ".join([ARTICLE] * 5)
+    kept = encode_pair(tokenizer, long_article, long_summary, roomy, long_summaries="error")
+    assert kept.truncated and not kept.hypothesis_cut and not kept.summary_cut
+    assert kept == encode_pair(tokenizer, long_article, long_summary, roomy)
+    with pytest.raises(ValueError, match="long_summaries"):
+        encode_pair(tokenizer, ARTICLE, SUMMARY, 10, long_summaries="drop")

@@ -28,6 +28,28 @@ def read(path, **kwargs):
     return rows, report
 
 
+def test_gzipped_tables_read_as_their_plain_selves_and_damage_names_the_line(tmp_path):
+    """Issue 29 point 10: `.jsonl.gz` and `.csv.gz` inputs (large corpora come compressed)."""
+    import gzip
+
+    texts = {"jsonl": '{"premise": "a", "hypothesis": "b"}\n\n{"premise": "c", "hypothesis": "d"}\n',
+             "csv": 'premise,hypothesis\na,b\n"c, with comma","d\nover two lines"\n'}
+    for kind, text in texts.items():
+        plain, packed = tmp_path / f"t.{kind}", tmp_path / f"t.{kind}.gz"
+        plain.write_text(text)
+        packed.write_bytes(gzip.compress(text.encode()))
+        (rows, report), (gz_rows, gz_report) = read(plain), read(packed)
+        assert [r.record for r in gz_rows] == [r.record for r in rows] and len(rows) == 2
+        assert gz_report.kind == kind and gz_report.lines == report.lines
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(texts["jsonl"].encode() * 200)[:-30])
+    with pytest.raises(TableFormatError, match=r"cut.jsonl.gz:\d+: the gzip data is damaged"):
+        read(cut)
+    (tmp_path / "t.txt.gz").write_bytes(gzip.compress(b"a"))
+    with pytest.raises(TableFormatError, match=r"unsupported file type '.txt'.*gzipped"):
+        read(tmp_path / "t.txt.gz")
+
+
 # ---------------------------------------------------------------- point 1
 STRAY_QUOTE_TSV = ("premise\thypothesis\trating\n"
                    "An article.\t\"Hello, he said.\t1\n"

@@ -78,7 +78,8 @@ def test_hf_export_of_model_dir_best_scores_identically_in_transformers(
     output = str(tmp_path / "q4-hf")
     assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", output]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == ["config.json", "model.safetensors", "spiece.model"]
+    assert sorted(os.listdir(output)) == ["config.json", "model.safetensors",
+                                          "seahorse_export.json", "spiece.model"]
     assert_same_params(output, os.path.join(run_dir, "best"))
     model, info = transformers.MT5ForConditionalGeneration.from_pretrained(
         output, output_loading_info=True)
@@ -114,7 +115,8 @@ def test_t5x_export_reads_the_t5x_way_and_round_trips(run_dir, tmp_path):
     output = str(tmp_path / "q4-t5x")
     assert main(["export", "--checkpoint", os.path.join(run_dir, "best"), "--to", "t5x",
                  "--output", output]) == 0
-    assert sorted(os.listdir(output)) == [f"checkpoint_{BEST_STEP}", "spiece.model"]
+    assert sorted(os.listdir(output)) == [f"checkpoint_{BEST_STEP}", "seahorse_export.json",
+                                          "spiece.model"]
     step_dir = os.path.join(output, f"checkpoint_{BEST_STEP}")
     with open(os.path.join(step_dir, "checkpoint"), "rb") as handle:
         contents = serialization.msgpack_restore(handle.read())
@@ -156,20 +158,116 @@ def test_chunks_tile_the_array_under_64_mib():
     assert chunk_shape((7, 0), 4) == [7, 1]
 
 
-def test_non_empty_output_is_refused_unless_overwrite(run_dir, tmp_path):
+def test_overwrite_replaces_only_a_previous_export(run_dir, tmp_path):
     output = tmp_path / "taken"
     output.mkdir()
     (output / "notes.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="--overwrite"):
         export_checkpoint(run_dir, "hf", str(output))
-    assert (output / "notes.txt").read_text() == "keep me"
-    export_checkpoint(run_dir, "t5x", str(output), overwrite=True, step=7)
-    assert sorted(os.listdir(output)) == ["checkpoint_7", "spiece.model"]
+    with pytest.raises(FileExistsError, match="no previous export"):
+        export_checkpoint(run_dir, "hf", str(output), overwrite=True)
+    assert os.listdir(output) == ["notes.txt"] and (output / "notes.txt").read_text() == "keep me"
+
+    previous = tmp_path / "previous"
+    previous.mkdir()  # an empty directory needs no --overwrite
+    export_checkpoint(run_dir, "t5x", str(previous), step=3)
+    with open(previous / "seahorse_export.json") as handle:
+        marker = json.load(handle)
+    assert marker["files"] == ["checkpoint_3", "spiece.model"] and marker["format"] == "t5x"
+    (previous / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"other files \(notes.txt\)"):
+        export_checkpoint(run_dir, "t5x", str(previous), overwrite=True, step=7)
+    assert (previous / "notes.txt").read_text() == "mine"
+    os.remove(previous / "notes.txt")
+    export_checkpoint(run_dir, "t5x", str(previous), overwrite=True, step=7)
+    assert sorted(os.listdir(previous)) == ["checkpoint_7", "seahorse_export.json", "spiece.model"]
+
     with pytest.raises(ValueError, match="overlaps the checkpoint"):
         export_checkpoint(run_dir, "hf", os.path.join(run_dir, "best", "hf"))
     with pytest.raises(ValueError, match="unknown export format"):
         export_checkpoint(run_dir, "onnx", str(tmp_path / "x"))
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no staging left
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".lock")]
+
+
+def test_overwrite_never_replaces_the_current_directory_or_its_parents(
+        run_dir, tmp_path, monkeypatch, capsys):
+    project = tmp_path / "project"
+    (project / "runs" / "q4").mkdir(parents=True)
+    (project / "train.py").write_text("print('mine')")
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+    monkeypatch.chdir(project)
+    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", ".",
+                 "--overwrite"]) == 2
+    assert "current directory" in capsys.readouterr().err
+    monkeypatch.chdir(project / "runs" / "q4")
+    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", "../..",
+                 "--overwrite"]) == 2
+    assert "one of its parents" in capsys.readouterr().err
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == before
+
+
+def test_next_export_removes_what_killed_exports_left_and_says_so(run_dir, tmp_path, capsys):
+    output = tmp_path / "q4-hf"
+    # What kill -9 leaves: a staging directory mid-write, and one from mid-swap.
+    staging = tmp_path / ".q4-hf.export-k1ll3d"
+    staging.mkdir()
+    (staging / "model.safetensors").write_bytes(b"\0" * 1000)
+    retired = tmp_path / ".q4-hf.old-k1ll3d"
+    (retired / "output").mkdir(parents=True)
+    unrelated = tmp_path / ".other.export-abcdef"
+    unrelated.mkdir()
+    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert f"removed {staging} (left by an interrupted export)" in out
+    assert f"removed {retired}" in out
+    assert sorted(os.listdir(tmp_path)) == [".other.export-abcdef", "q4-hf"]
+
+
+def test_sigterm_stops_an_export_and_removes_its_staging(run_dir, tmp_path, monkeypatch):
+    import signal
+
+    from seahorse_metrics.checkpoints import hf
+
+    original = hf.export_hf
+
+    def write_then_sigterm(directory, *args, **kwargs):
+        original(directory, *args, **kwargs)
+        assert os.listdir(directory)  # the staging directory holds a finished export
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def outside_export(signum, frame):  # a SIGTERM the export let through (not pytest's death)
+        raise RuntimeError("SIGTERM was not handled by the export")
+
+    monkeypatch.setattr(hf, "export_hf", write_then_sigterm)
+    handler = signal.signal(signal.SIGTERM, outside_export)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            export_checkpoint(run_dir, "hf", str(tmp_path / "q4-hf"))
+        assert signal.getsignal(signal.SIGTERM) is outside_export
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert os.listdir(tmp_path) == []  # no output, no staging, no lock
+
+
+def test_export_honours_the_umask(run_dir, tmp_path):
+    previous = os.umask(0o022)
+    try:
+        export_checkpoint(run_dir, "hf", str(tmp_path / "hf"))
+        export_checkpoint(run_dir, "t5x", str(tmp_path / "t5x"))
+    finally:
+        os.umask(previous)
+    modes = {}
+    for root in ("hf", "t5x"):
+        for directory, _, files in os.walk(tmp_path / root):
+            modes[directory] = os.stat(directory).st_mode & 0o777
+            modes.update({os.path.join(directory, name):
+                          os.stat(os.path.join(directory, name)).st_mode & 0o777 for name in files})
+    directories = {path for path in modes if os.path.isdir(path)}
+    assert len(directories) > 3 and len(modes) > len(directories) + 5
+    assert {modes[path] for path in directories} == {0o755}, modes
+    assert {mode for path, mode in modes.items() if path not in directories} == {0o644}, modes
 
 
 def test_an_interrupted_export_leaves_the_output_as_it_was(run_dir, tmp_path, monkeypatch):

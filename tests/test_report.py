@@ -294,3 +294,38 @@ def test_browser_sample_keeps_each_language_and_label_share():
             picked = sum(items[k].lang == lang and items[k].label == label for k in shown)
             assert abs(picked - 300 * share) <= 1.5
     assert np.array_equal(browser.sample_rows(benchmark, 5000, seed=0), np.arange(3000))
+
+
+def test_markdown_passes_on_no_html_from_metric_and_benchmark_names(tmp_path):
+    """Issue 29 point 10: names are text in report.md as they are in report.html."""
+    from markdown_it import MarkdownIt
+
+    hostile_benchmark = "<img src=x onerror=alert(1)>"
+    hostile_metric = "<script>alert(2)</script>"
+    bench = Benchmark(hostile_benchmark, "ratings", "<b>bold</b>", "set <i>with</i> tags",
+                      tuple(eval_data.rated_pairs(40, 0, prefix="h")))
+    scores = {item.id: float(index % 7) / 7 for index, item in enumerate(bench.items)}
+    metrics = [eval_data.fixed_scores_metric(hostile_metric, scores),
+               eval_data.fixed_scores_metric("`tick`<u>", scores)]
+    report = run_lib.evaluate([bench], metrics, run_lib.EvaluationConfig(n_resamples=20))
+    markdown = report_lib.write_report(report, str(tmp_path))["md"]
+    with open(markdown, encoding="utf-8") as handle:
+        rendered = MarkdownIt("commonmark").render(handle.read())  # raw HTML allowed
+
+    class Tags(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.text = set(), []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    parsed = Tags()
+    parsed.feed(rendered)
+    assert not parsed.tags & {"img", "script", "b", "i", "u"}, parsed.tags
+    text = "".join(parsed.text)
+    for name in (hostile_benchmark, hostile_metric, "`tick`<u>", "set <i>with</i> tags"):
+        assert name in text  # shown as written

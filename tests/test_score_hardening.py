@@ -238,3 +238,46 @@ def test_a_json_array_input_and_a_duplicated_header(tmp_path, tiny_hf_dir, capsy
     duplicated.write_text("article,summary,summary\nA fox.,one,two\n")
     assert score(tiny_hf_dir, duplicated, tmp_path / "dup_out.csv") == 2
     assert "dup.csv:1: columns 2 and 3 both have 'summary' in the header" in error_line(capsys)
+
+
+# ---------------------------------------------------------------- issue 29 point 4
+LONG_SUMMARY = " ".join(f"the summary goes on about fox {i} and its many friends." for i in range(12))
+
+
+def test_a_summary_crowding_out_the_article_is_an_error_or_cut_and_flagged(tmp_path, scorer,
+                                                                            tiny_hf_dir):
+    """Never `premise: hypothesis: <cut summary>` in silence: an error by default (also with
+    --long_inputs chunk), or with --long_summaries cut the article's quarter and a flag."""
+    from seahorse_metrics.data.inputs import SummaryTooLongError
+
+    rows = [{"article": "the fox jumps over the dog. " * 8, "summary": LONG_SUMMARY},
+            {"article": "a cat sleeps on the warm mat all day. " * 8, "summary": LONG_SUMMARY},
+            PAIRS[0]]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    for extra in ([], ["--long_inputs", "chunk"]):
+        output = tmp_path / f"default{len(extra)}.jsonl"
+        assert score(tiny_hf_dir, source, output, *extra) == 0
+        written = read_jsonl(output)
+        for row in written[:2]:
+            assert "score" not in row and "ignore the article" in row["error"], row
+            assert "--long_summaries cut" in row["error"]
+        assert "error" not in written[2] and "summary_cut" not in written[2]
+        meta = json.load(open(str(output) + files.META_SUFFIX))
+        assert meta["rows"]["bad"] == 2 and meta["rows"]["scored"] == 1
+
+    output = tmp_path / "cut.csv"
+    assert score(tiny_hf_dir, source, output, "--long_summaries", "cut") == 0
+    written = read_score_rows(output)
+    assert [row["summary_cut"] for row in written] == ["True", "True", "False"]
+    assert written[0]["score"] != written[1]["score"]  # the articles differ, and count
+    assert "error" not in written[0] or not written[0]["error"]
+
+    with pytest.raises(SummaryTooLongError, match="pair 1: the summary takes"):
+        scorer.score([PAIRS[0]["article"], rows[0]["article"]], [PAIRS[0]["summary"], LONG_SUMMARY])
+
+
+def read_score_rows(path):
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))

@@ -93,3 +93,41 @@ def test_the_demo_gin_works_outside_the_repository(tmp_path, monkeypatch, caplog
     assert os.path.isfile(os.path.join(config.init_checkpoint, "model.safetensors"))
     assert "not found" not in caplog.text and not [r for r in caplog.records
                                                    if r.levelno >= logging.ERROR]
+
+
+HOLD_MODEL_DIR = """\
+import sys, time
+from seahorse_metrics.training.trainer import model_dir_lock
+with model_dir_lock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_second_run_on_a_model_dir_refuses_and_a_killed_runs_lock_is_recovered(
+        train_sample, tmp_path):
+    """Issue 29 point 7: the lock train takes on MODEL_DIR. (SETTINGS: the slow
+    test above compiled this run's step in this process.)"""
+    import subprocess
+    import sys
+
+    from seahorse_metrics.locks import OutputInUseError
+
+    model_dir = str(tmp_path / "run")
+    first = subprocess.Popen([sys.executable, "-c", HOLD_MODEL_DIR, model_dir],
+                             env=train_utils.child_env(), cwd=train_utils.REPO_ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "locked"
+        with pytest.raises(OutputInUseError, match=f"another run \\(PID {first.pid} on "):
+            train_utils.train_sample_run(model_dir, train_sample, **SETTINGS)
+        assert not os.path.exists(model_dir)  # refused before writing anything
+    finally:
+        first.kill()  # SIGKILL: no cleanup runs, the lock file stays
+        first.wait(timeout=60)
+        first.stdout.close()
+    with open(model_dir + ".lock", encoding="utf-8") as handle:
+        assert f"PID {first.pid} " in handle.read()
+    result = train_utils.train_sample_run(model_dir, train_sample, **SETTINGS)
+    assert result.final_step == 6
+    assert not os.path.exists(model_dir + ".lock")

@@ -15,9 +15,20 @@ and `checkpoints.load_t5x_checkpoint` reads. `state` also holds Adafactor's
 T5X's default, strict restore starts training from it (the optimizer starts
 afresh). `spiece.model` goes next to the step directories.
 
-The output is built in a staging directory beside it and renamed into place,
-so an interrupted export leaves no half-written checkpoint; a non-empty output
-directory is refused unless `overwrite` is set.
+The output is built in a staging directory beside it (`.NAME.export-XXXXXX`)
+and renamed into place, so an interrupted export leaves no half-written
+checkpoint. SIGTERM stops an export like Ctrl-C: its staging directory is
+removed; the staging directories a killed export left (kill -9, power loss)
+are removed by the next export to the same output, which says what it removed.
+While it works, an export holds the lock `NAME.lock` beside the output (the
+lock `score` takes on its outputs), so two exports never share a staging area.
+
+Every export writes the marker `seahorse_export.json` (format, checkpoint,
+the files written). A non-empty output directory is refused unless
+`overwrite`, and `overwrite` replaces only a previous export: a directory
+holding that marker and nothing but the files it lists. It never replaces
+the current directory or one of its parents. Directories and files get the
+permissions the user's umask gives, as `prepare` and `score` write theirs.
 """
 from __future__ import annotations
 
@@ -26,7 +37,9 @@ import logging
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -46,6 +59,9 @@ _CHUNK_BYTES = 64 * 1024 * 1024
 # empty, so a checkpoint of unknown step is written as step 1.
 _DEFAULT_STEP = 1
 _STEP_DIR = re.compile(r"^checkpoint_(\d+)$")
+EXPORT_MARKER = "seahorse_export.json"
+_STAGING_INFIX = ".export-"
+_RETIRED_INFIX = ".old-"
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int, max_bytes: int = _CHUNK_BYTES) -> list[int]:
@@ -138,21 +154,147 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
                          "choose a directory outside it")
     if os.path.exists(output) and not os.path.isdir(output):
         raise FileExistsError(f"export output {output} is a file; choose a directory")
-    if os.path.isdir(output) and os.listdir(output) and not overwrite:
+    if not os.path.isdir(output):
+        return
+    if os.path.commonpath([os.path.realpath(os.getcwd()), output]) == output:
+        raise ValueError(f"export output {output} is the current directory or one of its "
+                         "parents; choose a new directory for the export")
+    if os.listdir(output):
+        if not overwrite:
+            raise FileExistsError(f"export output {output} is not empty; choose another "
+                                  "directory or pass --overwrite to replace a previous export")
+        _check_previous_export(output)
+
+
+def _check_previous_export(output: str) -> None:
+    """Refuses to replace `output` unless it is one of our exports and holds nothing else."""
+    marker = os.path.join(output, EXPORT_MARKER)
+    written = None
+    if os.path.isfile(marker):
+        try:
+            with open(marker, encoding="utf-8") as handle:
+                written = json.load(handle).get("files")
+        except (OSError, ValueError, AttributeError):
+            written = None
+    if not isinstance(written, list):
         raise FileExistsError(
-            f"export output {output} is not empty; choose another directory or pass --overwrite")
+            f"export output {output} is not empty and is no previous export (it has no valid "
+            f"{EXPORT_MARKER}); --overwrite replaces only an export: choose another directory")
+    others = sorted(set(os.listdir(output)) - set(written) - {EXPORT_MARKER})
+    if others:
+        listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise FileExistsError(
+            f"export output {output} holds a previous export and other files ({listed}); "
+            "--overwrite would delete them: move them or choose another directory")
+
+
+def remove_leftover_staging(output: str) -> list[str]:
+    """Removes the staging directories interrupted exports to `output` left beside it.
+
+    Call it only while holding the output's lock (no export to `output` is
+    running then).
+
+    Returns:
+      The directories removed.
+    """
+    parent, name = os.path.split(os.path.abspath(output))
+    prefixes = (f".{name}{_STAGING_INFIX}", f".{name}{_RETIRED_INFIX}")
+    removed = []
+    for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        path = os.path.join(parent, entry)
+        if entry.startswith(prefixes) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+            removed.append(path)
+    if removed:
+        logger.warning("Removed %d staging director%s left by interrupted exports: %s",
+                       len(removed), "y" if len(removed) == 1 else "ies", ", ".join(removed))
+    return removed
 
 
 def _replace_directory(staging: str, output: str) -> None:
     """Moves the finished `staging` to `output`, dropping what `output` held."""
     if os.path.isdir(output):
         retired = tempfile.mkdtemp(dir=os.path.dirname(output),
-                                   prefix=f".{os.path.basename(output)}.old-")
+                                   prefix=f".{os.path.basename(output)}{_RETIRED_INFIX}")
         os.replace(output, os.path.join(retired, "output"))
         os.replace(staging, output)
         shutil.rmtree(retired)
     else:
         os.replace(staging, output)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _honour_umask(root: str) -> None:
+    """Gives `root` and everything in it the modes a plain mkdir/open would.
+
+    mkdtemp makes 0700 directories and some writers (safetensors) 0600 files.
+    """
+    mask = current_umask()
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o666 & ~mask)
+        os.chmod(directory, 0o777 & ~mask)
+
+
+class _StopOnSigterm:
+    """Within the block, SIGTERM raises SystemExit(143), so cleanups run.
+
+    Only in the main thread, and not where SIGTERM is ignored.
+    """
+
+    def __enter__(self):
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is not signal.SIG_IGN:
+                self._previous = signal.signal(signal.SIGTERM, self._stop)
+        return self
+
+    @staticmethod
+    def _stop(signum, frame):
+        del frame
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _write_export(staging: str, to: str, checkpoint: str, vocab_path: Optional[str],
+                  step: Optional[int], summary: dict[str, Any]) -> None:
+    """Writes the export and its marker into `staging`; fills `summary`."""
+    from seahorse_metrics.checkpoints import load_checkpoint
+    from seahorse_metrics.checkpoints.hf import export_hf
+
+    config, params = load_checkpoint(checkpoint)
+    summary["config"] = config.to_dict()
+    if to == "hf":
+        export_hf(staging, config, params, vocab_path=vocab_path)
+    else:
+        summary["step"] = int(step if step is not None else checkpoint_step(checkpoint)
+                              or _DEFAULT_STEP)
+        export_t5x(staging, config, params, summary["step"])
+        if vocab_path is not None:
+            shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
+    summary["files"] = sorted(os.listdir(staging))
+    marker = {key: summary[key] for key in ("format", "checkpoint", "files", "step")
+              if key in summary}
+    with open(os.path.join(staging, EXPORT_MARKER), "w", encoding="utf-8") as handle:
+        json.dump(marker, handle, indent=2, sort_keys=True)
+    _honour_umask(staging)
 
 
 def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool = False,
@@ -165,45 +307,48 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
       to: "hf" or "t5x".
       output: The directory to write; it must not exist or be empty unless
         `overwrite`.
-      overwrite: Replace a non-empty `output`.
+      overwrite: Replace a previous export in `output` (one holding the
+        marker `seahorse_export.json` and only the files it lists).
       vocab: SentencePiece model to ship with the export (default: the
         checkpoint's `spiece.model`).
       step: T5X step (default: the step the checkpoint records, else 1).
 
     Returns:
-      A summary: format, output, files written, step (T5X), config.
+      A summary: format, output, files written (the marker aside), step
+      (T5X), config, and `removed`: staging directories of interrupted
+      exports that were removed.
 
     Raises:
-      ValueError: for an unknown format, or an output overlapping the checkpoint.
-      FileExistsError: for a non-empty output without `overwrite`.
+      ValueError: for an unknown format, an output overlapping the
+        checkpoint, or an output holding the current directory.
+      FileExistsError: for a non-empty output without `overwrite`, or one
+        that is no previous export (or holds other files too).
       FileNotFoundError: for a missing checkpoint or vocabulary.
+      OutputInUseError: while another export writes the same output.
+      SystemExit: on SIGTERM (status 143), after removing the staging directory.
     """
-    from seahorse_metrics.checkpoints import load_checkpoint
-    from seahorse_metrics.checkpoints.hf import export_hf
+    from seahorse_metrics.locks import OutputLock
 
     if to not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {to!r}; choose one of {EXPORT_FORMATS}")
     checkpoint, vocab_path = _source(checkpoint, vocab)
     _check_output(checkpoint, output, overwrite)
-    config, params = load_checkpoint(checkpoint)
     output = os.path.abspath(output)
     os.makedirs(os.path.dirname(output), exist_ok=True)
-    staging = tempfile.mkdtemp(dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}.export-")
-    summary = {"format": to, "output": output, "checkpoint": checkpoint, "config": config.to_dict()}
-    try:
-        if to == "hf":
-            export_hf(staging, config, params, vocab_path=vocab_path)
-        else:
-            summary["step"] = int(step if step is not None else checkpoint_step(checkpoint)
-                                  or _DEFAULT_STEP)
-            export_t5x(staging, config, params, summary["step"])
-            if vocab_path is not None:
-                shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
-        summary["files"] = sorted(os.listdir(staging))
-        _replace_directory(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    summary = {"format": to, "output": output, "checkpoint": checkpoint}
+    with OutputLock(output), _StopOnSigterm():
+        summary["removed"] = remove_leftover_staging(output)
+        _check_output(checkpoint, output, overwrite)  # as it is now that we hold the lock
+        staging = tempfile.mkdtemp(dir=os.path.dirname(output),
+                                   prefix=f".{os.path.basename(output)}{_STAGING_INFIX}")
+        try:
+            _write_export(staging, to, checkpoint, vocab_path, step, summary)
+            _replace_directory(staging, output)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            logger.warning("Export to %s stopped; removed its staging directory %s", output,
+                           staging)
+            raise
     if vocab_path is None:
         logger.warning("%s has no %s (none found with %s): pass --vocab so that it can be scored",
                        output, VOCAB_FILE, checkpoint)

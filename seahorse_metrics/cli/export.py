@@ -12,8 +12,12 @@ hf:  config.json + model.safetensors + spiece.model, loaded by transformers'
 t5x: a T5X model directory, checkpoint_<step>/ (msgpack + TensorStore zarr arrays,
      no optimizer state) + spiece.model, read by T5X's checkpoints.load_t5x_checkpoint.
 
-The output is written atomically (staged beside it, then renamed); a non-empty
-output directory is refused unless --overwrite.
+The output is written atomically (staged beside it in .NAME.export-XXXXXX/, then
+renamed); SIGTERM or Ctrl-C removes the staging directory, and the next export to
+the same output removes those a killed export left (and says so). Each export
+writes a marker, seahorse_export.json; --overwrite replaces only such a previous
+export holding nothing else, never other files, the current directory or its
+parents.
 
 examples:
   seahorse-metrics export --checkpoint runs/q4/best --to hf --output exported/q4-hf
@@ -36,7 +40,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--to", required=True, choices=("hf", "t5x"), help="Output format.")
     parser.add_argument("--output", required=True, metavar="DIR", help="Directory to write.")
     parser.add_argument("--overwrite", action="store_true",
-                        help="Replace a non-empty output directory.")
+                        help="Replace a previous export in the output directory (one that holds "
+                             "seahorse_export.json and only the files it lists).")
     parser.add_argument("--vocab", default=None,
                         help="SentencePiece model to include (default: the checkpoint's spiece.model).")
     parser.add_argument("--step", type=int, default=None,
@@ -50,5 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     summary = export_checkpoint(args.checkpoint, args.to, args.output, overwrite=args.overwrite,
                                 vocab=args.vocab, step=args.step)
+    for path in summary["removed"]:
+        print(f"removed {path} (left by an interrupted export)")
     print(f"wrote {summary['output']} ({args.to}: {', '.join(summary['files'])})")
     return 0

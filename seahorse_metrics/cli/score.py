@@ -59,6 +59,14 @@ BEAM_RUNNERS = {"DirectRunner": "FnApiRunner", "PrismRunner": "PrismRunner",
                 "SparkRunner": "SparkRunner"}
 
 
+def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--long_summaries", choices=("error", "cut"), default="error",
+                        help="A summary that leaves its article less than a quarter of "
+                             "--max_input_length (with summary_first truncation): the row gets "
+                             "an error (default), or the article keeps its quarter, the summary "
+                             "is cut and a summary_cut column flags the row (cut).")
+
+
 def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
     """The input and output files and how the input is read."""
     parser.add_argument("--input", required=True, action="append",
@@ -102,6 +110,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
                         help="Truncate long inputs (default) or score overlapping premise "
                              "chunks and keep the max.")
+    _add_long_summaries(parser)
     parser.add_argument("--chunk_overlap", type=int, default=128,
                         help="Premise tokens shared by consecutive chunks (default 128).")
     parser.add_argument("--per_sentence", action="store_true",
@@ -187,23 +196,29 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
     every metric scored needs a threshold in it.
 
     Raises:
-      ValueError: for a file without a threshold for a metric scored here.
+      ValueError: for a threshold that is no number in [0, 1] (NaN, 1.5), or a
+        file without a threshold for a metric scored here.
       FileNotFoundError: for a path that does not exist.
     """
+    from seahorse_metrics.evaluation.thresholds import check_probability_threshold, read_thresholds
+
     if value is None:
         return {}
     try:
-        return {name: float(value) for name in names}
+        number = float(value)
     except ValueError:
-        pass
-    from seahorse_metrics.evaluation.thresholds import read_thresholds
-
+        number = None
+    if number is not None:
+        number = check_probability_threshold(number, "--threshold")
+        return {name: number for name in names}
     thresholds = read_thresholds(value)
     missing = [name for name in names if name not in thresholds.metrics]
     if missing:
         raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
                          " name the checkpoints as the evaluated metrics (NAME=DIR)")
-    return {name: thresholds.metrics[name].threshold for name in names}
+    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
+                                              f"{value}: the threshold of {name!r}")
+            for name in names}
 
 
 def scorer_options(args) -> ScoringOptions:
@@ -213,6 +228,7 @@ def scorer_options(args) -> ScoringOptions:
     return ScoringOptions(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
                           batch_size=args.batch_size, truncation=args.truncation,
                           normalize=args.normalize, long_inputs=args.long_inputs,
+                          long_summaries=args.long_summaries,
                           chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
                           sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
@@ -241,6 +257,7 @@ def run(args) -> int:
     compilation_cache.enable_from_args(args)
     if args.runner:
         return run_beam(args)
+    from seahorse_metrics.data import tables
     from seahorse_metrics.scoring.files import score_job
     from seahorse_metrics.scoring.scorer import MultiScorer
 
@@ -248,8 +265,7 @@ def run(args) -> int:
         raise ValueError("several --input files, --merge, --id_field and Beam options need "
                          "--runner (the Beam pipeline); without it, score one file")
     input_path = args.input[0]
-    if not os.path.isfile(input_path):
-        raise FileNotFoundError(f"--input {input_path}: file not found")
+    tables.check_table_file(input_path, "--input")
     check_output_path(input_path, args.output)
     from seahorse_metrics.checkpoints.layout import checkpoint_names
 

@@ -17,6 +17,15 @@ template (see `seahorse_metrics.scoring.scorer`). Two truncation modes:
 A question, like the summary, is kept whole in `summary_first` mode: only
 the article is shortened.
 
+A summary so long that it leaves the article less than `ARTICLE_MIN_SHARE`
+of the input (a quarter of `max_length`, or the whole article when it is
+shorter) would be scored without (most of) its article. Scoring says what
+to do with it (`long_summaries`): `error` raises `SummaryTooLongError`, so
+the row gets an error; `cut` keeps the article's first quarter of the input
+and cuts the summary to the rest (`EncodedPair.summary_cut`). Without a
+policy (the seqio tasks), the summary is kept and the article shortened as
+far as needed, as before.
+
 The tokenizer is anything with `encode(str) -> list[int]`,
 `decode(list[int]) -> str` and `eos_id`. No TensorFlow here.
 """
@@ -26,12 +35,17 @@ import collections
 import dataclasses
 import functools
 import logging
+import math
 import string
 from typing import Callable, Iterable, Optional, Protocol, Sequence
 
 logger = logging.getLogger(__name__)
 
 TRUNCATION_MODES = ("summary_first", "joint")
+# What scoring does with a summary that leaves the article less than its share.
+LONG_SUMMARY_POLICIES = ("error", "cut")
+# The share of the input (`max_length`) the article keeps, or all of it when shorter.
+ARTICLE_MIN_SHARE = 0.25
 # The input of a query-focused pair; a checkpoint may name another (with the
 # same three fields).
 QUESTION_TEMPLATE = "question: {question} premise: {premise} hypothesis: {hypothesis}"
@@ -57,6 +71,10 @@ class Tokenizer(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
 
+class SummaryTooLongError(ValueError):
+    """A summary leaves its article less than `ARTICLE_MIN_SHARE` of the input."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EncodedPair:
     """Token ids of one model input.
@@ -65,11 +83,54 @@ class EncodedPair:
       ids: Token ids, ending with EOS; at most `max_length` long.
       truncated: Whether anything (article or summary) was cut.
       hypothesis_cut: Whether the summary itself was cut.
+      summary_cut: Whether the summary was cut so that the article keeps its
+        minimum share (`long_summaries="cut"`).
     """
 
     ids: list[int]
     truncated: bool
     hypothesis_cut: bool
+    summary_cut: bool = False
+
+
+def article_floor(premise_pieces: int, max_length: int) -> int:
+    """The article pieces an input of `max_length` keeps at least (with a policy)."""
+    return min(premise_pieces, math.ceil(ARTICLE_MIN_SHARE * max_length))
+
+
+def _cut_summary(tokenizer: Tokenizer, article: str, hypothesis: str, budget: int,
+                 formatter: Callable[[str, str], str]) -> EncodedPair:
+    """`article` whole and the longest summary prefix (in pieces) that fits beside it."""
+    hypothesis_ids = tokenizer.encode(hypothesis)
+
+    def encode_with(keep: int) -> list[int]:
+        return tokenizer.encode(formatter(article, tokenizer.decode(hypothesis_ids[:keep])))
+
+    keep = max(budget - len(tokenizer.encode(formatter(article, ""))), 0)
+    ids = encode_with(keep)
+    while len(ids) > budget and keep > 0:
+        keep = max(keep - (len(ids) - budget), 0)
+        ids = encode_with(keep)
+    return EncodedPair(ids[:budget] + [tokenizer.eos_id], True, True, summary_cut=True)
+
+
+def _crowded_article(tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str,
+                     budget: int, formatter: Callable[[str, str], str],
+                     long_summaries: str) -> Optional[EncodedPair]:
+    """None when the summary leaves the article its share; else the `cut`
+    input, or `SummaryTooLongError` for `error`."""
+    floor = article_floor(len(premise_ids), budget + 1)
+    summary_pieces = len(tokenizer.encode(formatter("", hypothesis)))
+    if floor == 0 or summary_pieces + floor <= budget:  # no article to ignore, or room
+        return None
+    if long_summaries == "error":
+        raise SummaryTooLongError(
+            f"the summary takes {summary_pieces} of the {budget + 1} input tokens, leaving the "
+            f"article fewer than its {floor} (a {ARTICLE_MIN_SHARE:.0%} share): its score would "
+            "ignore the article. Raise --max_input_length, or pass --long_summaries cut to cut "
+            "the summary instead (flagged in the summary_cut column)")
+    return _cut_summary(tokenizer, tokenizer.decode(premise_ids[:floor]), hypothesis, budget,
+                        formatter)
 
 
 def format_input(premise: str, hypothesis: str, question: Optional[str] = None,
@@ -130,9 +191,14 @@ _MAX_GROW_STEPS = 3
 
 def _shorten_premise(
     tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str, budget: int,
-    formatter: Callable[[str, str], str] = format_input,
+    formatter: Callable[[str, str], str] = format_input, long_summaries: Optional[str] = None,
 ) -> EncodedPair:
     """Keeps the longest article prefix (in pieces) with which the input fits."""
+    if long_summaries is not None:
+        crowded = _crowded_article(tokenizer, premise_ids, hypothesis, budget, formatter,
+                                   long_summaries)
+        if crowded is not None:
+            return crowded
     hypothesis_only = tokenizer.encode(formatter("", hypothesis))
 
     def encode_with(keep: int) -> list[int]:
@@ -161,6 +227,16 @@ def _shorten_premise(
     return EncodedPair(ids + [tokenizer.eos_id], True, False)
 
 
+def _check_arguments(max_length: int, mode: str, long_summaries: Optional[str]) -> None:
+    if mode not in TRUNCATION_MODES:
+        raise ValueError(f"unknown truncation mode {mode!r}; choose one of {TRUNCATION_MODES}")
+    if long_summaries is not None and long_summaries not in LONG_SUMMARY_POLICIES:
+        raise ValueError(f"unknown long_summaries {long_summaries!r}; choose one of "
+                         f"{LONG_SUMMARY_POLICIES}")
+    if max_length < 2:
+        raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
+
+
 def encode_pair(
     tokenizer: Tokenizer,
     premise: str,
@@ -169,6 +245,7 @@ def encode_pair(
     mode: str = "summary_first",
     question: Optional[str] = None,
     question_template: str = QUESTION_TEMPLATE,
+    long_summaries: Optional[str] = None,
 ) -> EncodedPair:
     """Tokenises `format_input(premise, hypothesis, question)` to at most `max_length` ids.
 
@@ -185,17 +262,19 @@ def encode_pair(
         checkpoints saw it).
       question: The question of a query-focused summary, or None.
       question_template: The input of a pair with a question (see `format_input`).
+      long_summaries: In `summary_first` mode, a summary that leaves the
+        article less than `ARTICLE_MIN_SHARE` of the input: `error` raises,
+        `cut` cuts the summary (see the module docstring); None shortens the
+        article as far as needed.
 
     Returns:
       The ids and whether the input or the summary was cut.
 
     Raises:
-      ValueError: for an unknown mode or `max_length < 2`.
+      ValueError: for an unknown mode or policy, or `max_length < 2`.
+      SummaryTooLongError: for such a summary with `long_summaries="error"`.
     """
-    if mode not in TRUNCATION_MODES:
-        raise ValueError(f"unknown truncation mode {mode!r}; choose one of {TRUNCATION_MODES}")
-    if max_length < 2:
-        raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
+    _check_arguments(max_length, mode, long_summaries)
     budget = max_length - 1
     eos = tokenizer.eos_id
     formatter = _formatter(question, question_template)
@@ -207,14 +286,16 @@ def encode_pair(
         if mode == "joint":
             ids = tokenizer.encode(formatter(window, hypothesis))
             return EncodedPair(ids[:budget] + [eos], True, True)
-        return _shorten_premise(tokenizer, window_ids, hypothesis, budget, formatter)
+        return _shorten_premise(tokenizer, window_ids, hypothesis, budget, formatter,
+                                long_summaries)
 
     ids = tokenizer.encode(formatter(premise, hypothesis))
     if len(ids) <= budget:
         return EncodedPair(ids + [eos], False, False)
     if mode == "joint":
         return EncodedPair(ids[:budget] + [eos], True, True)
-    return _shorten_premise(tokenizer, tokenizer.encode(premise), hypothesis, budget, formatter)
+    return _shorten_premise(tokenizer, tokenizer.encode(premise), hypothesis, budget, formatter,
+                            long_summaries)
 
 
 @dataclasses.dataclass

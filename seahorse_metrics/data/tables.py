@@ -27,21 +27,31 @@ Quoting (`quoting`):
 
 JSONL is one object per line; a `.json` file is either a JSON array of
 objects or JSON lines (told apart by its first character).
+
+Compressed tables: a name ending in `.gz` (`scores.jsonl.gz`, `test.csv.gz`)
+is read through gzip; its format is that of the name without `.gz`. A table is
+read more than once (its quoting is detected, its rows counted, then
+streamed), so it must be a regular file: a directory, a named pipe or a
+device such as `/dev/stdin` is refused by `check_table_file`, saying what it is.
 """
 from __future__ import annotations
 
 import bisect
 import codecs
 import dataclasses
+import gzip
 import json
 import logging
 import os
 import re
+import stat
+import zlib
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
 TEXT_FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
+GZIP_SUFFIX = ".gz"
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 QUOTING_MODES = ("auto", "none", "quoted")
 ENCODING_HINT = "encoding=... (score: --encoding; evaluate: the spec option encoding=)"
@@ -149,17 +159,59 @@ class TableReport:
                 ", ..." if self.spanning_rows > len(self.spanning_examples) else "")
 
 
+def is_gzip(path: str) -> bool:
+    """Whether `path` names a gzip file (`.gz`)."""
+    return os.fspath(path).lower().endswith(GZIP_SUFFIX)
+
+
 def table_kind(path: str) -> str:
-    """"jsonl", "json", "csv" or "tsv" from the extension.
+    """"jsonl", "json", "csv" or "tsv" from the extension (before a `.gz`).
 
     Raises:
       TableFormatError: for another extension.
     """
-    extension = os.path.splitext(path)[1].lower()
+    name = os.fspath(path)[:-len(GZIP_SUFFIX)] if is_gzip(path) else os.fspath(path)
+    extension = os.path.splitext(name)[1].lower()
     if extension not in TEXT_FORMATS:
         raise TableFormatError(f"{path}: unsupported file type {extension!r}; use one of "
-                               f"{sorted(TEXT_FORMATS)}")
+                               f"{sorted(TEXT_FORMATS)}, optionally gzipped ({GZIP_SUFFIX})")
     return TEXT_FORMATS[extension]
+
+
+def open_binary(path: str, mode: str = "rb"):
+    """`open(path, mode)`, through gzip for a `.gz` name ("rb", "wb" or "ab")."""
+    return gzip.open(path, mode) if is_gzip(path) else open(path, mode)
+
+
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_table_file(path: str, what: str = "") -> None:
+    """Refuses anything but an existing regular file, saying what it is.
+
+    Args:
+      path: The table.
+      what: How the user gave it, for the message (e.g. "--input").
+
+    Raises:
+      FileNotFoundError: if nothing is there.
+      IsADirectoryError: for a directory.
+      ValueError: for a named pipe, a device (`/dev/stdin`) or a socket.
+    """
+    label = f"{what} {path}" if what else path
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{label}: file not found") from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{label} is a directory; give a JSONL, JSON, CSV or TSV file "
+                                f"in it (optionally {GZIP_SUFFIX})")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "no regular file")
+        raise ValueError(f"{label} is {kind}, which can be read only once; the table is read "
+                         "several times (checked, then streamed), so save it to a file first"
+                         + (" (or give - for standard input)" if what == "--input" else ""))
 
 
 # ------------------------------------------------------------------ lines
@@ -181,6 +233,15 @@ def _undecodable(path: str, line: int, raw: bytes, error: UnicodeDecodeError,
         f"or convert the file to {encoding}")
 
 
+def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
+    """The byte lines of `handle`; a damaged or cut gzip stream stops with its line."""
+    try:
+        yield from handle
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise TableFormatError(f"{path}:{line_number()}: the gzip data is damaged or cut short "
+                               f"({error})") from None
+
+
 def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """Yields `(line number, text)` for every physical line of a text file.
 
@@ -194,8 +255,8 @@ def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """
     decoder = _decoder(encoding)
     number, pending = 0, ""
-    with open(path, "rb") as handle:
-        for raw in handle:
+    with open_binary(path) as handle:
+        for raw in _raw_lines(path, handle, lambda: number + 1):
             try:
                 text = decoder.decode(raw)
             except UnicodeDecodeError as error:
@@ -454,7 +515,7 @@ def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str
     """Yields every data row of a JSONL, JSON, CSV or TSV file, bad rows included.
 
     Args:
-      path: The file; its extension gives the format.
+      path: The file; its extension gives the format (gzip for `.gz`).
       encoding: Text encoding (default UTF-8; a byte order mark is accepted).
       quoting: "auto", "none" or "quoted" for CSV/TSV (see the module docstring).
       report: Filled with the line counts as the rows are read; checked when
@@ -462,13 +523,13 @@ def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str
 
     Raises:
       FileNotFoundError: if `path` does not exist.
+      IsADirectoryError, ValueError: for a directory, pipe or device (`check_table_file`).
       TableFormatError: for an unknown extension, undecodable bytes, an empty
         file or a header that names a column twice (CSV/TSV), or a `.json`
         file that is not valid JSON; the message names file and line.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: file not found")
+    check_table_file(path)
     kind = table_kind(path)
     if kind == "json" and not _starts_with_array(path, encoding):
         kind = "jsonl"

@@ -27,6 +27,7 @@ import html
 import io
 import json
 import os
+import re
 from typing import Iterable, Optional, Sequence
 
 
@@ -301,15 +302,30 @@ def breakdown_tables(report: EvaluationReport, benchmark) -> list[Table]:
 # Markdown.
 
 
+def _md(text: str) -> str:
+    """`text` for Markdown outside code: names (of metrics, benchmarks) may hold
+    `<script>` or `<img onerror=...>`, which Markdown would pass on as HTML."""
+    return html.escape(str(text), quote=False)
+
+
+def _md_code(text: str) -> str:
+    """`text` as a Markdown code span (where HTML is literal), fenced by more
+    backticks than it holds in a row."""
+    text = str(text)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{fence}{padded}{fence}"
+
+
 def render_markdown_table(table: Table) -> str:
     def cell(c: Cell) -> str:
-        text = c.text.replace("|", "\\|")
-        return (f"**{text}**" if c.bold and text != _MISSING else text) + c.mark
+        text = _md(c.text).replace("|", "\\|")
+        return (f"**{text}**" if c.bold and c.text != _MISSING else text) + _md(c.mark)
 
-    lines = [f"### {table.title}", ""]
+    lines = [f"### {_md(table.title)}", ""]
     if table.caption:
-        lines += [table.caption, ""]
-    lines.append("| " + " | ".join(h.replace("|", "\\|") for h in table.header) + " |")
+        lines += [_md(table.caption), ""]
+    lines.append("| " + " | ".join(_md(h).replace("|", "\\|") for h in table.header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(table.header) - 1)) + "|")
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
     return "\n".join(lines) + "\n"
@@ -331,7 +347,7 @@ def _run_lines(report: EvaluationReport) -> list[list[tuple[str, bool]]]:
 
 
 def _markdown_line(fragments) -> str:
-    return "- " + "".join(f"`{text}`" if code else text for text, code in fragments)
+    return "- " + "".join(_md_code(text) if code else _md(text) for text, code in fragments)
 
 
 def _html_line(fragments) -> str:
@@ -342,12 +358,12 @@ def _html_line(fragments) -> str:
 def render_markdown(report: EvaluationReport) -> str:
     """report.md contents."""
     parts = ["# Meta-evaluation report\n",
-             f"seahorse-metrics {__version__}. " + _config_line(report) + "\n",
+             f"seahorse-metrics {__version__}. " + _md(_config_line(report)) + "\n",
              "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
     parts += [render_markdown_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
-        parts.append("### Notes\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+        parts.append("### Notes\n\n" + "\n".join(f"- {_md(n)}" for n in notes) + "\n")
     parts.append("Breakdowns by language, source, system and model/reference subsets, "
                  "ROC curves and calibration plots: see report.html; every number with "
                  "its interval and n: report.json.\n")

@@ -61,6 +61,7 @@ class EvaluationConfig:
 
     def __post_init__(self):
         thresholds_lib.check_objective(self.threshold_objective)
+        thresholds_lib.check_probability_threshold(self.threshold, "threshold (--threshold)")
         if self.threshold_scope not in thresholds_lib.SCOPES:
             raise ValueError(f"threshold_scope must be one of {thresholds_lib.SCOPES}, got "
                              f"{self.threshold_scope!r}")

@@ -45,6 +45,29 @@ SCOPES = ("metric", "benchmark")
 _PRECISION_PREFIX = "precision@"
 
 
+def check_probability_threshold(value, what: str) -> float:
+    """`value` as a threshold on probabilities (P("1")): a number in [0, 1].
+
+    Args:
+      value: The threshold as given (a string, `nan` or 1.5 are refused: a
+        threshold above 1 would mark every row no, below 0 every row yes).
+      what: What it is, for the message (e.g. "--threshold").
+
+    Returns:
+      It as a float.
+
+    Raises:
+      ValueError: naming `what`, for anything but a number in [0, 1].
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{what} must be a number in [0, 1], got {value!r} "
+                         f"({type(value).__name__})")
+    if not 0.0 <= float(value) <= 1.0:  # NaN fails too
+        raise ValueError(f"{what} must be a number in [0, 1] (scores are probabilities; a "
+                         f"score at or above it counts as yes), got {value!r}")
+    return float(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class TunedThreshold:
     """A threshold and how it did on the items it was tuned on.
@@ -188,10 +211,11 @@ class ThresholdSet:
 
 
 def _tuned(entry, where: str) -> TunedThreshold:
-    try:
-        threshold = float(entry["threshold"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{where}: expected an object with a numeric 'threshold'") from None
+    threshold = entry.get("threshold") if isinstance(entry, Mapping) else None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise ValueError(f"{where}: expected an object with a numeric 'threshold', got "
+                         f"{threshold!r}")
+    threshold = float(threshold)
     if not np.isfinite(threshold):
         raise ValueError(f"{where}: the threshold {threshold} is not finite")
     value = entry.get("value")

@@ -428,10 +428,11 @@ def _merge_delimited(job: ScoringJob, paths: Sequence[str], handle) -> None:
     the added ones, as `score` orders them."""
     delimiter = "\t" if job.output_kind == "tsv" else ","
     headers = [_shard_header(path, delimiter) for path in paths]
-    added = set(added_columns(job.columns, job.per_sentence, job.decisions))
+    added = set(added_columns(job.columns, job.per_sentence, job.decisions,
+                              job.summary_cut_column))
     input_columns = dict.fromkeys(c for header in headers for c in header if c not in added)
     header = output_columns(list(input_columns), job.columns, job.per_sentence,
-                            decisions=job.decisions)
+                            decisions=job.decisions, summary_cut=job.summary_cut_column)
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
     writer = OutputWriter(text, job.output_kind, header)
     same = all(h == header for h in headers)

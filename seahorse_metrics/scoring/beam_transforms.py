@@ -215,7 +215,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
     and its counts."""
     counts, bad_log = job_lib.RowCounts(), job_lib.BadRowLog()
     records, input_columns = [], {}
-    added = added_columns(job.columns, job.per_sentence, job.decisions)
+    added = added_columns(job.columns, job.per_sentence, job.decisions, job.summary_cut_column)
     for item in window.rows:
         entry = scores.entries[item.row]
         counts.add(entry, item, window.path, window.file_index)
@@ -228,7 +228,8 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
         records.append(output_record(record, entry, renamed, job.decisions))
     buffer = io.StringIO()
     writer = OutputWriter(buffer, job.output_kind, output_columns(
-        list(input_columns), job.columns, job.per_sentence, decisions=job.decisions))
+        list(input_columns), job.columns, job.per_sentence, decisions=job.decisions,
+        summary_cut=job.summary_cut_column))
     for record in records:
         writer.write(record)
     return buffer.getvalue(), {"kind": "window", "file": window.file_index,

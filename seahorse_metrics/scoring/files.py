@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import fcntl
 import json
 import logging
 import math
 import os
-import socket
 import time
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from seahorse_metrics.data import tables
+from seahorse_metrics.locks import (LOCK_SUFFIX, OutputInUseError,  # noqa: F401 (re-exported)
+                                    OutputLock)
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
                                           NothingScoredError, ScoringJob, check_output_path,
@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 FORMATS = tables.TEXT_FORMATS
 PARTIAL_SUFFIX = ".partial.jsonl"
-LOCK_SUFFIX = ".lock"
 _FSYNC_SECONDS = 5.0
 
 
@@ -79,10 +78,6 @@ def read_rows(path: str, encoding: str = "utf-8", quoting: str = "auto",
         line), or a CSV/TSV without a header or with a column named twice.
     """
     return tables.iter_table(path, encoding=encoding, quoting=quoting, report=report)
-
-
-class OutputInUseError(BlockingIOError):
-    """Another run holds the lock of the output file."""
 
 
 # ------------------------------------------------------------------ the input
@@ -140,64 +135,12 @@ def _scan(job: ScoringJob) -> InputScan:
     input_path = job.inputs[0]
     columns, num_rows, report = scan_input(input_path, job.fields, job.encoding, job.quoting)
     renamed = renamed_input_fields(columns, added_columns(job.columns, job.per_sentence,
-                                                          job.decisions))
+                                                          job.decisions, job.summary_cut_column))
     if renamed:
         logger.warning("%s already has the column(s) %s that this run writes; the input's "
                        "values are kept as %s", input_path, ", ".join(renamed),
                        ", ".join(renamed.values()))
     return InputScan(columns, num_rows, report.quoting, report.summary(), renamed)
-
-
-# ------------------------------------------------------------------ lock
-class OutputLock:
-    """An exclusive lock on an output: `fcntl.flock` on `<output>.lock`.
-
-    The lock file holds the owner's PID and host; it is removed on release.
-    Raises `OutputInUseError` on entry when another process holds it.
-    """
-
-    def __init__(self, output_path: str):
-        self.output_path = output_path
-        self.path = output_path + LOCK_SUFFIX
-        self._handle = None
-
-    def _try_lock(self):
-        handle = open(self.path, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            owner = handle.read().strip() or "a process that is starting"
-            handle.close()
-            raise OutputInUseError(
-                f"{self.output_path} is being written by another run ({owner}); wait for it "
-                f"to finish or stop it (if no such process is alive, remove {self.path})"
-            ) from None
-        try:
-            current = os.stat(self.path)
-        except FileNotFoundError:
-            current = None
-        if current is None or not os.path.samestat(current, os.fstat(handle.fileno())):
-            handle.close()  # the previous owner removed the file meanwhile: lock the new one
-            return None
-        return handle
-
-    def __enter__(self) -> "OutputLock":
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        while self._handle is None:
-            self._handle = self._try_lock()
-        self._handle.seek(0)
-        self._handle.truncate()
-        self._handle.write(f"PID {os.getpid()} on {socket.gethostname()}, since "
-                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        self._handle.flush()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        os.remove(self.path)
-        fcntl.flock(self._handle, fcntl.LOCK_UN)
-        self._handle.close()
-        self._handle = None
 
 
 # ------------------------------------------------------------------ partial
@@ -461,7 +404,7 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
     """Writes the output in input order; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
     header = output_columns(scan.columns, job.columns, job.per_sentence, scan.renamed,
-                            job.decisions)
+                            job.decisions, job.summary_cut_column)
     input_path = os.path.abspath(job.inputs[0])
 
     def write(handle) -> None:

@@ -54,6 +54,9 @@ class ScoringOptions:
     Attributes mirror `MultiScorer(...)` and `MultiScorer.load` (see there):
     vocab, dtype, quantize (loading); max_input_length, truncation,
     normalize, long_inputs, chunk_overlap, per_sentence, sentence_aggregate,
+    long_summaries ("error": a row whose summary leaves the article less
+    than a quarter of the input gets an error; "cut": its summary is cut and
+    the row flagged in a `summary_cut` column),
     question_template (None: the checkpoints' own, else the default) (inputs);
     batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
     compiler_options (batches and programs).
@@ -70,6 +73,7 @@ class ScoringOptions:
     chunk_overlap: int = 128
     per_sentence: bool = False
     sentence_aggregate: str = "min"
+    long_summaries: str = "error"
     bucket_lengths: Optional[tuple[int, ...]] = None
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     window_size: int = DEFAULT_WINDOW_SIZE
@@ -197,6 +201,11 @@ class ScoringJob:
     @property
     def per_sentence(self) -> bool:
         return bool(self.options.per_sentence)
+
+    @property
+    def summary_cut_column(self) -> bool:
+        """Whether rows carry a `summary_cut` flag (`long_summaries="cut"`)."""
+        return self.options.long_summaries == "cut"
 
 
 def check_output_path(input_path: str, output_path: str) -> str:

@@ -27,6 +27,8 @@ import numpy as np
 from seahorse_metrics.data import tables
 
 ERROR_FIELD = "error"
+# With long_summaries="cut": whether the row's summary was cut to leave the article its share.
+SUMMARY_CUT_COLUMN = "summary_cut"
 SENTENCES_COLUMN = "sentences"
 DECISION_SUFFIX = "_decision"
 SENTENCE_SCORES_SUFFIX = "_sentences"
@@ -53,6 +55,8 @@ def result_entry(result, names: Sequence[str], columns: Mapping[str, str],
     entry = {"row": result.key,
              "scores": {columns[n]: number(s) for n, s in zip(names, result.scores)},
              "truncated": bool(result.truncated), "chunked": bool(result.chunked)}
+    if result.summary_cut is not None:
+        entry[SUMMARY_CUT_COLUMN] = bool(result.summary_cut)
     if result.sentence_scores is not None:
         entry["sentence_scores"] = {columns[n]: [number(v) for v in values]
                                     for n, values in zip(names, result.sentence_scores)}
@@ -66,23 +70,28 @@ def error_entry(row: int, line: Optional[int], error: str) -> dict:
 
 
 def added_columns(columns: Mapping[str, str], per_sentence: bool,
-                  decisions: Optional[Mapping[str, float]] = None) -> list[str]:
-    """The columns scoring adds: scores, their decisions, per-sentence ones, `error`."""
+                  decisions: Optional[Mapping[str, float]] = None,
+                  summary_cut: bool = False) -> list[str]:
+    """The columns scoring adds: scores, their decisions, per-sentence ones,
+    `summary_cut` (with `long_summaries="cut"`), `error`."""
     added = list(columns.values())
     added += [column + DECISION_SUFFIX for column in columns.values() if column in (decisions or {})]
     if per_sentence:
         added += [c + SENTENCE_SCORES_SUFFIX for c in columns.values()] + [SENTENCES_COLUMN]
+    if summary_cut:
+        added.append(SUMMARY_CUT_COLUMN)
     added.append(ERROR_FIELD)
     return added
 
 
 def output_columns(input_columns: Sequence[str], columns: Mapping[str, str],
                    per_sentence: bool, renamed: Optional[Mapping[str, str]] = None,
-                   decisions: Optional[Mapping[str, float]] = None) -> list[str]:
+                   decisions: Optional[Mapping[str, float]] = None,
+                   summary_cut: bool = False) -> list[str]:
     """The output's columns: the input's (renamed where an output column
     has their name; see `renamed_input_fields`), then the added ones."""
     renamed = renamed or {}
-    added = added_columns(columns, per_sentence, decisions)
+    added = added_columns(columns, per_sentence, decisions, summary_cut)
     return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
 
 
@@ -131,6 +140,8 @@ def output_record(record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
         output[column + SENTENCE_SCORES_SUFFIX] = values
     if SENTENCES_COLUMN in entry:
         output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
+    if SUMMARY_CUT_COLUMN in entry:
+        output[SUMMARY_CUT_COLUMN] = entry[SUMMARY_CUT_COLUMN]
     return output
 
 

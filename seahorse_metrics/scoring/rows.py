@@ -104,11 +104,20 @@ def score_windows(scorer, windows: Iterable[Sequence[InputRow]], fields: InputFi
             yield examples
 
     for group in scorer.run(examples_of(), batch_size, stats):
-        finished = [(held.pop(r.key), result_entry(r, scorer.names, columns, shortest))
+        finished = [_finished(held.pop(r.key), r, scorer.names, columns, shortest)
                     for r in group]
         yield _taken(bad) + finished
     if bad:
         yield _taken(bad)
+
+
+def _finished(item: InputRow, result, names, columns: dict, shortest: bool) -> tuple:
+    """(row, entry) of an example's result: its scores, or the error that
+    kept it from being scored (noted on the row too)."""
+    if result.error is None:
+        return item, result_entry(result, names, columns, shortest)
+    item.error = result.error
+    return item, error_entry(item.row, item.line, result.error)
 
 
 def _taken(items: list) -> list:

@@ -46,7 +46,7 @@ import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
-from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, encode_pair
+from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
@@ -108,7 +108,7 @@ class MultiScorer:
                  truncation: str = "summary_first", normalize: str = "full",
                  long_inputs: str = "truncate", chunk_overlap: int = 128,
                  per_sentence: bool = False, sentence_aggregate: str = "min",
-                 bucket_lengths: Optional[Sequence[int]] = None,
+                 long_summaries: str = "error", bucket_lengths: Optional[Sequence[int]] = None,
                  max_batch_tokens: int = batching_lib.DEFAULT_MAX_BATCH_TOKENS,
                  window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
                  compiler_options: Optional[Mapping[str, Any]] = None,
@@ -122,11 +122,11 @@ class MultiScorer:
           max_input_length: Token budget of one input, EOS included.
           batch_size: Most rows of a batch (default of `score`).
           truncation: `summary_first` or `joint` (see the module docstring).
-          normalize: `full` or `pair`.
-          long_inputs: `truncate` or `chunk`.
+          normalize, long_inputs: `full` or `pair`; `truncate` or `chunk`.
           chunk_overlap: Premise pieces shared by consecutive chunks.
           per_sentence: Score each summary sentence against the premise.
           sentence_aggregate: `min`, `mean` or `share@T` over sentences.
+          long_summaries: `error` or `cut` (a summary crowding out the article; `units`).
           bucket_lengths: Batch lengths (default `batching.DEFAULT_BUCKET_LENGTHS`
             up to `max_input_length`).
           max_batch_tokens: Rows of a bucket are about this many tokens / length.
@@ -150,10 +150,10 @@ class MultiScorer:
         self.tokenizer = SentencePieceTokenizer(vocab_path)
         self.positive_id, self.negative_id, self.pad_id = self._check_models(models)
         self.settings = InputSettings(
-            max_input_length=int(max_input_length), truncation=truncation,
-            long_inputs=long_inputs, chunk_overlap=int(chunk_overlap),
+            max_input_length=int(max_input_length), truncation=truncation, normalize=normalize,
+            long_inputs=long_inputs, chunk_overlap=int(chunk_overlap), long_summaries=long_summaries,
             per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
-            normalize=normalize, question_template=question_template)
+            question_template=question_template)
         self.runners = self._place_models(models, mesh, compiler_options)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
         self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
@@ -170,7 +170,7 @@ class MultiScorer:
         config = self.runners[0].model.config
         inputs = {name: getattr(self.settings, name) for name in (
             "max_input_length", "truncation", "long_inputs", "chunk_overlap", "per_sentence",
-            "sentence_aggregate", "normalize", "question_template")}
+            "sentence_aggregate", "normalize", "question_template", "long_summaries")}
         return ScoringOptions(
             vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
             batch_size=self.batch_size, bucket_lengths=bucket_lengths,
@@ -349,6 +349,8 @@ class MultiScorer:
 
         Raises:
           ValueError: if the lists differ in length or hold non-strings.
+          SummaryTooLongError: for a summary that leaves its article less than
+            a quarter of the input, unless `long_summaries="cut"`.
         """
         from tqdm.auto import tqdm
 
@@ -365,6 +367,8 @@ class MultiScorer:
             windows = window_rows(examples, self.window_size, key=lambda example: example.key)
             for group in self.run(windows, batch_size, stats):
                 for result in group:
+                    if result.error is not None:
+                        raise SummaryTooLongError(f"pair {result.key}: {result.error}")
                     scores[:, result.key] = result.scores
                     per_sentence[result.key] = result.sentence_scores
                     sentences[result.key] = result.sentences
@@ -424,7 +428,8 @@ class MultiScorer:
                                item.error, ERROR_FIELD)
             record = item.record if isinstance(item.record, Mapping) else {"record": item.record}
             # Output fields are fresh: the record's own fields of those names are renamed.
-            added = added_columns(columns, self.settings.per_sentence)
+            added = added_columns(columns, self.settings.per_sentence,
+                                  summary_cut=self.settings.long_summaries == "cut")
             yield output_record(record, entry, renamed_input_fields(record, added))
         stats.log(self.settings.max_input_length)
         self.stats.merge(stats)

@@ -11,6 +11,12 @@ scores with one encoder pass and one decoder step:
   (`premise_chunks`); every window is a unit, aggregated with max, as
   long-document faithfulness metrics do (a summary is supported if some part
   of the document supports it).
+* A summary that leaves the article less than its minimum share of the
+  input (`seahorse_metrics.data.inputs.ARTICLE_MIN_SHARE`, a quarter) is
+  never scored as if the article were not there, in either mode:
+  `long_summaries="error"` (default) raises `SummaryTooLongError` for the
+  example (the row gets an `error`), `"cut"` keeps the article's share and
+  cuts the summary (`EncodedExample.summary_cut`).
 * `per_sentence=True`: the summary is split into sentences (`split_sentences`)
   and each sentence is scored against the premise (truncated or chunked), then
   aggregated with min or mean over the sentences, or `share@T`: the share of
@@ -28,9 +34,9 @@ from typing import Optional
 
 import numpy as np
 
-from seahorse_metrics.data.inputs import (QUESTION_TEMPLATE, TRUNCATION_MODES, EncodedPair,
-                                          Tokenizer, check_question_template, encode_pair,
-                                          format_input)
+from seahorse_metrics.data.inputs import (LONG_SUMMARY_POLICIES, QUESTION_TEMPLATE,
+                                          TRUNCATION_MODES, EncodedPair, Tokenizer,
+                                          check_question_template, encode_pair, format_input)
 
 LONG_INPUT_MODES = ("truncate", "chunk")
 SENTENCE_AGGREGATES = ("min", "mean", "share@T")
@@ -64,6 +70,8 @@ class InputSettings:
         every output.
       question_template: The input of an example with a question (fields
         `{question}`, `{premise}`, `{hypothesis}`).
+      long_summaries: A summary leaving the article less than its share:
+        `error` (the example is not scored) or `cut` (the summary is cut).
     """
 
     max_input_length: int = 2048
@@ -74,10 +82,11 @@ class InputSettings:
     sentence_aggregate: str = "min"
     normalize: str = "full"
     question_template: str = QUESTION_TEMPLATE
+    long_summaries: str = "error"
 
     def __post_init__(self):
         choices = (("truncation", TRUNCATION_MODES), ("long_inputs", LONG_INPUT_MODES),
-                   ("normalize", NORMALIZATIONS))
+                   ("normalize", NORMALIZATIONS), ("long_summaries", LONG_SUMMARY_POLICIES))
         share_threshold(self.sentence_aggregate)  # Validates the aggregate.
         check_question_template(self.question_template)
         for name, allowed in choices:
@@ -111,6 +120,11 @@ class EncodedExample:
     sentences: Optional[list[str]]
     pairs: list[EncodedPair]
     chunked: bool
+
+    @property
+    def summary_cut(self) -> bool:
+        """Whether a summary (sentence) was cut to leave the article its share."""
+        return any(pair.summary_cut for pair in self.pairs)
 
 
 def share_threshold(sentence_aggregate: str) -> Optional[float]:
@@ -193,9 +207,10 @@ def _encode_sentence(tokenizer: Tokenizer, premise: str, hypothesis: str,
     """Units of the premise against one hypothesis, and whether it was chunked."""
     max_length = settings.max_input_length
     template = settings.question_template
+    policy = settings.long_summaries if settings.truncation == "summary_first" else None
     pair = encode_pair(tokenizer, premise, hypothesis, max_length, settings.truncation,
-                       question, template)
-    if settings.long_inputs == "truncate" or not pair.truncated:
+                       question, template, policy)
+    if settings.long_inputs == "truncate" or not pair.truncated or pair.summary_cut:
         return [pair], False
     chunks = premise_chunks(tokenizer, premise, hypothesis, max_length, settings.chunk_overlap,
                             question, template)

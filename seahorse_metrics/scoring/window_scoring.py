@@ -18,7 +18,7 @@ from typing import Hashable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.data.inputs import Tokenizer, TruncationStats
+from seahorse_metrics.data.inputs import SummaryTooLongError, Tokenizer, TruncationStats
 from seahorse_metrics.scoring import units as units_lib
 from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 from seahorse_metrics.scoring.runner import ModelRunner
@@ -61,6 +61,9 @@ class ExampleResult:
       num_units: Encoder inputs scored for the example.
       chunked: Whether its premise was split into chunks.
       truncated: Whether any of its inputs was cut.
+      summary_cut: With `long_summaries="cut"`, whether its summary was cut
+        to leave the article its share; else None.
+      error: Why it was not scored (its scores are NaN), or None.
     """
 
     key: Hashable
@@ -70,6 +73,8 @@ class ExampleResult:
     num_units: int
     chunked: bool
     truncated: bool
+    summary_cut: Optional[bool] = None
+    error: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -149,6 +154,7 @@ class _Window:
     encoded: list[units_lib.EncodedExample]
     log_probs: list[np.ndarray]  # per example: float32 [models, units, 2]
     remaining: list[int]  # per example: units not scored yet
+    failed: list[ExampleResult]  # examples that cannot be scored, with their error
 
 
 class WindowScorer:
@@ -189,11 +195,16 @@ class WindowScorer:
           stats: Accumulates truncation and batching counts.
 
         Yields:
-          After each batch, the results of the examples it completed.
+          After each batch, the results of the examples it completed; once a
+          window is encoded, those of its examples that cannot be scored (a
+          summary that would crowd out the article), with their `error`.
         """
         stats = stats if stats is not None else ScoringStats()
         in_flight = collections.deque()
         for window, batch in self._batches(windows, stats):
+            if batch is None:  # The window's examples that cannot be scored.
+                yield window.failed
+                continue
             in_flight.append((window, batch, self._dispatch(batch)))
             stats.batches += 1
             stats.real_tokens += batch.real_tokens
@@ -213,10 +224,15 @@ class WindowScorer:
         return [runner(tokens, segments, batch.slots) for runner in self.runners]
 
     def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
-        encoded = []
+        encoded, kept, failed = [], [], []
         for example in examples:
-            item = units_lib.encode_example(self.tokenizer, example.premise, example.hypothesis,
-                                            self.settings, example.question)
+            try:
+                item = units_lib.encode_example(self.tokenizer, example.premise,
+                                                example.hypothesis, self.settings, example.question)
+            except SummaryTooLongError as error:
+                failed.append(self._failed(example, str(error)))
+                continue
+            kept.append(example)
             for pair in item.pairs:
                 stats.truncation.add(pair, example.lang)
             stats.examples += 1
@@ -224,9 +240,14 @@ class WindowScorer:
             stats.chunked_examples += int(item.chunked)
             encoded.append(item)
         models = len(self.runners)
-        return _Window(list(examples), encoded,
+        return _Window(kept, encoded,
                        [np.zeros((models, len(e.units), 2), np.float32) for e in encoded],
-                       [len(e.units) for e in encoded])
+                       [len(e.units) for e in encoded], failed)
+
+    def _failed(self, example: Example, error: str) -> ExampleResult:
+        return ExampleResult(key=example.key, scores=np.full(len(self.runners), np.nan),
+                             sentence_scores=None, sentences=None, num_units=0, chunked=False,
+                             truncated=True, error=error)
 
     def _batches(self, windows: Iterable[Sequence[Example]],
                  stats: ScoringStats) -> Iterator[tuple[_Window, Batch]]:
@@ -234,6 +255,8 @@ class WindowScorer:
             if not examples:
                 continue
             window = self._encode_window(examples, stats)
+            if window.failed:
+                yield window, None
             keyed = [((position, unit), ids)
                      for position, item in enumerate(window.encoded)
                      for unit, ids in enumerate(item.units)]
@@ -277,7 +300,8 @@ class WindowScorer:
             sentences=item.sentences,
             num_units=len(item.units),
             chunked=item.chunked,
-            truncated=any(p.truncated for p in item.pairs))
+            truncated=any(p.truncated for p in item.pairs),
+            summary_cut=item.summary_cut if self.settings.long_summaries == "cut" else None)
 
 
 def in_input_order(results: Iterable[list[ExampleResult]],

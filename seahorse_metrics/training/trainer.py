@@ -7,9 +7,15 @@ loss, and every so often log, validate (keeping the best checkpoint by
 validation ROC-AUC) and save a resumable checkpoint. Compiled steps are
 cached per configuration, so calling `train` again in the same process with
 equal shapes does not recompile.
+
+A run holds an exclusive lock on MODEL_DIR (`MODEL_DIR.lock`, the lock
+`score` takes on its outputs) from before it checks the saved settings until
+it ends: a second run on the same MODEL_DIR refuses, naming the first one's
+PID; the lock of a killed run is released with its process and taken over.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -462,9 +468,10 @@ def train_from_gin(
       ValueError: see `train`.
     """
     config = config_from_gin(gin_files, bindings)
-    check_resume(config)
-    _write_operative_config(config)
-    return _train(config, examples)
+    with model_dir_lock(config.model_dir):
+        check_resume(config)
+        _write_operative_config(config)
+        return _train(config, examples)
 
 
 def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = None) -> TrainResult:
@@ -483,9 +490,25 @@ def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = No
       ValueError: Inconsistent configuration or data, or a MODEL_DIR whose
         run was started with other settings (see `check_resume`).
       CheckpointError: MODEL_DIR has checkpoints and none can be read.
+      OutputInUseError: another run trains in MODEL_DIR.
     """
-    check_resume(config)
-    return _train(config, examples)
+    with model_dir_lock(config.model_dir):
+        check_resume(config)
+        return _train(config, examples)
+
+
+def model_dir_lock(model_dir: str) -> contextlib.AbstractContextManager:
+    """The exclusive lock a training run holds on `model_dir` (process 0 takes it).
+
+    Raises (on entry):
+      OutputInUseError: while another run holds it; the message names that
+        run's PID and host.
+    """
+    from seahorse_metrics.locks import OutputLock  # pylint: disable=g-import-not-at-top
+
+    if jax.process_index() != 0:
+        return contextlib.nullcontext()
+    return OutputLock(os.path.normpath(model_dir))
 
 
 def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) -> TrainResult:
