@@ -575,6 +575,23 @@ def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
     return questions
 
 
+def _calibration_map(path: Optional[str], metric: Optional[str]):
+    """The map `Scorer.load(calibration=path, calibration_metric=metric)` applies."""
+    if path is None:
+        return None
+    from seahorse_metrics.evaluation.calibration import read_calibration
+
+    calibration = read_calibration(path)
+    if metric is None and len(calibration.metrics) == 1:
+        return next(iter(calibration.metrics.values()))
+    if metric is None:
+        raise ValueError(f"{path} holds calibration maps for {sorted(calibration.metrics)}; "
+                         "name the one to use with calibration_metric=")
+    if metric not in calibration.metrics:
+        raise ValueError(f"{path}: no calibration map for {metric!r}")
+    return calibration.metrics[metric]
+
+
 def _name_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]]) -> dict[str, str]:
     if isinstance(checkpoints, Mapping):
         named = {str(name): str(path) for name, path in checkpoints.items()}
@@ -634,9 +651,12 @@ class Scorer:
         self.max_input_length = self._multi.settings.max_input_length
         self.batch_size = self._multi.batch_size
 
+    calibration = None  # A `CalibrationMap` when loaded with `calibration=FILE`.
+
     @classmethod
     def load(cls, path: str, vocab: Optional[str] = None, dtype: str = "float32",
              max_input_length: int = 2048, batch_size: int = 16, quantize: Optional[str] = None,
+             calibration: Optional[str] = None, calibration_metric: Optional[str] = None,
              **kwargs) -> "Scorer":
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
@@ -653,6 +673,11 @@ class Scorer:
             become int8 with a scale per output channel, multiplied in
             bfloat16 (`seahorse_metrics.model.quantize`); faster on CPUs with
             AVX512-BF16, scores close to float32's but not equal.
+          calibration: A calibration file from `evaluate --calibrate_on`:
+            `score_records` then adds `<score_field>_calibrated`, and
+            `calibrated(scores)` applies the map.
+          calibration_metric: The metric of the file to use (needed when it
+            holds several; a file naming other metrics only is refused).
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
@@ -668,9 +693,23 @@ class Scorer:
         vocab_path = _resolve_vocabulary(path, vocab)
         kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
         mesh = _mesh_or_default(kwargs.pop("mesh", None))
+        calibration_map = _calibration_map(calibration, calibration_metric)
         model, params = _load_model(path, dtype, mesh, quantize)
-        return cls(model, params, vocab_path, max_input_length=max_input_length,
-                   batch_size=batch_size, checkpoint=path, mesh=mesh, **kwargs)
+        scorer = cls(model, params, vocab_path, max_input_length=max_input_length,
+                     batch_size=batch_size, checkpoint=path, mesh=mesh, **kwargs)
+        scorer.calibration = calibration_map
+        return scorer
+
+    def calibrated(self, scores: Sequence[float]) -> np.ndarray:
+        """`scores` through the calibration map this scorer was loaded with.
+
+        Raises:
+          ValueError: when it was loaded without `calibration=`.
+        """
+        if self.calibration is None:
+            raise ValueError("this scorer has no calibration map; load it with "
+                             "Scorer.load(..., calibration=FILE)")
+        return self.calibration.apply(scores)
 
     @property
     def settings(self) -> InputSettings:
@@ -731,6 +770,12 @@ class Scorer:
                       score_field: str = SCORE_FIELD, batch_size: Optional[int] = None,
                       question_field: Optional[str] = None) -> Iterator[dict]:
         """Streams records, yielding each with a `score_field` (or `error`) in
-        input order (see `MultiScorer.score_records`)."""
-        return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
-                                         {SCORE_FIELD: score_field}, batch_size, question_field)
+        input order (see `MultiScorer.score_records`), and `<score_field>_calibrated`
+        when loaded with a calibration map."""
+        scored = self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
+                                           {SCORE_FIELD: score_field}, batch_size, question_field)
+        if self.calibration is None:
+            return scored
+        return (dict(r, **{score_field + "_calibrated": float(self.calibrated([r[score_field]])[0])})
+                if score_field in r else r for r in scored)
+
