@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from seahorse_metrics.model import EncoderDecoderModel, T5Config
 from seahorse_metrics.model import partitioning
 from seahorse_metrics.training import optimizers
+from seahorse_metrics.training import soft_targets
 from seahorse_metrics.training import state as state_lib
 from seahorse_metrics.training.state import TrainState
 
@@ -47,6 +48,8 @@ def train_step(
     dropout_rng = jax.random.fold_in(state.rng, state.step) if model.config.dropout_rate > 0 else None
 
     def loss_fn(params):
+        if soft_targets.SOFT_TARGETS in batch:  # Distillation: the teacher's distribution.
+            return soft_targets.distillation_loss(model, params, batch, dropout_rng)
         return model.loss(params, batch, dropout_rng, z_loss, loss_normalizing_factor)
 
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
