@@ -245,15 +245,20 @@ class TeacherScores:
         return known
 
     def _read_cache(self) -> dict[str, float]:
-        known = {}
+        """The cached scores; `_cache_bytes` is where the whole entries end (a
+        line cut by an interruption, and whatever follows it, is dropped)."""
+        known, self._cache_bytes = {}, 0
         if os.path.isfile(self.cache_path):
-            with open(self.cache_path, encoding="utf-8") as handle:
+            with open(self.cache_path, "rb") as handle:
                 for line in handle:
                     try:
                         entry = json.loads(line)
                         known[entry["key"]] = float(entry["p"])
                     except (ValueError, KeyError, TypeError):
-                        break  # A line cut by an interruption ends the cache.
+                        break
+                    if not line.endswith(b"\n"):
+                        break
+                    self._cache_bytes += len(line)
         return known
 
     def _score(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
@@ -289,6 +294,8 @@ class TeacherScores:
         logger.info("teacher %s: scoring %d pairs (%d cached)", self.teacher, len(todo),
                     len(self._known))
         os.makedirs(os.path.dirname(self.cache_path), exist_ok=True)
+        if os.path.isfile(self.cache_path):
+            os.truncate(self.cache_path, self._cache_bytes)
         with open(self.cache_path, "a", encoding="utf-8") as handle:
             for start in range(0, len(todo), TEACHER_CHUNK):
                 chunk = todo[start:start + TEACHER_CHUNK]
@@ -298,6 +305,7 @@ class TeacherScores:
                     handle.write(json.dumps({"key": key, "p": float(value)}) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
+                self._cache_bytes = handle.tell()
                 self.scored += len(chunk)
 
 

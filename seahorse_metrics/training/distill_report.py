@@ -1,7 +1,8 @@
 """The table a distillation ends with: teacher against student.
 
-Per model: parameters, FLOPs per 2048-token pair (`pair_flops`), examples/s
-of scoring here (the test split, after one warm-up batch compiled the
+Both models are read as the student learnt: P("1") over {"0", "1"}
+(`normalize="pair"`). Per model: parameters, FLOPs per 2048-token pair
+(`pair_flops`), examples/s of scoring here (the test split, after one warm-up batch compiled the
 shapes), Spearman with the teacher's scores on the held-out pairs, and
 ROC-AUC / Pearson against the human labels of the test split with bootstrap
 intervals. Written to MODEL_DIR/distill_report.md and .json.
@@ -92,7 +93,7 @@ def compare(config, teacher, student_dir: str, held_out, test) -> dict:
 
     teacher_held_out, teacher_test = teacher.scores(held_out), teacher.scores(test)
     length = config.train.input_length
-    student = Scorer.load(student_dir, max_input_length=length, batch_size=64)
+    student = Scorer.load(student_dir, max_input_length=length, batch_size=64, normalize="pair")
     student_held_out = student.score(held_out.premises, held_out.hypotheses, show_progress=False)
     student_test, student_speed = _timed_scores(student, test)
     teacher_scorer, teacher_speed = None, 0.0

@@ -170,13 +170,16 @@ def selection_metric(validation_examples: Optional[ExampleSet]) -> str:
     return AGREEMENT if isinstance(validation_examples, SoftExampleSet) else "roc_auc"
 
 
-def agreement_metrics(examples: ExampleSet, p_yes: np.ndarray) -> dict[str, Any]:
-    """Spearman of the student's P("1") with the teacher's on a
-    `SoftExampleSet` (None when undefined); nothing for other sets."""
+def agreement_metrics(examples: ExampleSet, probs_Nx2: np.ndarray) -> dict[str, Any]:
+    """Spearman of the student's P("1") over {"0", "1"} (from its first-step
+    probabilities of "1" and "0") with the teacher's, on a `SoftExampleSet`
+    (None when undefined); nothing for other sets."""
     if not isinstance(examples, SoftExampleSet):
         return {}
+    probs_Nx2 = np.asarray(probs_Nx2, np.float64)
+    pair_p_yes = probs_Nx2[:, 0] / np.maximum(probs_Nx2.sum(axis=1), np.finfo(np.float64).tiny)
     try:
-        value = float(stats.spearman(p_yes, examples.teacher_p_yes))
+        value = float(stats.spearman(pair_p_yes, examples.teacher_p_yes))
     except stats.UndefinedStatistic:
         value = None
     return {AGREEMENT: None if value is None or math.isnan(value) else value}

@@ -316,12 +316,12 @@ class _Loop:
     def _validate(self) -> None:
         run = self.run
         with step_lib.sharding_context(self.plan.mesh):
-            p_yes = validation.first_token_probabilities(
+            probs = validation.first_token_probabilities(
                 self.plan.model, self.state.params, run.validation_examples, run.token_ids,
                 self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
-            )[:, 0]
-        metrics = validation.validation_metrics(run.validation_examples.labels, p_yes)
-        metrics.update(soft_targets.agreement_metrics(run.validation_examples, p_yes))
+            )
+        metrics = validation.validation_metrics(run.validation_examples.labels, probs[:, 0])
+        metrics.update(soft_targets.agreement_metrics(run.validation_examples, probs))
         self.writer.write(self.step, "validation", metrics)
         self.last_validation = metrics
         logger.info("Validation at step %d: %s", self.step, metrics)
