@@ -9,8 +9,8 @@
    labels by `python -m demo_data.backbone`, shipped as a Hugging Face
    directory), as a real run fine-tunes `google/mt5-large`
    (`seahorse-metrics train`);
-3. distils the Q4 metric into a student with fewer layers (its first encoder
-   layer and its decoder) on the sample's pairs, with `gin/runs/distill_demo.gin`
+3. distils the Q4 metric into a student with fewer layers (its first two encoder
+   layers and its decoder) on the sample's pairs, with `gin/runs/distill_demo.gin`
    (`seahorse-metrics distill`), and prints the teacher/student table;
 4. scores the validation and test splits with all metrics at once
    (`seahorse-metrics score`);

@@ -137,6 +137,7 @@ def read_split(data_dir: str, split: str, question: int) -> Pairs:
 
     Raises:
       FileNotFoundError: when the split was not prepared.
+      ValueError: for a line that is not a prepared row (naming file and line).
     """
     path = os.path.join(data_dir, f"{split}.jsonl")
     if not os.path.isfile(path):
@@ -147,9 +148,14 @@ def read_split(data_dir: str, split: str, question: int) -> Pairs:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            record = json.loads(line)
-            pairs.premises.append(record["article"])
-            pairs.hypotheses.append(record["summary"])
+            try:
+                record = json.loads(line)
+                premise, hypothesis = record["article"], record["summary"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f"{path}:{number}: not a prepared row ({error}); prepare the "
+                                 "release again with `seahorse-metrics prepare`") from None
+            pairs.premises.append(premise)
+            pairs.hypotheses.append(hypothesis)
             pairs.labels.append(_label(record.get(f"q{question}")))
             pairs.ids.append(f"{split}:{number}")
     pairs.labels = np.asarray(pairs.labels, np.float64)
