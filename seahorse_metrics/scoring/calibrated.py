@@ -13,8 +13,11 @@ import json
 import math
 from typing import Any, Mapping
 
-from seahorse_metrics.evaluation.calibration import CALIBRATED_SUFFIX, CalibrationMap
+from seahorse_metrics.calibration import CALIBRATED_SUFFIX, CalibrationMap
 from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring.job import META_SUFFIX
+from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, write_atomically,
+                                             write_json_atomically)
 
 
 def _score(value: Any) -> float:
@@ -50,7 +53,7 @@ def add_calibrated_columns(output_path: str, maps: Mapping[str, CalibrationMap])
     """
     kind = files.file_format(output_path)
     rows = [row.record for row in files.read_rows(output_path)]
-    scored = [record for record in rows if files.ERROR_FIELD not in record or any(
+    scored = [record for record in rows if ERROR_FIELD not in record or any(
         record.get(column) not in (None, "") for column in maps)]
     missing = [column for column in maps if scored and column not in scored[0]]
     if missing:
@@ -59,26 +62,25 @@ def add_calibrated_columns(output_path: str, maps: Mapping[str, CalibrationMap])
     added = [column + CALIBRATED_SUFFIX for column in maps]
 
     def with_calibrated(record: dict) -> dict:
-        out = {k: v for k, v in record.items() if k not in added and k != files.ERROR_FIELD}
+        out = {k: v for k, v in record.items() if k not in added and k != ERROR_FIELD}
         out.update((column + CALIBRATED_SUFFIX, _calibrated(m, record.get(column)))
                    for column, m in maps.items())
-        if files.ERROR_FIELD in record:
-            out[files.ERROR_FIELD] = record[files.ERROR_FIELD]
+        if ERROR_FIELD in record:
+            out[ERROR_FIELD] = record[ERROR_FIELD]
         return out
 
     rows = [with_calibrated(record) for record in rows]
 
     def write(handle) -> None:
-        writer = files._OutputWriter(handle, kind, list(rows[0]) if rows else [])
+        writer = OutputWriter(handle, kind, list(rows[0]) if rows else [])
         for record in rows:
             writer.write(record)
         writer.close()
 
-    files._write_atomically(output_path, write)
-    meta_path = output_path + files.META_SUFFIX
+    write_atomically(output_path, write)
+    meta_path = output_path + META_SUFFIX
     with open(meta_path, encoding="utf-8") as handle:
         meta = json.load(handle)
     meta["calibration"] = {column: m.to_dict() for column, m in maps.items()}
-    files._write_atomically(meta_path, lambda handle: json.dump(meta, handle, indent=2,
-                                                                ensure_ascii=False))
+    write_json_atomically(meta_path, meta)
     return meta
