@@ -9,11 +9,16 @@
    labels by `python -m demo_data.backbone`, shipped as a Hugging Face
    directory), as a real run fine-tunes `google/mt5-large`
    (`seahorse-metrics train`);
-3. scores the test split with all six metrics at once
+3. distils the Q4 metric into a student with fewer layers (its first two encoder
+   layers and its decoder) on the sample's pairs, with `gin/runs/distill_demo.gin`
+   (`seahorse-metrics distill`), and prints the teacher/student table;
+4. scores the validation and test splits with all metrics at once
    (`seahorse-metrics score`);
-4. meta-evaluates them against the ratings, next to the majority-class and
-   ROUGE-L baselines, and writes report.md / report.html / report.json
-   (`seahorse-metrics evaluate`).
+5. meta-evaluates them against the ratings, next to the majority-class and
+   ROUGE-L baselines, with each metric's calibration map (temperature
+   scaling) fitted on its question's validation split, and writes report.md /
+   report.html / report.json and calibration.json (`seahorse-metrics evaluate
+   --calibrate_on`).
 
 Every step is the library call behind the command named after it, so the
 demo's output directory looks like a real run's. Running it again resumes:
@@ -37,6 +42,8 @@ logger = logging.getLogger("seahorse_metrics.demo")
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sample")
 DEMO_GIN = "gin/runs/demo.gin"
+DISTILL_GIN = "gin/runs/distill_demo.gin"
+STUDENT = "q4_student"
 # What the demo's metrics must reach on the synthetic test split (ROC-AUC):
 # the questions whose signal is in the summary alone, and those that need the
 # article.
@@ -84,31 +91,60 @@ def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
     return best
 
 
-def score_test_split(output_dir: str, prepared: str, checkpoints: dict[int, str]) -> str:
+def distill_q4(output_dir: str, prepared: str, teacher: str,
+               extra_bindings: Sequence[str] = ()) -> str:
+    """Distils the Q4 metric into a smaller student; returns its best checkpoint."""
+    from seahorse_metrics.training import distill
+
+    model_dir = os.path.join(output_dir, "metrics", STUDENT)
+    bindings = [f"MODEL_DIR = '{model_dir}'", f"DATA_DIR = '{prepared}'",
+                f"TEACHER = '{teacher}'", *extra_bindings]
+    result = distill.distill_from_gin([DISTILL_GIN], bindings)
+    if result.train.best_checkpoint is None:
+        raise RuntimeError(f"the distillation kept no best checkpoint ({model_dir})")
+    print(f"  teacher scored {result.teacher_scored} pairs (the rest from its cache)\n")
+    print("  " + result.table.replace("\n", "\n  "), flush=True)
+    return result.train.best_checkpoint
+
+
+def score_splits(output_dir: str, prepared: str, checkpoints: dict[str, str]) -> str:
+    """Scores the validation and test splits; returns one scores file with both."""
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.files import score_file
 
-    scorer = MultiScorer.load({f"q{q}": path for q, path in checkpoints.items()},
-                              max_input_length=512, batch_size=64)
-    output = os.path.join(output_dir, "scores", "test.jsonl")
-    os.makedirs(os.path.dirname(output), exist_ok=True)
-    summary = score_file(scorer, os.path.join(prepared, "test.jsonl"), output)
-    rows = summary["rows"]
-    print(f"  {rows['rows']} rows scored by {len(checkpoints)} metrics, {rows['bad']} bad "
-          f"-> {output}", flush=True)
-    return output
+    scorer = MultiScorer.load(checkpoints, max_input_length=512, batch_size=64)
+    outputs = []
+    for split in ("validation", "test"):
+        output = os.path.join(output_dir, "scores", f"{split}.jsonl")
+        os.makedirs(os.path.dirname(output), exist_ok=True)
+        summary = score_file(scorer, os.path.join(prepared, f"{split}.jsonl"), output)
+        rows = summary["rows"]
+        print(f"  {split}: {rows['rows']} rows scored by {len(checkpoints)} metrics, "
+              f"{rows['bad']} bad -> {output}", flush=True)
+        outputs.append(output)
+    both = os.path.join(output_dir, "scores", "validation_and_test.jsonl")
+    with open(both + ".tmp", "w", encoding="utf-8") as out:
+        for output in outputs:
+            with open(output, encoding="utf-8") as handle:
+                out.write(handle.read())
+    os.replace(both + ".tmp", both)
+    return both
 
 
-def meta_evaluate(output_dir: str, prepared: str, scores: str,
-                  questions: Sequence[int]):
+def meta_evaluate(output_dir: str, prepared: str, scores: str, names: Sequence[str]):
+    """Evaluates on the test split, each metric calibrated on its question's
+    validation split (`q4_student` on Q4's)."""
     from seahorse_metrics.evaluation.run import EvaluationConfig, run_evaluation
 
-    metrics = [f"q{q}=scores:{scores}:q{q}" for q in questions]
+    questions = sorted({int(name[1]) for name in names})
+    metrics = [f"{name}=scores:{scores}:{name}" for name in names]
     metrics += [f"{name}={spec}" for name, spec in BASELINES.items()]
     benchmark = "seahorse:{}:{},split=test".format(prepared, ",".join(f"q{q}" for q in questions))
+    calibrate_on = [f"{name}=seahorse:{prepared}:q{name[1]},split=validation" for name in names]
     report_dir = os.path.join(output_dir, "report")
     report = run_evaluation([benchmark], metrics, report_dir, EvaluationConfig(seed=0),
-                            vocab_path=os.path.join(SAMPLE_DIR, "spiece.model"))
+                            vocab_path=os.path.join(SAMPLE_DIR, "spiece.model"),
+                            calibrate_on=calibrate_on, calibration_method="temperature")
     return report, report_dir
 
 
@@ -131,49 +167,85 @@ def summary_table(report, questions: Sequence[int]) -> tuple[str, bool]:
     return "\n".join(lines), all_met
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def calibration_table(report) -> str:
+    """The printed table: each metric's ECE and Brier score on its own
+    question's test split, before and after its calibration map."""
+    lines = ["| metric | ECE before | ECE after [95% CI] | Brier before | Brier after |",
+             "|---|---|---|---|---|"]
+    for (metric, benchmark), cell in report.calibration_cells.items():
+        if benchmark != f"seahorse/q{metric[1]}":
+            continue
+        after = cell.ece["after"]
+        lines.append(f"| {metric} | {cell.ece['before'].value:.3f} | {after.value:.3f} "
+                     f"[{after.ci_low:.3f}, {after.ci_high:.3f}] | {cell.brier['before']:.3f} "
+                     f"| {cell.brier['after']:.3f} |")
+    return "\n".join(lines)
+
+
+def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m seahorse_metrics.demo",
-        description="Train, score and meta-evaluate six tiny metrics on the bundled "
-                    "synthetic sample (what `make demo` runs).")
+        description="Train, distil, score, calibrate and meta-evaluate six tiny metrics on the "
+                    "bundled synthetic sample (what `make demo` runs).")
     parser.add_argument("--output_dir", default="demo_output",
                         help="Where everything goes (default: demo_output/).")
     parser.add_argument("--questions", default=",".join(map(str, QUESTIONS)),
-                        help="Questions to train, e.g. 1,4 (default: all six).")
+                        help="Questions to train, e.g. 1,4 (default: all six; the Q4 metric "
+                             "is distilled when it is trained).")
     parser.add_argument("--gin_bindings", dest="bindings", action="append", default=[],
                         metavar="BINDING",
                         help="Extra gin binding for every training, e.g. "
                              "\"TrainConfig.train_steps = 50\" (repeatable).")
+    parser.add_argument("--distill_bindings", action="append", default=[], metavar="BINDING",
+                        help="Extra gin binding for the distillation (repeatable).")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    questions = [int(q) for q in args.questions.split(",") if q.strip()]
-    unknown = sorted(set(questions) - set(QUESTIONS))
+    args.questions = [int(q) for q in args.questions.split(",") if q.strip()]
+    unknown = sorted(set(args.questions) - set(QUESTIONS))
     if unknown:
         parser.error(f"--questions: no question {unknown}; choose from {list(QUESTIONS)}")
-    output_dir = os.path.abspath(args.output_dir)
-    started = time.time()
+    return args
 
-    t = _step("1/4 prepare the sample (synthetic SEAHORSE-format release + articles)")
+
+def _run(args: argparse.Namespace, output_dir: str):
+    """The demo's steps; returns the evaluation report and its directory."""
+    t = _step("1/5 prepare the sample (synthetic SEAHORSE-format release + articles)")
     prepared = prepare_sample(output_dir)
     print(f"  -> {prepared} ({time.time() - t:.0f} s)")
 
-    t = _step(f"2/4 fine-tune a tiny metric per question ({DEMO_GIN})")
-    checkpoints = train_metrics(output_dir, prepared, questions, args.bindings)
+    t = _step(f"2/5 fine-tune a tiny metric per question ({DEMO_GIN})")
+    trained = train_metrics(output_dir, prepared, args.questions, args.bindings)
+    checkpoints = {f"q{q}": path for q, path in trained.items()}
     print(f"  ({time.time() - t:.0f} s)")
 
-    t = _step("3/4 score the test split with all metrics at once")
-    scores = score_test_split(output_dir, prepared, checkpoints)
+    if 4 in trained:
+        t = _step(f"3/5 distil the Q4 metric into a student with fewer layers ({DISTILL_GIN})")
+        checkpoints[STUDENT] = distill_q4(output_dir, prepared, trained[4], args.distill_bindings)
+        print(f"  ({time.time() - t:.0f} s)")
+
+    t = _step("4/5 score the validation and test splits with all metrics at once")
+    scores = score_splits(output_dir, prepared, checkpoints)
     print(f"  ({time.time() - t:.0f} s)")
 
-    t = _step("4/4 meta-evaluate against the ratings and the baselines")
-    report, report_dir = meta_evaluate(output_dir, prepared, scores, questions)
+    t = _step("5/5 meta-evaluate against the ratings and the baselines, each metric "
+              "calibrated on the validation split")
+    report, report_dir = meta_evaluate(output_dir, prepared, scores, list(checkpoints))
     print(f"  ({time.time() - t:.0f} s)")
+    return report, report_dir
 
-    table, all_met = summary_table(report, questions)
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    started = time.time()
+    report, report_dir = _run(args, os.path.abspath(args.output_dir))
+    table, all_met = summary_table(report, args.questions)
     print("\nROC-AUC on the synthetic test split (each question's own metric):\n")
     print(table)
+    print("\nCalibration on the test split, maps fitted on the validation split "
+          "(temperature scaling):\n")
+    print(calibration_table(report))
     print(f"\nReport: {os.path.join(report_dir, 'report.html')} "
-          f"(also report.md, report.json)")
+          f"(also report.md, report.json, calibration.json)")
     print(f"Demo finished in {time.time() - started:.0f} s.")
     if not all_met:
         print("Some metrics missed the demo's target (the `met` column): the tiny model "

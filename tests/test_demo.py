@@ -16,22 +16,30 @@ def _fresh_task_registry():
     tasks.unregister()
 
 
-def test_demo_trains_scores_and_reports(tmp_path, capsys):
-    status = demo.main(["--output_dir", str(tmp_path), "--questions", "2",
+def test_demo_trains_distils_scores_calibrates_and_reports(tmp_path, capsys):
+    status = demo.main(["--output_dir", str(tmp_path), "--questions", "4",
                         "--gin_bindings", "TrainConfig.train_steps = 8",
                         "--gin_bindings", "TrainConfig.eval_every = 8",
-                        "--gin_bindings", "TrainConfig.eval_max_examples = 50"])
+                        "--gin_bindings", "TrainConfig.eval_max_examples = 50",
+                        "--distill_bindings", "TrainConfig.train_steps = 4",
+                        "--distill_bindings", "DistillConfig.held_out = 50"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert "| Q2 repetition |" in printed and "report.html" in printed
-    for path in ("prepared/test.jsonl", "metrics/q2/best/spiece.model", "scores/test.jsonl",
-                 "report/report.md", "report/report.html"):
+    assert "| Q4 attribution |" in printed and "report.html" in printed
+    assert "| student | " in printed and "| q4_student | " in printed
+    for path in ("prepared/test.jsonl", "metrics/q4/best/spiece.model", "scores/test.jsonl",
+                 "metrics/q4_student/best/spiece.model", "metrics/q4_student/distill_report.md",
+                 "report/report.md", "report/report.html", "report/calibration.json"):
         assert (tmp_path / path).exists(), path
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     cells = {(cell["metric"], cell["benchmark"]) for cell in report["results"]}
-    assert {("q2", "seahorse/q2"), ("rougeL", "seahorse/q2"), ("majority", "seahorse/q2")} <= cells
+    assert {("q4", "seahorse/q4"), ("q4_student", "seahorse/q4"), ("rougeL", "seahorse/q4"),
+            ("majority", "seahorse/q4")} <= cells
+    assert set(report["calibration"]["metrics"]) == {"q4", "q4_student"}
+    assert report["calibration"]["fitted_on"]["q4_student"] == [
+        f"seahorse:{tmp_path}/prepared:q4,split=validation"]
     scored = [json.loads(line) for line in (tmp_path / "scores" / "test.jsonl").open()]
-    assert len(scored) == 1000 and all(0.0 <= row["q2"] <= 1.0 for row in scored)
+    assert len(scored) == 1000 and all(0.0 <= row["q4_student"] <= 1.0 for row in scored)
 
 
 def test_unknown_question_is_refused_before_any_work(tmp_path, capsys):

@@ -26,6 +26,12 @@ thresholds (the LLM-AggreFact protocol): --tune_threshold_on SPEC tunes each
 metric's threshold on SPEC (e.g. the dev split) and reports balanced accuracy
 at it on the benchmarks; OUTPUT/thresholds.json keeps them for --thresholds.
 
+calibration: --calibrate_on [NAME=]SPEC fits a map of each probability metric's
+score on SPEC's labels (NAME=SPEC: for metric NAME only) with --calibration
+temperature|platt|isotonic; the report gives ECE (equal-mass bins), Brier score
+and reliability diagrams before and after on every benchmark, and
+OUTPUT/calibration.json keeps the maps for `score --calibration`.
+
 example:
   seahorse-metrics evaluate --benchmark seahorse:data/prepared:q4 \\
       --benchmark mface:mface.csv:q4 --benchmark true:true_csvs/ \\
@@ -84,7 +90,21 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--batch_size", type=int, default=32,
                         help="Scoring batch size for checkpoint metrics (default 32).")
     _add_threshold_arguments(parser)
+    _add_calibration_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def _add_calibration_arguments(parser) -> None:
+    from seahorse_metrics.calibration import METHODS
+    from seahorse_metrics.evaluation.calibration import DEFAULT_METHOD
+
+    parser.add_argument("--calibrate_on", action="append", default=[], metavar="[NAME=]SPEC",
+                        help="Benchmark spec (repeatable) to fit each probability metric's "
+                             "calibration map on (NAME=SPEC: only for metric NAME); ECE and "
+                             "Brier score before/after are reported on every benchmark.")
+    parser.add_argument("--calibration", choices=METHODS, default=DEFAULT_METHOD,
+                        help="Calibration map: temperature scaling of log P(1)/P(0) (default), "
+                             "platt (logistic regression on it) or isotonic.")
 
 
 def _add_threshold_arguments(parser) -> None:
@@ -120,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         args.benchmark, args.metric, args.output, config,
         compare=[tuple(pair) for pair in args.compare], vocab_path=args.vocab,
         batch_size=args.batch_size, tune_on=args.tune_threshold_on,
-        thresholds_path=args.thresholds,
+        thresholds_path=args.thresholds, calibrate_on=args.calibrate_on,
+        calibration_method=args.calibration,
     )
     for name, counts in report.scoring.items():
         logger.info("%s: %d benchmark(s) scored, %d from cache", name, counts["scored"],

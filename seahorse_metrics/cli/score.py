@@ -27,6 +27,10 @@ summary's question; the input then reads `question: Q premise: P hypothesis: H`
 `evaluate --tune_threshold_on`) adds a <column>_decision column: yes when the
 score is at or above the metric's threshold, else no.
 
+--calibration FILE (a calibration.json or report.json written by `evaluate
+--calibrate_on`) adds <column>_calibrated: the metric's calibration map applied
+to its score. The file must hold a map for every metric scored and no other.
+
 The run is resumable: finished batches go to OUTPUT.partial.jsonl; rerun the
 same command after an interruption and it continues. The output keeps the
 input rows and order; bad rows get an `error` column (input columns named
@@ -156,6 +160,9 @@ def _add_question_and_threshold(parser) -> None:
                         help="Decision threshold (a number for every metric, or a thresholds "
                              "file from `evaluate --tune_threshold_on`, by metric name): adds "
                              "a yes/no <column>_decision column.")
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="Calibration maps from `evaluate --calibrate_on` (calibration.json "
+                             "or report.json), by metric name: adds <column>_calibrated.")
 
 
 def _add_device_options(parser) -> None:
@@ -221,6 +228,15 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
             for name in names}
 
 
+def _calibration_maps(path: str | None, names: list[str]) -> dict:
+    """Metric name (= output column) -> calibration map from `--calibration`."""
+    if path is None:
+        return {}
+    from seahorse_metrics.calibration import maps_for
+
+    return maps_for(path, names)
+
+
 def scorer_options(args) -> ScoringOptions:
     """The scoring options the command line sets (bar the checkpoints and mesh)."""
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
@@ -271,6 +287,7 @@ def run(args) -> int:
 
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
+    calibration = _calibration_maps(args.calibration, list(named))
     scorer = MultiScorer.load(named, options=scorer_options(args), mesh=_mesh(args))
     job = resolve_job([input_path], args.output, scorer.checkpoints, options=scorer.options,
                       fields=input_fields(args), thresholds=thresholds, encoding=args.encoding,
@@ -278,6 +295,10 @@ def run(args) -> int:
     summary = score_job(scorer, job, overwrite=args.overwrite,
                         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(summary)
+    if calibration:
+        from seahorse_metrics.scoring.calibrated import add_calibrated_columns
+
+        summary = add_calibrated_columns(args.output, calibration)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
                 rows["rows"], rows["bad"], args.output)
@@ -294,6 +315,9 @@ def run_beam(args) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Beam logs several INFO lines per bundle and worker; ours say what happens.
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    if args.calibration:
+        raise ValueError("--calibration is applied to the output of scoring in this process: "
+                         "drop --runner to use it")
     if args.mesh:
         raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
                          "own devices (drop --mesh, or score without --runner)")

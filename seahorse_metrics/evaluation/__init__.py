@@ -12,8 +12,12 @@ Modules:
     `EvaluationReport`) that `run` computes and `report` writes.
   thresholds: decision thresholds tuned on one benchmark, applied to another
     (the LLM-AggreFact protocol), and their file.
-  run: scoring and statistics (`evaluate`, `run_evaluation`, `tune_thresholds`).
-  report: report.json, report.md and report.html.
+  calibration: temperature/Platt/isotonic maps fitted on a dev benchmark, ECE
+    over equal-mass bins, Brier score, and their file.
+  run: scoring and statistics (`evaluate`, `run_evaluation`, `tune_thresholds`,
+    `fit_calibrations`).
+  report: report.json, report.md and report.html (report_calibration: its
+    calibration tables and figures).
   browser: report.html's per-example browser.
 
 Only `stats` is cheap to import for a trainer's validation loop; the others

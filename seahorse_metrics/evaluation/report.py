@@ -14,6 +14,9 @@
   per-example browser of each benchmark (`browser.py`).
 - thresholds.json, when thresholds were tuned in this run (also in
   report.json); `evaluate --thresholds` and `score --threshold` read it.
+- calibration.json, when calibration maps were fitted in this run (also in
+  report.json); `score --calibration` reads it. ECE, Brier score and
+  reliability diagrams before/after: `report_calibration.py`.
 
 A cell marked `†` (or `†k` for the k-th `--compare` pair) is significantly
 better (paired bootstrap, p < alpha) than the other metric of the pair.
@@ -33,6 +36,7 @@ from typing import Iterable, Optional, Sequence
 
 from seahorse_metrics import __version__
 from seahorse_metrics.evaluation import stats
+from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
 from seahorse_metrics.evaluation.results import TUNED_STATISTIC, EvaluationReport
 
@@ -251,6 +255,8 @@ def report_tables(report: EvaluationReport) -> list[Table]:
             "Pearson between the mean score and the mean rating per summarization system; "
             "intervals resample items within each system."))
     tables.append(_thresholds_table(report))
+    tables += [Table(title, header, [[Cell(text) for text in row] for row in rows], caption)
+               for title, header, rows, caption in report_calibration.calibration_tables(report)]
     tables.append(_comparison_table(report))
     return [t for t in tables if t is not None]
 
@@ -448,7 +454,8 @@ def _figures(report: EvaluationReport, benchmark) -> list[tuple[str, str, str]]:
     if calibrations:
         figures.append(("calibration", f"Calibration: {benchmark.name}",
                         calibration_plot(benchmark, calibrations)))
-    return figures
+    recalibration = report_calibration.reliability_figure(report, benchmark)
+    return figures + ([recalibration] if recalibration else [])
 
 
 # ---------------------------------------------------------------------------
@@ -533,6 +540,7 @@ def report_dict(report: EvaluationReport) -> dict:
         "thresholds": report.thresholds.to_dict() if report.thresholds else None,
         "macro_averages": [dict(metric=metric, family=family, **estimate.to_dict())
                            for (metric, family), estimate in report.macro.items()],
+        **report_calibration.calibration_dict(report),
     }
 
 
@@ -550,13 +558,17 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def write_report(report: EvaluationReport, output_dir: str) -> dict[str, str]:
-    """Writes report.json, report.md and report.html (and thresholds.json when
-    thresholds were tuned in this run); returns their paths."""
+    """Writes report.json, report.md and report.html (and thresholds.json /
+    calibration.json when tuned / fitted in this run); returns their paths."""
     os.makedirs(output_dir, exist_ok=True)
     paths = {name: os.path.join(output_dir, f"report.{name}") for name in ("json", "md", "html")}
     if report.thresholds is not None and report.thresholds.source is None:
         paths["thresholds"] = os.path.join(output_dir, "thresholds.json")
         _write_atomic(paths["thresholds"], json.dumps(report.thresholds.to_dict(), indent=1) + "\n")
+    if report.calibration is not None and report.calibration.source is None:
+        paths["calibration"] = os.path.join(output_dir, "calibration.json")
+        _write_atomic(paths["calibration"],
+                      json.dumps(report.calibration.to_dict(), indent=1) + "\n")
     _write_atomic(paths["json"], json.dumps(report_dict(report), indent=1, allow_nan=False,
                                             ensure_ascii=False) + "\n")
     _write_atomic(paths["md"], render_markdown(report))

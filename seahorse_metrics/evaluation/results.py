@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from seahorse_metrics.evaluation import calibration as calibration_lib
 from seahorse_metrics.evaluation import stats, thresholds as thresholds_lib
 
 # Item fields a result can be broken down by.
@@ -155,6 +156,9 @@ class EvaluationReport:
       thresholds: The tuned (or read) thresholds, if any.
       macro: (metric name, family) -> Estimate of the mean tuned balanced
         accuracy over the family's benchmarks (families of 2 or more).
+      calibration: The calibration maps fitted (`--calibrate_on`), if any.
+      calibration_cells: (metric name, benchmark name) -> CalibrationCell
+        (ECE, Brier score, reliability before and after the metric's map).
     """
 
     config: EvaluationConfig
@@ -166,6 +170,8 @@ class EvaluationReport:
     scoring: dict
     thresholds: Optional[thresholds_lib.ThresholdSet] = None
     macro: dict = dataclasses.field(default_factory=dict)
+    calibration: Optional[calibration_lib.CalibrationSet] = None
+    calibration_cells: dict = dataclasses.field(default_factory=dict)
 
     def result(self, metric: str, benchmark: str) -> MetricResult:
         return self.results[(metric, benchmark)]

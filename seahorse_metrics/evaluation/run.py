@@ -16,7 +16,10 @@ Which statistics a (metric, benchmark) cell gets:
   (mean score per system vs mean rating per system);
 - with thresholds tuned on another benchmark (`--tune_threshold_on`, or read
   with `--thresholds`): balanced accuracy at the metric's tuned threshold, and
-  per family of 2 or more benchmarks its mean (LLM-AggreFact's average).
+  per family of 2 or more benchmarks its mean (LLM-AggreFact's average);
+- with calibration maps fitted on a dev benchmark (`--calibrate_on`): ECE
+  (equal-mass bins, with its interval), Brier score and reliability data of
+  each probability metric before and after its map (`calibration.py`).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics.evaluation import calibration as calibration_lib, stats
 from seahorse_metrics.evaluation.benchmarks import Benchmark, load_benchmarks, subset_of
 from seahorse_metrics.evaluation.cache import ScoreCache
 from seahorse_metrics.evaluation.metrics import (Metric, MetricNotAligned, MetricNotApplicable,
@@ -302,7 +305,8 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
              config: EvaluationConfig = EvaluationConfig(), *,
              cache: Optional[ScoreCache] = None,
              compare: Sequence[tuple[str, str]] = (),
-             thresholds: Optional[ThresholdSet] = None) -> EvaluationReport:
+             thresholds: Optional[ThresholdSet] = None,
+             calibration: Optional[calibration_lib.CalibrationSet] = None) -> EvaluationReport:
     """Scores every benchmark with every metric and computes the statistics.
 
     Args:
@@ -312,6 +316,8 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
       cache: Score cache (None = always score).
       compare: Pairs of metric names to test against each other.
       thresholds: Tuned thresholds to report balanced accuracy at.
+      calibration: Calibration maps to report ECE and Brier score before
+        and after.
 
     Returns:
       The `EvaluationReport` (write it with `report.write_report`).
@@ -347,7 +353,9 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
                                             all_scores[(name_b, benchmark.name)], config))
     return EvaluationReport(config, list(benchmarks), list(metrics), results, comparisons,
                             all_scores, source.counts, thresholds,
-                            _macro_averages(benchmarks, metrics, results, all_scores, config))
+                            _macro_averages(benchmarks, metrics, results, all_scores, config),
+                            calibration, _calibration_cells(benchmarks, results, all_scores,
+                                                            calibration, config))
 
 
 def _tuning_items(metric: Metric, benchmark: Benchmark, source: ScoreSource,
@@ -423,17 +431,84 @@ def _thresholds(tune_on: Sequence[str], thresholds_path: Optional[str], metrics:
     return thresholds
 
 
+def _calibration_cells(benchmarks: Sequence[Benchmark], results: dict, scores: dict,
+                       calibration: Optional[calibration_lib.CalibrationSet],
+                       config: EvaluationConfig) -> dict:
+    """(metric, benchmark) -> CalibrationCell, for every labelled benchmark a
+    metric with a calibration map covers."""
+    cells = {}
+    for (name, benchmark_name), result in results.items():
+        benchmark = next(b for b in benchmarks if b.name == benchmark_name)
+        if calibration is None or name not in calibration.metrics or not (
+                benchmark.has_labels and result.applicable):
+            continue
+        used = scores[(name, benchmark_name)][result.valid]
+        cells[(name, benchmark_name)] = calibration_lib.calibration_cell(
+            name, benchmark_name, calibration.metrics[name], benchmark.labels[result.valid],
+            used, n_resamples=config.n_resamples, confidence=config.confidence,
+            seed=config.seed)
+    return cells
+
+
+def fit_calibrations(specs: Sequence[str], metrics: Sequence[Metric], config: EvaluationConfig,
+                     method: str, *, cache: Optional[ScoreCache] = None
+                     ) -> calibration_lib.CalibrationSet:
+    """Fits a calibration map per probability metric on the labelled items of
+    its `--calibrate_on` benchmarks (`calibration.bind_specs`).
+
+    Metrics whose scores are not probabilities (the baselines) get none.
+
+    Raises:
+      ValueError: for an unknown method or metric name, a map asked of a
+        metric whose scores are not probabilities, or specs without labels.
+    """
+    calibration_lib.check_method(method)
+    bound = calibration_lib.bind_specs(specs, [m.name for m in metrics])
+    source = ScoreSource(cache if config.use_cache else None)
+    maps, fitted_on = {}, {}
+    for metric in metrics:
+        if metric.name not in bound:
+            continue
+        if metric.threshold is None:  # Not a probability (baselines).
+            if any(s.startswith(metric.name + "=") for s in specs):
+                raise ValueError(f"--calibrate_on {metric.name}=...: the scores of {metric.name} "
+                                 "are not probabilities; calibrate checkpoint or scores metrics")
+            continue
+        labelled = [b for b in load_benchmarks(bound[metric.name]) if b.has_labels]
+        if not labelled:
+            raise ValueError(f"--calibrate_on {bound[metric.name]}: no binary labels to fit "
+                             f"{metric.name}'s calibration on")
+        items = [pair for b in labelled if (pair := _tuning_items(metric, b, source, config))]
+        if not items:
+            logger.warning("no calibration for %s: it covers none of %s", metric.name,
+                           bound[metric.name])
+            continue
+        labels = np.concatenate([labels for labels, _ in items])
+        scores = np.concatenate([scores for _, scores in items])
+        try:
+            maps[metric.name] = calibration_lib.fit_calibration(method, labels, scores)
+        except stats.UndefinedStatistic as reason:
+            logger.warning("no calibration for %s: %s", metric.name, reason)
+            continue
+        fitted_on[metric.name] = list(bound[metric.name])
+    return calibration_lib.CalibrationSet(method, fitted_on, maps)
+
+
 def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
                    output_dir: str, config: EvaluationConfig = EvaluationConfig(), *,
                    compare: Sequence[tuple[str, str]] = (), vocab_path: Optional[str] = None,
                    batch_size: int = 32, tune_on: Sequence[str] = (),
-                   thresholds_path: Optional[str] = None) -> EvaluationReport:
+                   thresholds_path: Optional[str] = None, calibrate_on: Sequence[str] = (),
+                   calibration_method: str = calibration_lib.DEFAULT_METHOD) -> EvaluationReport:
     """Reads specs, evaluates, and writes the report files into `output_dir`.
 
     The score cache lives in `<output_dir>/cache`. With `tune_on` (benchmark
     specs, e.g. a dev split) each metric's threshold is tuned there and
     written to `<output_dir>/thresholds.json`; `thresholds_path` reads such a
-    file (or a report.json) instead.
+    file (or a report.json) instead. With `calibrate_on` (benchmark specs,
+    `NAME=SPEC` for one metric) each probability metric gets a
+    `calibration_method` map fitted there, written to
+    `<output_dir>/calibration.json` and reported before/after.
 
     Returns:
       The report that was written.
@@ -451,7 +526,10 @@ def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
     # of test): their scores are cached apart.
     thresholds = _thresholds(tune_on, thresholds_path, metrics, config,
                              ScoreCache(os.path.join(output_dir, "cache", "tuning")))
+    calibration = (fit_calibrations(calibrate_on, metrics, config, calibration_method,
+                                    cache=ScoreCache(os.path.join(output_dir, "cache", "tuning")))
+                   if calibrate_on else None)
     report = evaluate(benchmarks, metrics, config, cache=cache, compare=compare,
-                      thresholds=thresholds)
+                      thresholds=thresholds, calibration=calibration)
     write_report(report, output_dir)
     return report

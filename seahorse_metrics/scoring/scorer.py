@@ -476,11 +476,14 @@ class Scorer:
         self.max_input_length = self._multi.settings.max_input_length
         self.batch_size = self._multi.batch_size
 
+    calibration = None  # A `CalibrationMap` when loaded with `calibration=FILE`.
+
     @classmethod
     def load(cls, path: str, vocab: Optional[str] = None, dtype: Optional[str] = None,
              max_input_length: Optional[int] = None, batch_size: Optional[int] = None,
              quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
-             mesh: Any = None, **kwargs) -> "Scorer":
+             mesh: Any = None, calibration: Optional[str] = None,
+             calibration_metric: Optional[str] = None, **kwargs) -> "Scorer":
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
         Args:
@@ -499,6 +502,8 @@ class Scorer:
           options: All the settings as one `ScoringOptions` (the arguments
             given besides it override its fields).
           mesh: Where the parameters are loaded and the batches split.
+          calibration, calibration_metric: A calibration file and the metric of
+            it to use (`.calibration.apply(scores)`, `<score_field>_calibrated`).
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
@@ -519,8 +524,13 @@ class Scorer:
                 options, question_template=shared_question_template({SCORE_FIELD: path}))
         mesh = mesh_or_default(mesh)
         model, params = load_model(path, options.dtype, mesh, options.quantize)
-        return cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
-                   **options.scorer_arguments())
+        scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
+                     **options.scorer_arguments())
+        if calibration is not None:
+            from seahorse_metrics.calibration import read_calibration_map
+
+            scorer.calibration = read_calibration_map(calibration, calibration_metric)
+        return scorer
 
     @property
     def settings(self) -> InputSettings:
@@ -585,7 +595,10 @@ class Scorer:
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                       score_field: str = SCORE_FIELD, batch_size: Optional[int] = None,
                       question_field: Optional[str] = None) -> Iterator[dict]:
-        """Streams records, yielding each with a `score_field` (or `error`) in
-        input order (see `MultiScorer.score_records`)."""
-        return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
-                                         {SCORE_FIELD: score_field}, batch_size, question_field)
+        """Streams records, yielding each with a `score_field` (or `error`) in input
+        order (see `MultiScorer.score_records`), `<score_field>_calibrated` too with a map."""
+        scored = self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
+                                           {SCORE_FIELD: score_field}, batch_size, question_field)
+        calibrated = score_field + "_calibrated"
+        return scored if self.calibration is None else (dict(r, **{calibrated: float(
+            self.calibration.apply([r[score_field]])[0])}) if score_field in r else r for r in scored)

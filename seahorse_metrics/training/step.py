@@ -22,6 +22,7 @@ from seahorse_metrics.model import EncoderDecoderModel, T5Config
 from seahorse_metrics.model import partitioning
 from seahorse_metrics.model.partitioning import sharding_context  # noqa: F401 (defined in model/)
 from seahorse_metrics.training import optimizers
+from seahorse_metrics.training import soft_targets
 from seahorse_metrics.training import state as state_lib
 from seahorse_metrics.training.state import TrainState
 
@@ -31,6 +32,8 @@ def _loss_and_grads(model: EncoderDecoderModel, params, batch, dropout_rng, z_lo
     """((loss, aux), grads) of the whole batch in one pass."""
 
     def loss_fn(p):
+        if soft_targets.SOFT_TARGETS in batch:  # Distillation: the teacher's distribution.
+            return soft_targets.distillation_loss(model, p, batch, dropout_rng)
         return model.loss(p, batch, dropout_rng, z_loss, loss_normalizing_factor)
 
     return jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -62,6 +65,9 @@ def _accumulated_loss_and_grads(model: EncoderDecoderModel, params, batch, dropo
     whole-batch loss and gradient. Microbatch i draws dropout from
     `fold_in(dropout_rng, i)`.
     """
+    if soft_targets.SOFT_TARGETS in batch:
+        raise ValueError("distillation batches (soft targets) are not split into microbatches; "
+                         "train the student with microbatches=1")
     split = split_microbatches(batch, microbatches)
 
     def body(carry, inputs):

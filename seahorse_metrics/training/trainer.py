@@ -32,6 +32,7 @@ from seahorse_metrics.training import checkpointing
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training import optimizers
 from seahorse_metrics.training import sharding as sharding_lib
+from seahorse_metrics.training import soft_targets
 from seahorse_metrics.training import step as step_lib
 from seahorse_metrics.training import summaries
 from seahorse_metrics.training import validation
@@ -281,7 +282,7 @@ class _Loop:
         self.checkpoints, self.writer, self.best_keeper = run_checkpoints, writer, best_keeper
         self.state, self.best = state, best
         self.step = int(jax.device_get(state.step))
-        self.stream = data_lib.BatchStream(
+        self.stream = soft_targets.make_stream(
             run.train_examples, self.config.batch_size, self.config.input_length,
             self.config.row_target_length, run.model_config.decoder_start_id, self.config.seed,
             pack=self.config.pack, position=position,
@@ -326,17 +327,20 @@ class _Loop:
     def _validate(self) -> None:
         run = self.run
         with step_lib.sharding_context(self.plan.mesh):
-            metrics = validation.validate(
+            probs = validation.first_token_probabilities(
                 self.plan.model, self.state.params, run.validation_examples, run.token_ids,
                 self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
             )
+        metrics = validation.validation_metrics(run.validation_examples.labels, probs[:, 0])
+        metrics.update(soft_targets.agreement_metrics(run.validation_examples, probs))
         self.writer.write(self.step, "validation", metrics)
         self.last_validation = metrics
         logger.info("Validation at step %d: %s", self.step, metrics)
-        best_value = None if self.best is None else self.best["roc_auc"]
-        if checkpointing.is_better(metrics["roc_auc"], best_value):
+        selected_by = self.best_keeper.metric  # roc_auc; agreement with a distilled teacher
+        best_value = None if self.best is None else self.best[selected_by]
+        if checkpointing.is_better(metrics[selected_by], best_value):
             self.best_keeper.save(self.step, run.model_config, self.state.params, metrics)
-            self.best = {"step": self.step, "roc_auc": metrics["roc_auc"], "metrics": metrics}
+            self.best = {"step": self.step, selected_by: metrics[selected_by], "metrics": metrics}
 
     def run_steps(self) -> None:
         config, plan = self.config, self.plan
@@ -377,12 +381,14 @@ def _summary(model_dir: str, final_step: int, best_record: Optional[dict[str, An
     if best_record is None:
         return f"Trained {final_step} steps in {model_dir}; no validation, so no best checkpoint."
     metrics = best_record["metrics"]
-    pearson = metrics.get("pearson")
+    shown = {"Spearman with the teacher": metrics.get(soft_targets.AGREEMENT),
+             "ROC-AUC": metrics.get("roc_auc"), "Pearson": metrics.get("pearson")}
     return (
         f"Trained {final_step} steps in {model_dir}. Best checkpoint: "
         f"{os.path.join(model_dir, 'best')} (step {best_record['step']}, validation "
-        f"ROC-AUC {metrics['roc_auc']:.4f}, Pearson "
-        f"{'n/a' if pearson is None else f'{pearson:.4f}'})."
+        + ", ".join(f"{name} {'n/a' if value is None else f'{value:.4f}'}"
+                    for name, value in shown.items()
+                    if value is not None or name != "Spearman with the teacher") + ")."
     )
 
 
@@ -517,7 +523,9 @@ def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) ->
     run_checkpoints = checkpointing.RunCheckpoints(
         os.path.join(config.model_dir, CHECKPOINTS_DIR), config.keep_checkpoints
     )
-    best_keeper = checkpointing.BestCheckpoint(os.path.join(config.model_dir, "best"), run.vocabulary_path)
+    best_keeper = checkpointing.BestCheckpoint(
+        os.path.join(config.model_dir, "best"), run.vocabulary_path,
+        metric=soft_targets.selection_metric(run.validation_examples))
     try:
         state, position, best = _start(run, run_checkpoints)
         start_step = int(jax.device_get(state.step))

@@ -1,0 +1,239 @@
+"""Calibration maps and their file: what `score --calibration` and
+`Scorer.load(..., calibration=FILE)` apply.
+
+A map turns a metric's score (a probability in [0, 1]) into a calibrated
+probability; `seahorse_metrics.evaluation.calibration` fits them on a dev
+benchmark and measures how calibrated scores are. Three kinds:
+
+* `temperature`: `sigmoid(z / T)`, where `z = log P("1") / P("0")` is read
+  from the score as its logit (exact for `normalize="pair"` scores, and
+  within the mass of other tokens for full-vocabulary ones);
+* `platt`: `sigmoid(a * z + b)`;
+* `isotonic`: a non-decreasing step function, linear between its knots
+  and clipped outside them.
+
+A calibration file (`calibration.json`, and the `calibration` entry of
+report.json, which `read_calibration` reads too) records one map per
+metric::
+
+    {"format": "seahorse-metrics-calibration/1", "method": "platt",
+     "fitted_on": {"q4": ["seahorse:prepared:q4,split=validation"]},
+     "metrics": {"q4": {"method": "platt", "n": 500,
+                        "parameters": {"slope": 0.61, "intercept": -0.2}}}}
+
+This module sits below `scoring` and `evaluation` (numpy only), so both
+read the same maps.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+CALIBRATION_FORMAT = "seahorse-metrics-calibration/1"
+METHODS = ("temperature", "platt", "isotonic")
+CALIBRATED_SUFFIX = "_calibrated"
+# Scores are clipped this far from 0 and 1 before taking their logit.
+_LOGIT_EPS = 1e-7
+
+
+def score_logits(scores) -> np.ndarray:
+    """log(p / (1 - p)) of scores in [0, 1], clipped to stay finite."""
+    p = np.clip(np.asarray(scores, dtype=np.float64), _LOGIT_EPS, 1.0 - _LOGIT_EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # Stable for large |z|.
+
+
+def check_probabilities(scores, what: str) -> np.ndarray:
+    values = np.asarray(scores, dtype=np.float64)
+    if values.ndim != 1:
+        raise ValueError(f"{what}: expected a 1-d array of scores, got shape {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{what}: NaN or infinite scores cannot be calibrated")
+    if values.size and (values.min() < 0.0 or values.max() > 1.0):
+        raise ValueError(f"{what}: scores must be probabilities in [0, 1] (got "
+                         f"{values.min():.4g} to {values.max():.4g})")
+    return values
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationMap:
+    """A fitted map from a metric's score to a calibrated probability.
+
+    Attributes:
+      method: One of `METHODS`.
+      parameters: `{"temperature": T}`, `{"slope": a, "intercept": b}` or
+        `{"x": knots, "y": values}` (isotonic).
+      n: Items it was fitted on.
+    """
+
+    method: str
+    parameters: dict
+    n: int = 0
+
+    def apply(self, scores) -> np.ndarray:
+        """Calibrated probabilities of `scores` (probabilities in [0, 1]).
+
+        Raises:
+          ValueError: for NaN scores or scores outside [0, 1].
+        """
+        values = check_probabilities(scores, f"{self.method} calibration")
+        if self.method == "isotonic":
+            return np.interp(values, self.parameters["x"], self.parameters["y"])
+        z = score_logits(values)
+        if self.method == "temperature":
+            return sigmoid(z / self.parameters["temperature"])
+        return sigmoid(self.parameters["slope"] * z + self.parameters["intercept"])
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "n": self.n, "parameters": dict(self.parameters)}
+
+
+def check_method(method: str) -> str:
+    """Returns `method`, or raises ValueError naming the known ones."""
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r}; choose one of {METHODS}")
+    return method
+
+
+@dataclasses.dataclass
+class CalibrationSet:
+    """One calibration map per metric.
+
+    Attributes:
+      method: The method the maps were fitted with.
+      fitted_on: Metric name -> the benchmark specs its map was fitted on.
+      metrics: Metric name -> `CalibrationMap`.
+      source: Where they were read from (None when fitted in this run).
+    """
+
+    method: str
+    fitted_on: dict
+    metrics: dict
+    source: Optional[str] = None
+
+    def check_metrics(self, names: Sequence[str]) -> None:
+        """Refuses maps for metrics that are not in this run.
+
+        Raises:
+          ValueError: naming the unknown metrics and the file.
+        """
+        unknown = sorted(set(self.metrics) - set(names))
+        if unknown:
+            where = f"{self.source}: " if self.source else ""
+            raise ValueError(f"{where}calibration maps for unknown metric(s) {unknown}; the "
+                             f"metrics of this run are {list(names)} (name them NAME=SPEC, or "
+                             "fit maps for these metrics with `evaluate --calibrate_on`)")
+
+    def to_dict(self) -> dict:
+        return {"format": CALIBRATION_FORMAT, "method": self.method,
+                "fitted_on": {k: list(v) for k, v in self.fitted_on.items()},
+                "metrics": {name: m.to_dict() for name, m in self.metrics.items()}}
+
+
+def _map_from_dict(entry, where: str) -> CalibrationMap:
+    if not isinstance(entry, Mapping) or entry.get("method") not in METHODS:
+        raise ValueError(f"{where}: expected an object with a 'method' in {METHODS}")
+    parameters = entry.get("parameters")
+    needed = {"temperature": ("temperature",), "platt": ("slope", "intercept"),
+              "isotonic": ("x", "y")}[entry["method"]]
+    if not isinstance(parameters, Mapping) or any(k not in parameters for k in needed):
+        raise ValueError(f"{where}: {entry['method']} needs parameters {list(needed)}")
+    try:
+        values = {k: np.asarray(parameters[k], dtype=np.float64) for k in needed}
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: parameters {list(needed)} must be numbers") from None
+    if not all(np.all(np.isfinite(v)) for v in values.values()):
+        raise ValueError(f"{where}: parameters must be finite")
+    if entry["method"] == "temperature" and not values["temperature"] > 0:
+        raise ValueError(f"{where}: the temperature must be positive")
+    if entry["method"] == "isotonic" and (
+            values["x"].ndim != 1 or values["x"].shape != values["y"].shape
+            or not len(values["x"]) or np.any(np.diff(values["x"]) < 0)):
+        raise ValueError(f"{where}: isotonic x and y must be equally long lists, x sorted")
+    parameters = {k: (v.tolist() if v.ndim else float(v)) for k, v in values.items()}
+    return CalibrationMap(entry["method"], parameters, int(entry.get("n", 0)))
+
+
+def calibration_from_dict(data: Mapping, source: Optional[str] = None) -> CalibrationSet:
+    """A `CalibrationSet` from `CalibrationSet.to_dict()` output (or a
+    report.json holding one under `calibration`).
+
+    Raises:
+      ValueError: for another format or a malformed entry (naming `source`).
+    """
+    where = source or "calibration"
+    if (isinstance(data, Mapping) and data.get("format") != CALIBRATION_FORMAT
+            and isinstance(data.get("calibration"), Mapping)):
+        data = data["calibration"]  # A report.json.
+    if not isinstance(data, Mapping) or data.get("format") != CALIBRATION_FORMAT:
+        raise ValueError(f"{where}: not a calibration file (format {CALIBRATION_FORMAT!r}) nor "
+                         "a report.json with calibration maps; write one with "
+                         "`evaluate --calibrate_on SPEC`")
+    metrics = {name: _map_from_dict(entry, f"{where}: metric {name!r}")
+               for name, entry in dict(data.get("metrics") or {}).items()}
+    if not metrics:
+        raise ValueError(f"{where}: holds no calibration maps")
+    return CalibrationSet(str(data.get("method", "")), dict(data.get("fitted_on") or {}),
+                          metrics, source)
+
+
+def read_calibration(path: str) -> CalibrationSet:
+    """Reads a calibration file or a report.json with calibration maps.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: not JSON, or not calibration maps.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"calibration file {path} not found")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    return calibration_from_dict(data, path)
+
+
+def read_calibration_map(path: str, metric: Optional[str] = None) -> CalibrationMap:
+    """The map of `metric` in a calibration file (the only one when None).
+
+    Raises:
+      ValueError: no map for `metric`, or several and no `metric` named.
+      FileNotFoundError: no such file.
+    """
+    calibration = read_calibration(path)
+    if metric is None and len(calibration.metrics) == 1:
+        return next(iter(calibration.metrics.values()))
+    if metric is None:
+        raise ValueError(f"{path} holds calibration maps for {sorted(calibration.metrics)}; "
+                         "name the one to use (calibration_metric=)")
+    if metric not in calibration.metrics:
+        raise ValueError(f"{path}: no calibration map for {metric!r} (it has "
+                         f"{sorted(calibration.metrics)})")
+    return calibration.metrics[metric]
+
+
+def maps_for(path: str, names: Sequence[str]) -> dict[str, CalibrationMap]:
+    """Metric name -> map from a calibration file, for the metrics scored here.
+
+    Every metric scored needs a map, and the file may name no other metric.
+
+    Raises:
+      ValueError: a map for a metric not scored here, or a metric without one.
+      FileNotFoundError: no such file.
+    """
+    calibration = read_calibration(path)
+    calibration.check_metrics(names)
+    missing = [name for name in names if name not in calibration.metrics]
+    if missing:
+        raise ValueError(f"{path}: no calibration map for {missing} (it has "
+                         f"{sorted(calibration.metrics)}); name the checkpoints as the "
+                         "evaluated metrics (NAME=DIR)")
+    return {name: calibration.metrics[name] for name in names}
