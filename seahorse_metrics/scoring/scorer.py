@@ -143,6 +143,23 @@ def _load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None
     return model, quantize_params(model, params)
 
 
+def _converted_models(named: Mapping[str, str], vocab_path: str, engine: str, dtype: str,
+                      quantize: Optional[str], engine_options: Optional[Mapping[str, Any]],
+                      kwargs: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """name -> (model, converted model) for an engine other than JAX."""
+    from seahorse_metrics.engines import ctranslate2 as ctranslate2_engine
+
+    ctranslate2_engine.check_engine_settings(engine, dtype=dtype, mesh=kwargs.get("mesh"),
+                                             packing=kwargs.get("packing", False))
+    return {name: ctranslate2_engine.load_converted(path, vocab_path, quantize,
+                                                    dict(engine_options or {}))
+            for name, path in named.items()}
+
+
+def _engine_name(runner: Any) -> str:
+    return getattr(runner, "engine", "jax")
+
+
 def _mesh_or_default(mesh: Any) -> Any:
     from seahorse_metrics.scoring.runner import default_mesh
 
@@ -253,7 +270,8 @@ class MultiScorer:
     @classmethod
     def load(cls, checkpoints: Union[Mapping[str, str], Sequence[str]], vocab: Optional[str] = None,
              dtype: str = "float32", max_input_length: int = 2048,
-             quantize: Optional[str] = None, **kwargs) -> "MultiScorer":
+             quantize: Optional[str] = None, engine: str = "jax",
+             engine_options: Optional[Mapping[str, Any]] = None, **kwargs) -> "MultiScorer":
         """Loads several checkpoints (any format `load_checkpoint` reads).
 
         Args:
@@ -265,6 +283,9 @@ class MultiScorer:
             the memory; norms, softmax and logits stay float32; slower on CPUs).
           max_input_length: Token budget of one input, EOS included.
           quantize: None, or "int8" (see `Scorer.load`).
+          engine: "jax", or "ctranslate2" (see `Scorer.load`).
+          engine_options: Options of the ctranslate2 engine (see
+            `engines.ctranslate2.load_converted`).
           **kwargs: Any other argument of `MultiScorer(...)`; without
             `question_template`, the checkpoints' `seahorse_inputs.json` (or
             the default) gives it; `mesh` (a ('data', 'model') mesh, see
@@ -284,9 +305,15 @@ class MultiScorer:
                 f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
                 "separately or pass the shared one as vocab=...")
         kwargs.setdefault("question_template", _shared_question_template(named))
+        vocab_path = next(iter(vocab_paths.values()))
+        if engine != "jax":
+            models = _converted_models(named, vocab_path, engine, dtype, quantize,
+                                       engine_options, kwargs)
+            return cls(models, vocab_path, max_input_length=max_input_length,
+                       checkpoints=named, **kwargs)
         mesh = _mesh_or_default(kwargs.pop("mesh", None))
         models = {name: _load_model(path, dtype, mesh, quantize) for name, path in named.items()}
-        return cls(models, next(iter(vocab_paths.values())), max_input_length=max_input_length,
+        return cls(models, vocab_path, max_input_length=max_input_length,
                    checkpoints=named, mesh=mesh, **kwargs)
 
     # ------------------------------------------------------------ checks
@@ -301,12 +328,17 @@ class MultiScorer:
 
     def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
                       compiler_options: Optional[Mapping[str, Any]]) -> list:
-        """One `ModelRunner` per model, its parameters placed on `mesh`."""
+        """One model call per model: a `ModelRunner` with its parameters placed
+        on `mesh`, or, for a converted model, its engine's runner."""
+        from seahorse_metrics.engines.ctranslate2 import ConvertedModel, CTranslate2Runner
         from seahorse_metrics.scoring.runner import ModelRunner
 
+        token_ids = (self.positive_id, self.negative_id)
+        if any(isinstance(params, ConvertedModel) for _, params in models.values()):
+            return [CTranslate2Runner.of(params, model.config, self.tokenizer, token_ids)
+                    for model, params in models.values()]
         mesh = _mesh_or_default(mesh)
-        return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
-                            compiler_options)
+        return [ModelRunner(model, params, token_ids, mesh, compiler_options)
                 for model, params in models.values()]
 
     def _check_vocabulary(self, name: str, config: T5Config) -> None:
@@ -371,7 +403,9 @@ class MultiScorer:
             "vocabulary": os.path.abspath(self.vocab_path),
             "target_ids": {"1": self.positive_id, "0": self.negative_id},
             "dtype": self.runners[0].model.config.dtype,
-            "mesh": {name: int(size) for name, size in self.runners[0].mesh.shape.items()},
+            "engine": _engine_name(self.runners[0]),
+            "mesh": ({name: int(size) for name, size in self.runners[0].mesh.shape.items()}
+                     if self.runners[0].mesh is not None else None),
             "quantize": {name: runner.model.config.quantize
                          for name, runner in zip(self.names, self.runners)},
             "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
@@ -637,6 +671,7 @@ class Scorer:
     @classmethod
     def load(cls, path: str, vocab: Optional[str] = None, dtype: str = "float32",
              max_input_length: int = 2048, batch_size: int = 16, quantize: Optional[str] = None,
+             engine: str = "jax", engine_options: Optional[Mapping[str, Any]] = None,
              **kwargs) -> "Scorer":
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
@@ -653,6 +688,13 @@ class Scorer:
             become int8 with a scale per output channel, multiplied in
             bfloat16 (`seahorse_metrics.model.quantize`); faster on CPUs with
             AVX512-BF16, scores close to float32's but not equal.
+          engine: "jax" (any device, mesh, dtype, packing), or "ctranslate2":
+            the checkpoint converted once (cached) by CTranslate2's own
+            converter and run by it on this machine's CPUs, in float32 or,
+            with quantize="int8", int8 (`seahorse_metrics.engines.ctranslate2`;
+            `pip install -e '.[cpu]'`).
+          engine_options: Options of the ctranslate2 engine: cache_dir,
+            threads, convert_in_child (see `engines.ctranslate2.load_converted`).
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
@@ -667,6 +709,12 @@ class Scorer:
         path = resolve_checkpoint(path)
         vocab_path = _resolve_vocabulary(path, vocab)
         kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
+        if engine != "jax":
+            models = _converted_models({SCORE_FIELD: path}, vocab_path, engine, dtype, quantize,
+                                       engine_options, kwargs)
+            model, params = models[SCORE_FIELD]
+            return cls(model, params, vocab_path, max_input_length=max_input_length,
+                       batch_size=batch_size, checkpoint=path, **kwargs)
         mesh = _mesh_or_default(kwargs.pop("mesh", None))
         model, params = _load_model(path, dtype, mesh, quantize)
         return cls(model, params, vocab_path, max_input_length=max_input_length,
