@@ -121,9 +121,12 @@ def test_int8_ranks_as_float32_on_the_shipped_backbone(engine_options):
 def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_vocab_path,
                                                              tmp_path, monkeypatch):
     cache = str(tmp_path / "cache")
-    first, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache)
+    # (The score command's test converts in the child process, the default.)
+    first, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                              in_child=False)
     assert converted and os.path.isfile(os.path.join(first, engine.ENGINE_FILE))
-    again, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache)
+    again, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                              in_child=False)
     assert again == first and not converted
     # int8 is another entry of the cache.
     int8, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
@@ -177,3 +180,68 @@ def test_a_vocabulary_that_names_ids_differently_is_refused(tiny_vocab_path):
         engine.check_vocabulary(swapped, tokenizer, "model")
     with pytest.raises(ValueError, match="repeats a piece"):
         engine.check_vocabulary(pieces + [pieces[7]], tokenizer, "model")
+
+
+CLI_SHAPES = ["--max_input_length", "64", "--buckets", "32,64", "--batch_size", "4",
+              "--window_size", "8", "--no_progress"]
+
+
+def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
+        tmp_path, tiny_hf_dir, monkeypatch, capsys):
+    """`score --engine ctranslate2`: the library's default conversion (a
+    child process, into $SEAHORSE_METRICS_CTRANSLATE2_CACHE), thresholds,
+    an interrupted run resumed to the same file, and the refusals."""
+    import json
+
+    from seahorse_metrics.cli import main as cli_main
+
+    cache = tmp_path / "ct2_cache"
+    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    premises, hypotheses = ref.random_pairs(30, seed=11)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
+                              for p, h in zip(premises, hypotheses)))
+    command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
+               "ctranslate2", "--normalize", "pair", "--threshold", "0.5"] + CLI_SHAPES
+    full = str(tmp_path / "full.jsonl")
+    assert cli_main(command + ["--output", full]) == 0
+    (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
+    rows = [json.loads(line) for line in open(full, encoding="utf-8")]
+    expected = Scorer.load(tiny_hf_dir, normalize="pair", max_input_length=64,
+                           bucket_lengths=(32, 64), compiler_options=FAST).score(premises, hypotheses)
+    np.testing.assert_allclose([r["score"] for r in rows], expected, rtol=RTOL)
+    assert [r["score_decision"] for r in rows] == ["yes" if s >= 0.5 else "no" for s in
+                                                   [r["score"] for r in rows]]
+    meta = json.load(open(full + ".meta.json", encoding="utf-8"))
+    assert "ctranslate2" in json.dumps(meta)
+
+    # Interrupted after 3 batches (Ctrl-C in the model call); the rerun resumes.
+    call = engine.CTranslate2Runner._first_step_log_probs
+    calls = []
+
+    def interrupted(self, tokens):
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return call(self, tokens)
+
+    resumed = str(tmp_path / "resumed.jsonl")
+    monkeypatch.setattr(engine.CTranslate2Runner, "_first_step_log_probs", interrupted)
+    assert cli_main(command + ["--output", resumed]) == 130
+    monkeypatch.undo()
+    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    assert not os.path.exists(resumed)
+    assert cli_main(command + ["--output", resumed]) == 0
+    assert open(resumed, "rb").read() == open(full, "rb").read()
+    assert 0 < json.load(open(resumed + ".meta.json", encoding="utf-8"))["rows"]["resumed"] < 30
+    assert os.listdir(cache) == [entry]  # converted once
+    capsys.readouterr()
+
+    for extra, words in ((["--packing"], "packing"), (["--mesh", "data=1"], "mesh"),
+                         (["--dtype", "bfloat16"], "dtype")):
+        assert cli_main(command + ["--output", str(tmp_path / "x.jsonl")] + extra) == 2
+        error = capsys.readouterr().err
+        assert words in error and error.count("\n") == 1
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
+    assert cli_main(command + ["--output", str(tmp_path / "y.jsonl")]) == 2
+    assert "pip install -e '.[cpu]'" in capsys.readouterr().err
