@@ -78,16 +78,6 @@ def test_float32_scores_equal_jax_for_v1_1_and_v1_0_in_every_mode(
     assert jax_scorer.metadata()["engine"] == "jax"
 
 
-def test_scores_match_hugging_face_one_pair_at_a_time(tiny_hf_dir, tiny_hf_model, tiny_vocab_path,
-                                                      engine_options, pairs):
-    scorer = Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options,
-                         **SHAPES)
-    premises, hypotheses = pairs
-    expected = ref.hf_scores(tiny_hf_model, scorer.multi.tokenizer, tiny_vocab_path, premises,
-                             hypotheses, max_input_length=SHAPES["max_input_length"])
-    np.testing.assert_allclose(scorer.score(premises, hypotheses), expected, rtol=RTOL)
-
-
 def sample_pairs(count):
     """The bundled sample's validation summaries with their articles."""
     import json
