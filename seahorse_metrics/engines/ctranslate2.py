@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -304,6 +304,39 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     quantized = None if compute_type == "float32" else compute_type
     return (EngineModel(config.replace(dtype="float32", quantize=quantized)),
             ConvertedModel(model_dir, compute_type, options.get("threads")))
+
+
+def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: Any, mesh: Any,
+                     engine_options: Optional[Mapping[str, Any]]) -> dict[str, tuple]:
+    """name -> (`EngineModel`, `ConvertedModel`) for `MultiScorer(models=...)`.
+
+    Args:
+      checkpoints: name -> local checkpoint directory.
+      vocab_path: Their SentencePiece vocabulary.
+      options: The `ScoringOptions` (its engine, dtype, quantize, packing
+        are checked by `check_engine_settings`).
+      mesh: The mesh asked for (refused), or None.
+      engine_options: See `load_converted`.
+    """
+    check_engine_settings(options.engine, dtype=options.dtype, mesh=mesh,
+                          packing=options.packing)
+    return {name: load_converted(path, vocab_path, options.quantize, dict(engine_options or {}))
+            for name, path in checkpoints.items()}
+
+
+def engine_runners(models: Mapping[str, tuple], tokenizer,
+                   token_ids: Sequence[int]) -> Optional[list["CTranslate2Runner"]]:
+    """A `CTranslate2Runner` per model when `models` holds converted models
+    (`converted_models`), else None."""
+    if not any(isinstance(params, ConvertedModel) for _, params in models.values()):
+        return None
+    return [CTranslate2Runner.of(params, model.config, tokenizer, token_ids)
+            for model, params in models.values()]
+
+
+def engine_name(runner: Any) -> str:
+    """The engine of a scorer's model call ("jax" for `ModelRunner`)."""
+    return getattr(runner, "engine", "jax")
 
 
 # ------------------------------------------------------------- model call
