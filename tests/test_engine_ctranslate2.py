@@ -180,7 +180,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
         tmp_path, tiny_hf_dir, monkeypatch, capsys):
     """`score --engine ctranslate2`: the library's default conversion (a
     child process, into $SEAHORSE_METRICS_CTRANSLATE2_CACHE), thresholds,
-    an interrupted run resumed to the same file, and the refusals."""
+    an interrupted run resumed to the same file, Beam workers, and the refusals."""
     import json
 
     from seahorse_metrics.cli import main as cli_main
@@ -224,6 +224,12 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     assert cli_main(command + ["--output", resumed]) == 0
     assert open(resumed, "rb").read() == open(full, "rb").read()
     assert 0 < json.load(open(resumed + ".meta.json", encoding="utf-8"))["rows"]["resumed"] < 30
+    # Beam workers (here in this process) score the same rows on the same engine.
+    beam_output = str(tmp_path / "beam.jsonl")
+    assert cli_main(command + ["--output", beam_output, "--runner", "DirectRunner", "--merge",
+                               "--direct_running_mode=in_memory"]) == 0
+    beam_rows = [json.loads(line) for line in open(beam_output, encoding="utf-8")]
+    assert [{k: v for k, v in r.items() if k != "row_id"} for r in beam_rows] == rows
     assert os.listdir(cache) == [entry]  # converted once
     capsys.readouterr()
 

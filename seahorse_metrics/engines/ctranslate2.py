@@ -102,32 +102,14 @@ def cache_directory(cache_dir: Optional[str] = None) -> str:
 
 
 # ------------------------------------------------------------- conversion
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def checkpoint_digest(path: str) -> str:
-    """sha256 over the relative names and contents of a checkpoint's files
-    (hidden files left out)."""
-    entries = []
-    for root, folders, names in os.walk(path):
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
-        for name in sorted(n for n in names if not n.startswith(".")):
-            full = os.path.join(root, name)
-            entries.append((os.path.relpath(full, path), _file_sha256(full)))
-    return hashlib.sha256(json.dumps(sorted(entries)).encode("utf-8")).hexdigest()
-
-
 def conversion_key(checkpoint: str, vocab_path: str, compute_type: str) -> str:
     """The cache entry's name: content of checkpoint and vocabulary, compute
     type and CTranslate2 version."""
+    from seahorse_metrics.checkpoints.content import content_digest
+
     ctranslate2 = require_ctranslate2()
-    payload = json.dumps({"checkpoint": checkpoint_digest(checkpoint),
-                          "vocabulary": _file_sha256(vocab_path), "compute_type": compute_type,
+    payload = json.dumps({"checkpoint": content_digest(checkpoint),
+                          "vocabulary": content_digest(vocab_path), "compute_type": compute_type,
                           "ctranslate2": ctranslate2.__version__}, sort_keys=True)
     return f"{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}-{compute_type}"
 
