@@ -50,6 +50,8 @@ EXTRAS_REQUIRE = {
         "hypothesis",
         # A CommonMark renderer shows report.md passes no raw HTML on (test_report.py).
         "markdown-it-py",
+        # The ctranslate2 scoring engine (tests/test_engine_ctranslate2.py).
+        "ctranslate2",
     ] + BEAM,
     "beam": BEAM,
     # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
@@ -59,6 +61,10 @@ EXTRAS_REQUIRE = {
         "torch==2.13.0",
         "transformers>=4.44,<5",
     ],
+    # The ctranslate2 scoring engine (`score --engine ctranslate2`): CTranslate2's
+    # CPU wheels, and the transformers + torch its converter loads the
+    # checkpoint with (once per checkpoint and compute type).
+    "cpu": ["ctranslate2", "torch==2.13.0", "transformers>=4.44,<5"],
     "xlsx": ["openpyxl"],
     "hf": ["datasets"],
     "parquet": ["pyarrow"],

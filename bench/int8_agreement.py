@@ -2,6 +2,7 @@
 
     python -m seahorse_metrics.demo                  # trains demo_output/metrics/q1..q6
     python bench/int8_agreement.py                   # their test split, float32 vs int8
+    python bench/int8_agreement.py --engine ctranslate2   # the same on CTranslate2
 
 Scores every pair of --input with every metric of --metrics twice, float32
 and `quantize="int8"` (with --packing, both packed), and prints per metric
@@ -32,6 +33,8 @@ def parse_args(argv=None):
     parser.add_argument("--input", default="demo_output/prepared/test.jsonl",
                         help="JSONL with article and summary fields (default the demo's test split).")
     parser.add_argument("--packing", action="store_true", help="Pack inputs in both modes.")
+    parser.add_argument("--engine", choices=("jax", "ctranslate2"), default="jax",
+                        help="The model call of both modes (ctranslate2: `pip install -e '.[cpu]'`).")
     parser.add_argument("--limit", type=int, default=None, help="Score only the first N pairs.")
     return parser.parse_args(argv)
 
@@ -70,13 +73,13 @@ def main(argv=None) -> int:
     scores, speed = {}, {}
     for mode in ("float32", "int8"):
         scorer = MultiScorer.load(paths, quantize=None if mode == "float32" else mode,
-                                  packing=args.packing)
+                                  packing=args.packing, engine=args.engine)
         scorer.score(premises[:8], hypotheses[:8])  # compile the common shapes first
         start = time.perf_counter()
         scores[mode] = scorer.score(premises, hypotheses, show_progress=False)
         speed[mode] = len(records) / (time.perf_counter() - start)
     print(f"{len(records)} pairs from {args.input}; {len(paths)} metrics"
-          f"{', packed' if args.packing else ''}; examples/s (all metrics): "
+          f"{', packed' if args.packing else ''}; engine {args.engine}; examples/s (all metrics): "
           f"float32 {speed['float32']:.1f}, int8 {speed['int8']:.1f}")
     print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'auc f32':>8} {'auc int8':>9}")
     worst = 1.0

@@ -3,7 +3,7 @@ safetensors, loaded and scored by seahorse-metrics and by Hugging Face PyTorch.
 
     python bench/real_size.py                    # mT5-large, float32 (~10 GB free memory)
     python bench/real_size.py --size xl          # mT5-XL in bfloat16 (~20 GB free memory)
-    python bench/real_size.py --size small --pairs 2 --length 512    # the code path, quickly
+    python bench/real_size.py --quick            # the code path, quickly: --size small --pairs 2 --length 512
 
 Steps, each in its own process so that each peak RSS (the kernel's VmHWM) is
 that implementation's alone:
@@ -19,13 +19,23 @@ that implementation's alone:
   hf      `from_pretrained(dir, torch_dtype=...)`, then one forward pass per
           pair with the decoder start token (the fastest HF variant at
           this length in bench/score.py)
+  ct2_float32, ct2_int8
+          raw CTranslate2: the directory converted by its converter
+          (`TransformersConverter`, timed in a process of its own), then a
+          `Translator` (float32, or int8 GEMMs) scoring the target `▁1` with
+          `score_batch`, one pair per batch
+  ours_ct2_float32, ours_ct2_int8
+          `Scorer.load(dir, engine="ctranslate2"[, quantize="int8"])`: our
+          front end on CTranslate2; the first load converts (in the library's
+          child process, into a fresh conversion cache), a second process
+          loads the cached conversion (the start-up a second `score` run sees)
 
-Both read log P("1") from the full-vocabulary softmax at the first decoder
+All read log P("1") from the full-vocabulary softmax at the first decoder
 step, on the same token ids (`encode_pair`, 8 pairs of `--length` tokens by
 default 2048). Prints one line per figure: load time, peak RSS while loading
 (and its ratio to the weights' bytes: the goal is <= 1.3x), compile time,
-examples/s, the largest |log P("1")| difference (float32: must be < 1e-3),
-and ends with `ratio: N.NNx` (our examples/s over HF's).
+examples/s, the largest |log P("1")| difference to ours (float32: must be
+< 1e-3), and ends with `ratio: N.NNx` (our examples/s over HF's).
 """
 from __future__ import annotations
 
@@ -60,14 +70,22 @@ def parse_args(argv=None):
     parser.add_argument("--model_dir", default=None,
                         help="Where the random model is written (reused when complete); default "
                              "a temporary directory removed at the end.")
-    parser.add_argument("--skip_hf", action="store_true", help="Only run ours.")
+    parser.add_argument("--skip_hf", action="store_true", help="Skip Hugging Face PyTorch.")
+    parser.add_argument("--skip_ct2", action="store_true",
+                        help="Skip CTranslate2, raw and ours (`pip install -e '.[cpu]'`).")
+    parser.add_argument("--quick", action="store_true",
+                        help="The code path, quickly: --size small --pairs 2 --length 512.")
     parser.add_argument("--json", default=None, help="Also write the figures here.")
-    parser.add_argument("--role", choices=("write", "ours", "hf"), default=None,
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("write", "ours", "hf", "ct2_convert", "ct2", "ours_ct2"),
+                        default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--compute_type", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--ct2_dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--inputs", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cache_dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--compile_only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.pairs, args.length = "small", 2, 512
     args.dtype = args.dtype or DEFAULT_DTYPE.get(args.size, "float32")
     return args
 
@@ -173,6 +191,79 @@ def run_hf(args) -> dict:
     return result
 
 
+def convert_ct2(args) -> dict:
+    """Raw CTranslate2: its converter on the written directory."""
+    from ctranslate2.converters import TransformersConverter
+
+    start = time.perf_counter()
+    TransformersConverter(args.model_dir, low_cpu_mem_usage=True).convert(
+        args.ct2_dir, quantization=args.compute_type, force=True)
+    return {"convert_s": time.perf_counter() - start, "rss_peak_converting": peak_rss_bytes()}
+
+
+def run_ct2(args) -> dict:
+    """Raw CTranslate2: a Translator scoring the target `▁1`, one pair per batch."""
+    import ctranslate2
+
+    from seahorse_metrics.data.inputs import encode_pair
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+
+    with open(args.inputs, encoding="utf-8") as handle:
+        premises, hypotheses = json.load(handle)
+    baseline = peak_rss_bytes()
+    start = time.perf_counter()
+    translator = ctranslate2.Translator(args.ct2_dir, device="cpu", compute_type=args.compute_type,
+                                        inter_threads=1, intra_threads=os.cpu_count() or 1)
+    result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
+              "rss_peak_loading": peak_rss_bytes()}
+    tokenizer = SentencePieceTokenizer(os.path.join(args.model_dir, "spiece.model"))
+    one = [tokenizer.id_to_piece(target_token_ids(tokenizer)[0])]
+    start = time.perf_counter()
+    log_p = []
+    for premise, hypothesis in zip(premises, hypotheses):
+        ids = encode_pair(tokenizer, premise, hypothesis, args.length).ids
+        source = [tokenizer.id_to_piece(i) for i in ids]
+        scored = translator.score_batch([source], [one], max_input_length=0)
+        log_p.append(float(scored[0].log_probs[0]))
+    seconds = time.perf_counter() - start
+    result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
+                  rss_peak_scoring=peak_rss_bytes(), log_p=log_p)
+    return result
+
+
+def run_ours_ct2(args) -> dict:
+    """Ours on the ctranslate2 engine (converting into `--cache_dir` when it
+    holds no conversion yet)."""
+    import numpy as np
+
+    from seahorse_metrics import Scorer
+
+    with open(args.inputs, encoding="utf-8") as handle:
+        premises, hypotheses = json.load(handle)
+    baseline = peak_rss_bytes()
+    start = time.perf_counter()
+    scorer = Scorer.load(args.model_dir, engine="ctranslate2",
+                         quantize=None if args.compute_type == "float32" else args.compute_type,
+                         engine_options={"cache_dir": args.cache_dir},
+                         max_input_length=args.length, bucket_lengths=(args.length,), batch_size=1)
+    result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
+              "rss_peak_loading": peak_rss_bytes()}
+    if args.compile_only:
+        return result
+    start = time.perf_counter()
+    scores = scorer.score(premises, hypotheses, show_progress=False)
+    seconds = time.perf_counter() - start
+    result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
+                  rss_peak_scoring=peak_rss_bytes(),
+                  log_p=[float(v) for v in np.log(np.asarray(scores, np.float64))])
+    return result
+
+
+ROLES = {"ours": run_ours, "hf": run_hf, "ct2_convert": convert_ct2, "ct2": run_ct2,
+         "ours_ct2": run_ours_ct2}
+CT2_TYPES = ("float32", "int8")
+
+
 # ----------------------------------------------------------------- parent
 def make_pairs(count: int, length: int) -> tuple[list[str], list[str]]:
     """`count` pairs whose inputs fill `length` tokens (articles of the
@@ -220,14 +311,19 @@ def report(figures: dict) -> list[str]:
              f"parameters, {figures['dtype']}: {gb(weights)} of weights in "
              f"{figures['model']['shards']} safetensors shards",
              f"pairs: {figures['pairs']} of {figures['length']} tokens"]
-    for name in ("ours", "hf"):
+    for name in ("ours", "hf") + tuple(f"{kind}_{t}" for kind in ("ct2", "ours_ct2")
+                                        for t in CT2_TYPES):
         run = figures.get(name)
         if run is None:
             continue
-        lines += [f"{name} load: {run['load_s']:.1f} s",
+        loading = " (converting first: a fresh conversion cache)" if name.startswith("ours_ct2") else ""
+        lines += [f"{name} load{loading}: {run['load_s']:.1f} s",
                   f"{name} peak RSS while loading: {gb(run['rss_peak_loading'])} "
                   f"({run['rss_peak_loading'] / weights:.2f}x the weights; "
                   f"{gb(run['rss_baseline'])} before loading)"]
+        if "convert_s" in run:
+            lines.append(f"{name} conversion (its converter, own process): {run['convert_s']:.1f} s, "
+                         f"peak RSS {gb(run['rss_peak_converting'])}")
         if "compile_s" in run:
             lines.append(f"{name} compile: {run['compile_s']:.1f} s (empty compilation cache)")
         if "first_call_s" in run:
@@ -240,11 +336,47 @@ def report(figures: dict) -> list[str]:
     if warm is not None:
         lines.append(f"ours second start-up: load {warm['load_s']:.1f} s + compile "
                      f"{warm['compile_s']:.1f} s (compilation cache warm)")
+    for compute_type in CT2_TYPES:
+        warm = figures.get(f"ours_ct2_{compute_type}_warm")
+        if warm is not None:
+            lines.append(f"ours_ct2_{compute_type} second start-up: load {warm['load_s']:.1f} s "
+                         "(conversion cached)")
+    for name in ("hf", "ct2_float32", "ours_ct2_float32", "ct2_int8", "ours_ct2_int8"):
+        if name in figures:
+            gap = max(abs(a - b) for a, b in zip(figures["ours"]["log_p"], figures[name]["log_p"]))
+            lines.append(f"max |log P(\"1\") difference|, {name} vs ours: {gap:.2e}")
+    speeds = {name: run["examples_per_s"] for name, run in figures.items()
+              if isinstance(run, dict) and "examples_per_s" in run}
+    best_ours = max((n for n in speeds if n.startswith("ours")), key=speeds.get)
+    peers = [n for n in speeds if not n.startswith("ours")]
+    if peers:
+        best_peer = max(peers, key=speeds.get)
+        lines.append(f"our fastest ({best_ours}) vs the fastest peer ({best_peer}): "
+                     f"{speeds[best_ours] / speeds[best_peer]:.2f}x")
     if "hf" in figures:
-        gap = max(abs(a - b) for a, b in zip(figures["ours"]["log_p"], figures["hf"]["log_p"]))
-        lines.append(f"max |log P(\"1\") difference|: {gap:.2e}")
         lines.append(f"ratio: {figures['ours']['examples_per_s'] / figures['hf']['examples_per_s']:.2f}x")
     return lines
+
+
+def ct2_figures(args, inputs: str, work: str) -> dict:
+    """Raw CTranslate2 and ours on it, float32 and int8, each in its own processes."""
+    figures = {}
+    for compute_type in CT2_TYPES:
+        ct2_dir = os.path.join(work, f"ct2_{compute_type}")
+        print(f"ct2_{compute_type}: convert, load, score", flush=True)
+        converted = child(args, "ct2_convert", compute_type=compute_type, ct2_dir=ct2_dir)
+        figures[f"ct2_{compute_type}"] = dict(
+            child(args, "ct2", inputs=inputs, compute_type=compute_type, ct2_dir=ct2_dir),
+            **converted)
+        shutil.rmtree(ct2_dir, ignore_errors=True)
+        cache = os.path.join(work, "ours_ct2_cache")
+        print(f"ours_ct2_{compute_type}: convert (first load), score; load again", flush=True)
+        figures[f"ours_ct2_{compute_type}"] = child(args, "ours_ct2", inputs=inputs,
+                                                    compute_type=compute_type, cache_dir=cache)
+        figures[f"ours_ct2_{compute_type}_warm"] = child(
+            args, "ours_ct2", inputs=inputs, compute_type=compute_type, cache_dir=cache,
+            compile_only=True)
+    return figures
 
 
 def parent(args) -> int:
@@ -274,6 +406,8 @@ def parent(args) -> int:
         if not args.skip_hf:
             print("hf: load, score", flush=True)
             figures["hf"] = child(args, "hf", inputs=inputs)
+        if not args.skip_ct2:
+            figures.update(ct2_figures(args, inputs, work))
         print("\n".join(report(figures)))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
@@ -293,7 +427,7 @@ def main(argv=None) -> int:
         os.makedirs(args.model_dir, exist_ok=True)
         result = write_model(args)
     else:
-        result = run_ours(args) if args.role == "ours" else run_hf(args)
+        result = ROLES[args.role](args)
     print(json.dumps(result))
     return 0
 

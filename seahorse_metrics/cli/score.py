@@ -166,7 +166,13 @@ def _add_question_and_threshold(parser) -> None:
 
 
 def _add_device_options(parser) -> None:
-    """--dtype, --quantize, --packing, --mesh and the compilation cache options."""
+    """--engine, --dtype, --quantize, --packing, --mesh and the compilation cache options."""
+    parser.add_argument("--engine", default="jax", choices=("jax", "ctranslate2"),
+                        help="The model call: jax (default; any device, --mesh, --dtype, "
+                             "--packing) or ctranslate2 (this machine's CPUs, float32 or "
+                             "--quantize int8 with CTranslate2's int8 kernels; the checkpoint is "
+                             "converted once into ~/.cache/seahorse-metrics/ctranslate2, or "
+                             "$SEAHORSE_METRICS_CTRANSLATE2_CACHE; pip install -e '.[cpu]').")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="Parameter and compute dtype (default float32). bfloat16 loads the "
                              "weights in half the memory; norms, softmax and logits stay "
@@ -248,7 +254,8 @@ def scorer_options(args) -> ScoringOptions:
                           chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
                           sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
-                          quantize=args.quantize, packing=args.packing)
+                          quantize=args.quantize, packing=args.packing,
+                          engine=args.engine)
 
 
 def input_fields(args) -> InputFields:

@@ -59,7 +59,8 @@ class ScoringOptions:
     the row flagged in a `summary_cut` column),
     question_template (None: the checkpoints' own, else the default) (inputs);
     batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
-    compiler_options (batches and programs).
+    compiler_options (batches and programs); engine ("jax" or "ctranslate2":
+    the model call, see `seahorse_metrics.engines`).
     """
 
     vocab: Optional[str] = None
@@ -80,6 +81,7 @@ class ScoringOptions:
     packing: bool = False
     question_template: Optional[str] = None
     compiler_options: Optional[Mapping[str, Any]] = None
+    engine: str = "jax"
 
     def __post_init__(self):
         if self.bucket_lengths is not None:
@@ -120,7 +122,7 @@ class ScoringOptions:
         """Keyword arguments of `MultiScorer(...)` (no loading ones; the
         question template only when set)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name not in ("vocab", "dtype", "quantize", "question_template")}
+                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine")}
         if self.question_template is not None:
             values["question_template"] = self.question_template
         return values

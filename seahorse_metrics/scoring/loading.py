@@ -55,6 +55,20 @@ def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None)
     return model, quantize_params(model, params)
 
 
+def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: ScoringOptions,
+                mesh: Any, engine_options: Optional[Mapping[str, Any]] = None) -> tuple[dict, Any]:
+    """name -> (model, parameters) of each checkpoint on `options.engine`,
+    and the mesh they are scored on (None on an engine other than JAX, whose
+    converted models `engines.ctranslate2.converted_models` gives)."""
+    if options.engine != "jax":
+        from seahorse_metrics.engines.ctranslate2 import converted_models
+
+        return converted_models(checkpoints, vocab_path, options, mesh, engine_options), None
+    mesh = mesh_or_default(mesh)
+    return {name: load_model(path, options.dtype, mesh, options.quantize)
+            for name, path in checkpoints.items()}, mesh
+
+
 def mesh_or_default(mesh: Any) -> Any:
     from seahorse_metrics.scoring.runner import default_mesh
 

@@ -48,10 +48,11 @@ from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+from seahorse_metrics.engines.ctranslate2 import engine_name, engine_runners
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.job import InputFields, ScoringOptions
-from seahorse_metrics.scoring.loading import (file_digest, given_options, load_model,
+from seahorse_metrics.scoring.loading import (file_digest, given_options, load_models,
                                               mesh_or_default, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
@@ -173,6 +174,7 @@ class MultiScorer:
             "sentence_aggregate", "normalize", "question_template", "long_summaries")}
         return ScoringOptions(
             vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+            engine=engine_name(self.runners[0]),
             batch_size=self.batch_size, bucket_lengths=bucket_lengths,
             max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,
             packing=self.packing, compiler_options=compiler_options, **inputs)
@@ -182,7 +184,8 @@ class MultiScorer:
     def load(cls, checkpoints: Union[Mapping[str, str], Sequence[str]], vocab: Optional[str] = None,
              dtype: Optional[str] = None, max_input_length: Optional[int] = None,
              quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
-             mesh: Any = None, **kwargs) -> "MultiScorer":
+             mesh: Any = None, engine_options: Optional[Mapping[str, Any]] = None,
+             **kwargs) -> "MultiScorer":
         """Loads several checkpoints (any format `load_checkpoint` reads).
 
         Args:
@@ -198,9 +201,10 @@ class MultiScorer:
             given besides it override its fields).
           mesh: A ('data', 'model') mesh (see `partitioning.mesh_from_spec`):
             where the parameters are loaded and the batches split.
+          engine_options: See `Scorer.load`.
           **kwargs: Any other field of `ScoringOptions` (the arguments of
-            `MultiScorer(...)`); without `question_template`, the checkpoints'
-            `seahorse_inputs.json` (or the default) gives it.
+            `MultiScorer(...)`, and `engine`); without `question_template`,
+            the checkpoints' `seahorse_inputs.json` (or the default) gives it.
 
         Raises:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
@@ -218,11 +222,9 @@ class MultiScorer:
                 "separately or pass the shared one as vocab=...")
         if options.question_template is None:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
-        mesh = mesh_or_default(mesh)
-        models = {name: load_model(path, options.dtype, mesh, options.quantize)
-                  for name, path in named.items()}
-        return cls(models, next(iter(vocab_paths.values())), checkpoints=named, mesh=mesh,
-                   **options.scorer_arguments())
+        vocab_path = next(iter(vocab_paths.values()))
+        models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
+        return cls(models, vocab_path, checkpoints=named, mesh=mesh, **options.scorer_arguments())
 
     # ------------------------------------------------------------ checks
     def _check_models(self, models: Mapping[str, tuple[Any, Any]]) -> tuple[int, int, int]:
@@ -236,12 +238,16 @@ class MultiScorer:
 
     def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
                       compiler_options: Optional[Mapping[str, Any]]) -> list:
-        """One `ModelRunner` per model, its parameters placed on `mesh`."""
+        """One model call per model: a `ModelRunner` with its parameters placed
+        on `mesh`, or the engine's runner of converted models."""
         from seahorse_metrics.scoring.runner import ModelRunner
 
+        token_ids = (self.positive_id, self.negative_id)
+        converted = engine_runners(models, self.tokenizer, token_ids)
+        if converted:
+            return converted
         mesh = mesh_or_default(mesh)
-        return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
-                            compiler_options)
+        return [ModelRunner(model, params, token_ids, mesh, compiler_options)
                 for model, params in models.values()]
 
     def _check_vocabulary(self, name: str, config: T5Config) -> None:
@@ -306,7 +312,9 @@ class MultiScorer:
             "vocabulary": os.path.abspath(self.vocab_path),
             "target_ids": {"1": self.positive_id, "0": self.negative_id},
             "dtype": self.runners[0].model.config.dtype,
-            "mesh": {name: int(size) for name, size in self.runners[0].mesh.shape.items()},
+            "engine": engine_name(self.runners[0]),
+            "mesh": ({name: int(size) for name, size in self.runners[0].mesh.shape.items()}
+                     if self.runners[0].mesh is not None else None),
             "quantize": {name: runner.model.config.quantize
                          for name, runner in zip(self.names, self.runners)},
             "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
@@ -483,7 +491,8 @@ class Scorer:
              max_input_length: Optional[int] = None, batch_size: Optional[int] = None,
              quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
              mesh: Any = None, calibration: Optional[str] = None,
-             calibration_metric: Optional[str] = None, **kwargs) -> "Scorer":
+             calibration_metric: Optional[str] = None,
+             engine_options: Optional[Mapping[str, Any]] = None, **kwargs) -> "Scorer":
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
         Args:
@@ -504,8 +513,11 @@ class Scorer:
           mesh: Where the parameters are loaded and the batches split.
           calibration, calibration_metric: A calibration file and the metric of
             it to use (`.calibration.apply(scores)`, `<score_field>_calibrated`).
-          **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
-            "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
+          engine_options: With `engine="ctranslate2"`: cache_dir, threads,
+            convert_in_child (see `engines.ctranslate2.load_converted`).
+          **kwargs: engine ("jax", or "ctranslate2": `seahorse_metrics.engines`),
+            normalize ("full"|"pair"), truncation ("summary_first"|"joint"),
+            long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
             max_batch_tokens, window_size, compiler_options, packing,
             question_template (default: the checkpoint's `seahorse_inputs.json`,
@@ -522,8 +534,8 @@ class Scorer:
         if options.question_template is None:
             options = ScoringOptions.of(
                 options, question_template=shared_question_template({SCORE_FIELD: path}))
-        mesh = mesh_or_default(mesh)
-        model, params = load_model(path, options.dtype, mesh, options.quantize)
+        models, mesh = load_models({SCORE_FIELD: path}, vocab_path, options, mesh, engine_options)
+        model, params = models[SCORE_FIELD]
         scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
                      **options.scorer_arguments())
         if calibration is not None:

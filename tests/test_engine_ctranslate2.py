@@ -1,0 +1,243 @@
+"""The ctranslate2 engine: the same scores as the JAX engine, in every scoring mode.
+
+Tiny random T5 v1.1 and v1.0 models are converted with CTranslate2's own
+converter (in this process, into a per-module cache; one test goes through
+the child process the library uses by default), and scored through the one
+scoring core with both engines.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from fixtures import scoring_reference as ref
+from fixtures import tiny_model
+from seahorse_metrics import MultiScorer, Scorer
+from seahorse_metrics.engines import ctranslate2 as engine
+
+pytest.importorskip("ctranslate2")  # In the test extra; a bare install still runs the rest.
+
+FAST = {"xla_backend_optimization_level": 0}
+SHAPES = dict(max_input_length=64, bucket_lengths=(32,), window_size=16)
+QUESTIONS = [None, "what does the fox do?", None, "who jumps?"] * 4
+RTOL = 1e-5
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BACKBONE = os.path.join(ROOT, "seahorse_metrics", "data", "backbone")
+
+
+@pytest.fixture(scope="module")
+def v1_0_dir(tmp_path_factory, tiny_vocab_path):
+    model = tiny_model.build_hf_model(tiny_model.tiny_t5_v1_0_config(), model_type="t5", seed=3)
+    return tiny_model.save_hf_model(model, str(tmp_path_factory.mktemp("v1_0")),
+                                    vocab_path=tiny_vocab_path)
+
+
+@pytest.fixture(scope="module")
+def engine_options(tmp_path_factory):
+    return {"cache_dir": str(tmp_path_factory.mktemp("ct2_cache")), "convert_in_child": False,
+            "threads": 2}
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    premises, hypotheses = ref.random_pairs(16, seed=5, max_words=60)
+    # Two-sentence summaries, so that per-sentence scoring has sentences to split.
+    return premises, [h + " It is 1. The dog sleeps." for h in hypotheses]
+
+
+def both_engines(checkpoints, engine_options, **options):
+    jax_scorer = MultiScorer.load(checkpoints, compiler_options=FAST, **SHAPES, **options)
+    ct2_scorer = MultiScorer.load(checkpoints, engine="ctranslate2", engine_options=engine_options,
+                                  **SHAPES, **options)
+    return jax_scorer, ct2_scorer
+
+
+@pytest.mark.parametrize("options", [
+    {"normalize": "full"},
+    {"normalize": "pair", "long_inputs": "chunk", "chunk_overlap": 4, "per_sentence": True,
+     "sentence_aggregate": "mean"},
+], ids=["full", "pair-chunk-sentences"])
+def test_float32_scores_equal_jax_for_v1_1_and_v1_0_in_every_mode(
+        tiny_hf_dir, v1_0_dir, engine_options, pairs, options):
+    checkpoints = {"v1_1": tiny_hf_dir, "v1_0": v1_0_dir}
+    jax_scorer, ct2_scorer = both_engines(checkpoints, engine_options, **options)
+    premises, hypotheses = pairs
+    expected = jax_scorer.score_detailed(premises, hypotheses, questions=QUESTIONS)
+    got = ct2_scorer.score_detailed(premises, hypotheses, questions=QUESTIONS)
+    for name in checkpoints:
+        np.testing.assert_allclose(got.scores[name], expected.scores[name], rtol=RTOL)
+        if options.get("per_sentence"):
+            for mine, theirs in zip(got.sentence_scores[name], expected.sentence_scores[name]):
+                np.testing.assert_allclose(mine, theirs, rtol=RTOL)
+    if options.get("long_inputs") == "chunk":
+        assert got.stats.chunked_examples == expected.stats.chunked_examples > 0
+    assert got.stats.model_inputs == expected.stats.model_inputs
+    metadata = ct2_scorer.metadata()
+    assert metadata["engine"] == "ctranslate2" and metadata["mesh"] is None
+    assert jax_scorer.metadata()["engine"] == "jax"
+
+
+def sample_pairs(count):
+    """The bundled sample's validation summaries with their articles."""
+    import json
+
+    sample = os.path.join(ROOT, "seahorse_metrics", "data", "sample", "seahorse")
+    with open(os.path.join(sample, "articles.jsonl"), encoding="utf-8") as handle:
+        articles = {row["gem_id"]: row["text"] for row in map(json.loads, handle)}
+    with open(os.path.join(sample, "validation.tsv"), encoding="utf-8") as handle:
+        rows = [line.rstrip("\n").split("\t") for line in list(handle)[1:]]
+    pairs = [(articles[row[0]], row[2]) for row in rows if row[0] in articles][:count]
+    return [p for p, _ in pairs], [h for _, h in pairs]
+
+
+def test_int8_ranks_as_float32_on_the_shipped_backbone(engine_options):
+    """The issue's bar is Spearman >= 0.999 on trained metrics (bench/int8_agreement.py
+    --engine ctranslate2 measures it on the demo's); the shipped backbone is
+    pretrained without labels (its P("1") is tiny, its scores close
+    together), so it is held to 0.99 here."""
+    from scipy.stats import spearmanr
+
+    premises, hypotheses = sample_pairs(150)
+    scores = {quantize: Scorer.load(BACKBONE, engine="ctranslate2", quantize=quantize,
+                                    engine_options=engine_options, max_input_length=256,
+                                    normalize="pair").score(premises, hypotheses)
+              for quantize in (None, "int8")}
+    # 0.9973 measured on this machine; the margin is for other CPUs' int8 kernels.
+    assert spearmanr(scores[None], scores["int8"]).statistic >= 0.99
+    assert not np.array_equal(scores[None], scores["int8"])  # int8 really ran
+
+
+def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_vocab_path,
+                                                             tmp_path, monkeypatch):
+    cache = str(tmp_path / "cache")
+    # (The score command's test converts in the child process, the default.)
+    first, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                              in_child=False)
+    assert converted and os.path.isfile(os.path.join(first, engine.ENGINE_FILE))
+    again, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                              in_child=False)
+    assert again == first and not converted
+    # int8 is another entry of the cache.
+    int8, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
+                                             in_child=False)
+    assert converted and int8 != first and int8.endswith("-int8")
+
+    # A conversion killed half-way leaves only a temporary directory: a later
+    # run removes it (its process is gone) and converts afresh.
+    def killed(checkpoint, vocab_path, output_dir, compute_type):
+        os.makedirs(output_dir)
+        open(os.path.join(output_dir, "model.bin"), "wb").write(b"torn")
+        raise KeyboardInterrupt
+
+    other = str(tmp_path / "other_cache")
+    monkeypatch.setattr(engine, "convert_checkpoint", killed)
+    with pytest.raises(KeyboardInterrupt):
+        engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other, in_child=False)
+    monkeypatch.undo()
+    assert os.listdir(other) == []
+    dead_pid = 2 ** 22 + 12345  # above Linux's pid_max: no such process
+    leftover = os.path.join(other, f"{engine._CONVERTING_PREFIX}{dead_pid}-x", "model")
+    os.makedirs(leftover)
+    path, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other,
+                                             in_child=False)
+    assert converted and os.listdir(other) == [os.path.basename(path)]
+
+
+def test_what_only_jax_does_is_refused_in_one_line(tiny_hf_dir, engine_options, monkeypatch):
+    for options, words in (({"packing": True}, "packing"), ({"dtype": "bfloat16"}, "dtype"),
+                           ({"mesh": object()}, "mesh"), ({"quantize": "int4"}, "quantize")):
+        with pytest.raises(ValueError, match=words) as error:
+            Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options,
+                        **options)
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="unknown engine"):
+        Scorer.load(tiny_hf_dir, engine="onnx")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
+    with pytest.raises(engine.EngineNotInstalled, match=r"pip install -e '\.\[cpu\]'"):
+        Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options)
+
+
+def test_a_vocabulary_that_names_ids_differently_is_refused(tiny_vocab_path):
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(tiny_vocab_path)
+    pieces = [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)] + ["<extra_id_0>"]
+    engine.check_vocabulary(pieces, tokenizer, "model")
+    swapped = list(pieces)
+    swapped[5], swapped[6] = swapped[6], swapped[5]
+    with pytest.raises(ValueError, match="gives id 5"):
+        engine.check_vocabulary(swapped, tokenizer, "model")
+    with pytest.raises(ValueError, match="repeats a piece"):
+        engine.check_vocabulary(pieces + [pieces[7]], tokenizer, "model")
+
+
+CLI_SHAPES = ["--max_input_length", "64", "--buckets", "32,64", "--batch_size", "4",
+              "--window_size", "8", "--no_progress"]
+
+
+def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
+        tmp_path, tiny_hf_dir, monkeypatch, capsys):
+    """`score --engine ctranslate2`: the library's default conversion (a
+    child process, into $SEAHORSE_METRICS_CTRANSLATE2_CACHE), thresholds,
+    an interrupted run resumed to the same file, Beam workers, and the refusals."""
+    import json
+
+    from seahorse_metrics.cli import main as cli_main
+
+    cache = tmp_path / "ct2_cache"
+    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    premises, hypotheses = ref.random_pairs(30, seed=11)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
+                              for p, h in zip(premises, hypotheses)))
+    command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
+               "ctranslate2", "--normalize", "pair", "--threshold", "0.5"] + CLI_SHAPES
+    full = str(tmp_path / "full.jsonl")
+    assert cli_main(command + ["--output", full]) == 0
+    (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
+    rows = [json.loads(line) for line in open(full, encoding="utf-8")]
+    expected = Scorer.load(tiny_hf_dir, normalize="pair", max_input_length=64,
+                           bucket_lengths=(32, 64), compiler_options=FAST).score(premises, hypotheses)
+    np.testing.assert_allclose([r["score"] for r in rows], expected, rtol=RTOL)
+    assert [r["score_decision"] for r in rows] == ["yes" if s >= 0.5 else "no" for s in
+                                                   [r["score"] for r in rows]]
+    meta = json.load(open(full + ".meta.json", encoding="utf-8"))
+    assert "ctranslate2" in json.dumps(meta)
+
+    # Interrupted after 3 batches (Ctrl-C in the model call); the rerun resumes.
+    call = engine.CTranslate2Runner._first_step_log_probs
+    calls = []
+
+    def interrupted(self, tokens):
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return call(self, tokens)
+
+    resumed = str(tmp_path / "resumed.jsonl")
+    monkeypatch.setattr(engine.CTranslate2Runner, "_first_step_log_probs", interrupted)
+    assert cli_main(command + ["--output", resumed]) == 130
+    monkeypatch.undo()
+    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    assert not os.path.exists(resumed)
+    assert cli_main(command + ["--output", resumed]) == 0
+    assert open(resumed, "rb").read() == open(full, "rb").read()
+    assert 0 < json.load(open(resumed + ".meta.json", encoding="utf-8"))["rows"]["resumed"] < 30
+    # Beam workers (here in this process) score the same rows on the same engine.
+    beam_output = str(tmp_path / "beam.jsonl")
+    assert cli_main(command + ["--output", beam_output, "--runner", "DirectRunner", "--merge",
+                               "--direct_running_mode=in_memory"]) == 0
+    beam_rows = [json.loads(line) for line in open(beam_output, encoding="utf-8")]
+    assert [{k: v for k, v in r.items() if k != "row_id"} for r in beam_rows] == rows
+    assert os.listdir(cache) == [entry]  # converted once
+    capsys.readouterr()
+
+    for extra, words in ((["--packing"], "packing"), (["--mesh", "data=1"], "mesh"),
+                         (["--dtype", "bfloat16"], "dtype")):
+        assert cli_main(command + ["--output", str(tmp_path / "x.jsonl")] + extra) == 2
+        error = capsys.readouterr().err
+        assert words in error and error.count("\n") == 1
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
+    assert cli_main(command + ["--output", str(tmp_path / "y.jsonl")]) == 2
+    assert "pip install -e '.[cpu]'" in capsys.readouterr().err
