@@ -13,7 +13,8 @@ Bearer token (`Authorization: Bearer <token>`):
   (for probes) stay open;
 * without a token, a server listening on a loopback address answers
   everyone; one listening beyond loopback (e.g. `--host 0.0.0.0`) refuses
-  every request, on every path, with 401 and a message saying to set a token.
+  every request, on every path, with 401 and a message saying to set a
+  token (and loads no metric, having no one to serve).
 
 Bodies over `max_body_bytes` get 413 (by `Content-Length`, or while reading);
 a body that is not JSON gets 400. No handler answers with a traceback.
@@ -127,7 +128,8 @@ def create_app(service: ScoringService, authorization: Authorization) -> Starlet
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        service.start()
+        if not authorization.refuse_all:  # Refusing everyone, it needs no metrics.
+            service.start()
         yield
         service.close()
 

@@ -124,7 +124,8 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
     loopback = is_loopback(host)
     if token is None and not loopback:
         logger.warning("listening on %s beyond loopback without a token: every request will be "
-                       "refused with 401 (give --token_file or %s)", host, TOKEN_ENV)
+                       "refused with 401 and no metric is loaded (give --token_file or %s)",
+                       host, TOKEN_ENV)
     app = create_app(service, Authorization(token, loopback, host))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             lifespan="on", log_config=None)

@@ -140,8 +140,14 @@ class ScoringService:
                     time.perf_counter() - start)
 
     def close(self) -> None:
-        """Refuses new requests, scores the queued ones, stops the batcher."""
+        """Refuses new requests, scores the queued ones, stops the batcher
+        (stopped while loading, it lets the loading finish first: XLA must
+        not be compiling while the interpreter exits)."""
+        loading = self._thread is not None and self._thread.is_alive()
         self.state = STOPPING if self.state != FAILED else self.state
+        if loading:
+            logger.info("shutting down: waiting for the metrics to finish loading")
+            self._thread.join()
         if self.batcher is not None:
             queued = self.batcher.queued_pairs
             if queued:
