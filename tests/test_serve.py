@@ -253,7 +253,7 @@ def test_client_has_the_scorer_signature_and_numbers(served, reference, metric_d
     with pytest.raises(ValueError, match="pair 1: field 'summary' is empty"):
         remote.score(premises[:2], [hypotheses[0], " "])
     questions = ["How many jobs?", None, "Who?", None]
-    multi = MultiScorer.load(metric_dirs, max_input_length=128, bucket_lengths=(64, 128),
+    multi = MultiScorer.load(metric_dirs, max_input_length=128, bucket_lengths=(128,),
                              batch_size=8)
     expected = multi.score(premises[:4], hypotheses[:4], questions=questions)
     remote_questions = RemoteScorer(served.url).score_all(premises[:4], hypotheses[:4],
@@ -363,3 +363,80 @@ def test_serve_without_the_server_packages_says_how_to_install(monkeypatch, caps
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     assert cli_main(["serve", "--checkpoint", "q4=nowhere"]) == 2
     assert "pip install -e '.[serve]'" in capsys.readouterr().err
+
+
+# The page runs in a real headless Chromium, as report.html's browser does
+# (.ci/run installs Debian's chromium and chromium-driver when they are missing).
+_PAGE_JS = """
+const probe = document.createElement('span');
+return Array.from(document.querySelectorAll('.metric')).map(block => ({
+  name: block.dataset.metric,
+  score: Number(block.querySelector('.score').dataset.score),
+  decision: block.querySelector('.decision') && block.querySelector('.decision').dataset.decision,
+  sentences: Array.from(block.querySelectorAll('.sentence')).map(span => {
+    probe.style.backgroundColor = shade(Number(span.dataset.score));
+    return {text: span.textContent, score: Number(span.dataset.score),
+            shaded: span.style.backgroundColor !== '' &&
+                    span.style.backgroundColor === probe.style.backgroundColor};
+  }),
+}));
+"""
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory):
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    assert binary and driver_path, (
+        "the page test needs Debian's chromium and chromium-driver: apt-get install -y "
+        "chromium chromium-driver (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--window-size=1200,1000",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    pair = {"article": PAIRS[3]["article"], "summary": PAIRS[3]["summary"],
+            "question": "What does the fox do?"}
+    chromium.get(served.url + "/")
+    for field in ("article", "summary", "question"):
+        chromium.find_element(By.ID, field).send_keys(pair[field])
+    chromium.find_element(By.ID, "score").click()
+    WebDriverWait(chromium, 60).until(
+        lambda driver: driver.find_element(By.TAG_NAME, "body").get_attribute("data-state"))
+    status = chromium.find_element(By.ID, "status").text
+    assert chromium.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "done", status
+    page = chromium.execute_script(_PAGE_JS)
+    _, whole, _ = _post(served, [pair])
+    _, split, _ = _post(served, [pair], per_sentence=True)
+    assert [block["name"] for block in page] == ["q4", "q6"]
+    for block in page:
+        name = block["name"]
+        np.testing.assert_allclose(block["score"], whole["results"][0][name], rtol=RTOL)
+        assert block["decision"] == ("yes" if block["score"] >= THRESHOLD else "no")
+        assert [s["text"] for s in block["sentences"]] == split["results"][0]["sentences"] == [
+            "The fox jumps.", "It is brown!", "Then it sleeps."]
+        np.testing.assert_allclose([s["score"] for s in block["sentences"]],
+                                   split["results"][0][f"{name}_sentences"], rtol=RTOL)
+        assert all(s["shaded"] for s in block["sentences"])
+    assert chromium.execute_script("return [shade(0), shade(1)]") == ["hsl(0, 70%, 82%)",
+                                                                      "hsl(120, 70%, 82%)"]
+    errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors

@@ -15,6 +15,7 @@ PAGE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>seahorse-metrics</title>
+<link rel="icon" href="data:,">
 <style>
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 1.5rem auto; padding: 0 1rem;
        color: #1d1d1f; }
