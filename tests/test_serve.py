@@ -331,7 +331,7 @@ def test_beyond_loopback_without_a_token_refuses_everything(metric_dirs, tmp_pat
                             *SHAPE_ARGS], str(tmp_path / "open.log"))
     try:
         server.wait_listening()
-        for path, body in (("/", None), ("/healthz", None), ("/metrics", None),
+        for path, body in (("/", None), ("/healthz", None), ("/metrics", None), ("/nowhere", None),
                            ("/v1/score", {"pairs": [{"article": "a", "summary": "b"}]})):
             status, answer, _ = call(server.url + path, body)
             assert status == 401 and "beyond loopback" in answer["error"], (path, answer)

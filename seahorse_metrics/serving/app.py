@@ -133,11 +133,18 @@ def create_app(service: ScoringService, authorization: Authorization) -> Starlet
         yield
         service.close()
 
-    return Starlette(routes=[Route("/", page, methods=["GET"]),
-                             Route("/healthz", health, methods=["GET"]),
-                             Route("/metrics", prometheus, methods=["GET"]),
-                             Route("/v1/score", score, methods=["POST"])],
-                     lifespan=lifespan)
+    routes = [Route("/", page, methods=["GET"]), Route("/healthz", health, methods=["GET"]),
+              Route("/metrics", prometheus, methods=["GET"]),
+              Route("/v1/score", score, methods=["POST"])]
+    if authorization.refuse_all:  # Every path and method, known or not, gets the 401.
+        async def refuse_everyone(request: Request) -> Response:
+            return authorization.refusal(request, protected=True)
+
+        routes = [Route("/{path:path}", refuse_everyone, methods=list(_ALL_METHODS))]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+_ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 async def _score(service: ScoringService, request: Request) -> Outcome:
