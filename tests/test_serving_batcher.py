@@ -110,3 +110,55 @@ def test_limits_are_checked_together():
         Limits(max_request_pairs=100, max_queue=50)
     with pytest.raises(ValueError, match="max_batch_pairs must be >= 1"):
         Limits(max_batch_pairs=0)
+
+
+def test_client_retries_a_503_after_its_retry_after_and_waits_while_loading():
+    """RemoteScorer against a stand-in HTTP server: loading, then overloaded once."""
+    import http.server
+    import json
+
+    from seahorse_metrics.client import RemoteScorer, RemoteScoringError
+
+    ready = {"status": "ready", "metrics": ["m"], "max_request_pairs": 2}
+    first_answers = {"/healthz": [(503, {"status": "loading"})],
+                     "/v1/score": [(503, {"error": "overloaded"})]}
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.path, json.loads(body) if body else None))
+            if first_answers[self.path]:
+                status, payload = first_answers[self.path].pop(0)
+            elif self.path == "/healthz":
+                status, payload = 200, ready
+            else:
+                pairs = seen[-1][1]["pairs"]
+                status, payload = 200, {"results": [{"m": len(p["summary"]) / 10} for p in pairs]}
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        scores = RemoteScorer(url).score(["a"] * 3, ["x", "xy", "xyz"], show_progress=False)
+        assert scores.dtype == np.float32 and scores.tolist() == pytest.approx([0.1, 0.2, 0.3])
+        # Two requests of at most 2 pairs (the server's limit); the first was retried once.
+        assert [len(body["pairs"]) for path, body in seen if path == "/v1/score"] == [2, 2, 1]
+        with pytest.raises(RemoteScoringError, match="HTTP 0"):
+            RemoteScorer("http://127.0.0.1:9").health()
+    finally:
+        server.shutdown()
+        server.server_close()
