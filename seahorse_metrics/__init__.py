@@ -10,8 +10,8 @@ Typical use::
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Scorer": "seahorse_metrics.predict",
-    "MultiScorer": "seahorse_metrics.predict",
+    "Scorer": "seahorse_metrics.scoring.scorer",
+    "MultiScorer": "seahorse_metrics.scoring.scorer",
 }
 
 

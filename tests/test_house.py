@@ -166,3 +166,42 @@ def test_the_documented_demo_tooling_commands_run(module):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert f"usage: python -m {module}" in result.stdout
+
+
+# ------------------------------------------------- packages and modules
+
+def _package_of(module: str) -> str:
+    """`seahorse_metrics.scoring.files` -> `seahorse_metrics.scoring`; a module at
+    the top (`seahorse_metrics.predict`) is a room of its own."""
+    parts = module.split(".")
+    if module == "seahorse_metrics.tasks" or module.startswith("seahorse_metrics.tasks."):
+        return "seahorse_metrics.tasks"
+    return ".".join(parts[:2])
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Package -> the packages its modules import, through every import
+    (module level and inside functions)."""
+    modules = _library_modules()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        source = _package_of(name)
+        graph.setdefault(source, set())
+        for target in _imported(name, path, known):
+            if target != "seahorse_metrics" and _package_of(target) != source:
+                graph[source].add(_package_of(target))
+    return graph
+
+
+def test_no_import_cycle_between_packages():
+    """One direction between packages, whatever the import's place: an import
+    inside a function (kept there for start-up time) may only point down."""
+    cycle = _cycle(package_graph())
+    assert not cycle, "import cycle between packages: " + " -> ".join(cycle)
+
+
+def test_library_modules_are_at_most_600_lines():
+    too_long = {str(path.relative_to(ROOT)): length for path in _library_modules().values()
+                if (length := len(path.read_text(encoding="utf-8").splitlines())) > 600}
+    assert not too_long, f"modules over 600 lines (split them by what they own): {too_long}"

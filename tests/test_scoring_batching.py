@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from seahorse_metrics.scoring import batching
-from seahorse_metrics.scoring.pipeline import ExampleResult, in_input_order, windows_of
+from seahorse_metrics.scoring.rows import window_rows
+from seahorse_metrics.scoring.window_scoring import ExampleResult, in_input_order
 
 
 def units_of(lengths):
@@ -35,7 +36,7 @@ def test_plan_covers_every_input_once_with_fixed_shapes_and_bounded_padding():
     rng = random.Random(0)
     lengths = [int(min(2048, max(3, rng.lognormvariate(6.0, 0.7)))) for _ in range(300)]
     config = batching.BatchingConfig(buckets=batching.bucket_lengths(2048), batch_size=16)
-    plan = batching.plan_window(units_of(lengths), config, pad_id=0)
+    plan = batching.batch_window(units_of(lengths), config, pad_id=0)
     keys = [key for batch in plan for key in batch.keys]
     assert sorted(keys) == list(range(len(lengths)))
     shapes = set(config.shapes())
@@ -50,7 +51,7 @@ def test_plan_covers_every_input_once_with_fixed_shapes_and_bounded_padding():
     assert real == sum(batch.real_tokens for batch in plan)
     assert total / real < 1.35
     # The plan depends only on the window: the same inputs give the same batches.
-    again = batching.plan_window(units_of(lengths), config, pad_id=0)
+    again = batching.batch_window(units_of(lengths), config, pad_id=0)
     assert [b.keys for b in again] == [b.keys for b in plan]
 
 
@@ -65,9 +66,11 @@ def test_in_input_order_restores_order_and_holds_only_early_arrivals():
         list(in_input_order(iter([results[:3]]), collections.deque(range(4))))
 
 
-def test_windows_of():
-    assert [len(w) for w in windows_of(range(10), 4)] == [4, 4, 2]
-    assert list(windows_of([], 4)) == []
+def test_window_rows_cuts_by_row_number():
+    assert [len(w) for w in window_rows(range(10), 4, key=lambda row: row)] == [4, 4, 2]
+    assert list(window_rows([], 4)) == []
+    # Rows missing from a stretch (already written, or filtered) do not move the cuts.
+    assert window_rows([1, 2, 5, 9], 4, key=lambda row: row).__next__() == [1, 2]
 
 
 def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
@@ -76,7 +79,7 @@ def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
     lengths = [int(min(512, max(3, rng.lognormvariate(4.5, 0.9)))) for _ in range(200)]
     units = units_of(lengths)
     config = batching.BatchingConfig(buckets=(64, 128, 256, 512), batch_size=16, pack=True)
-    plan = batching.plan_window(units, config, pad_id=0)
+    plan = batching.batch_window(units, config, pad_id=0)
     keys = [key for batch in plan for key in batch.keys if key is not None]
     assert sorted(keys) == list(range(len(lengths)))
     shapes = set(config.shapes())
@@ -98,9 +101,9 @@ def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
             assert not batch.tokens[row, offset:].any() and not batch.segment_ids[row, offset:].any()
     packed_total = sum(batch.tokens.size for batch in plan)
     assert sum(batch.real_tokens for batch in plan) == sum(lengths)
-    unpacked = batching.plan_window(units, dataclasses.replace(config, pack=False), pad_id=0)
+    unpacked = batching.batch_window(units, dataclasses.replace(config, pack=False), pad_id=0)
     assert packed_total < 0.8 * sum(batch.tokens.size for batch in unpacked)
-    again = batching.plan_window(units, config, pad_id=0)
+    again = batching.batch_window(units, config, pad_id=0)
     assert [b.keys for b in again] == [b.keys for b in plan]
     # Unpacked configs keep one input per row.
     assert dataclasses.replace(config, pack=False).slots(512) == 1 and unpacked[0].slots == 1

@@ -30,13 +30,13 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("hf", "t5x")
-VOCAB_FILE = "spiece.model"
 T5X_VERSION = 3  # T5X's checkpoint version since 2021: bfloat16 stored natively.
 # T5X cuts arrays into zarr chunks of at most 64 MiB; so do we.
 _CHUNK_BYTES = 64 * 1024 * 1024
@@ -119,8 +119,6 @@ def checkpoint_step(path: str) -> Optional[int]:
     `MODEL_DIR/best` records it in `best.json`; step directories
     (`checkpoint_<step>`, ours or T5X's) in their name.
     """
-    from seahorse_metrics.training.checkpointing import BEST_RECORD
-
     record_path = os.path.join(path, BEST_RECORD)
     if os.path.isfile(record_path):
         with open(record_path, encoding="utf-8") as handle:
@@ -239,6 +237,4 @@ def _best_of_model_dir(path: str) -> str:
 
 
 def _checkpoint_vocabulary(checkpoint: str) -> Optional[str]:
-    from seahorse_metrics.scoring.scorer import find_vocabulary
-
     return find_vocabulary(checkpoint)

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints import readers
+from seahorse_metrics.checkpoints.layout import VOCAB_FILE
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, expected_shapes,
                                                  flatten, unflatten)
 from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, ParamSource, StoredTensor,
@@ -42,7 +43,6 @@ SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 TORCH_FILE = "pytorch_model.bin"
 TORCH_INDEX_FILE = "pytorch_model.bin.index.json"
 FLAX_FILE = "flax_model.msgpack"
-VOCAB_FILE = "spiece.model"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, TORCH_FILE, TORCH_INDEX_FILE, FLAX_FILE)
 
 # Aliases of the one input embedding (HF ties them to `shared`).

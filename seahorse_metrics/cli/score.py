@@ -6,6 +6,8 @@ import logging
 import os
 
 from seahorse_metrics import compilation_cache
+from seahorse_metrics.scoring.job import (InputFields, ScoringOptions, check_output_path,
+                                          raise_if_nothing_scored, resolve_job)
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 
@@ -178,26 +180,6 @@ def mesh_spec(text: str) -> str:
     return text
 
 
-def checkpoint_names(specs: list[str]) -> dict[str, str]:
-    """Output column -> checkpoint directory from `[NAME=]DIR` specs.
-
-    Raises:
-      ValueError: for duplicate column names.
-    """
-    named = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or os.path.exists(spec):
-            name, path = "", spec
-        if not name:
-            base = os.path.basename(os.path.normpath(path))
-            name = "score" if len(specs) == 1 else f"score_{base}"
-        if name in named:
-            raise ValueError(f"two checkpoints would write column {name!r}; name them NAME=DIR")
-        named[name] = path
-    return named
-
-
 def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]:
     """Metric name -> threshold from `--threshold` (a number or a thresholds file).
 
@@ -224,23 +206,23 @@ def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]
     return {name: thresholds.metrics[name].threshold for name in names}
 
 
-def scorer_options(args) -> dict:
-    """The `MultiScorer.load` arguments the command line sets (bar the checkpoints)."""
+def scorer_options(args) -> ScoringOptions:
+    """The scoring options the command line sets (bar the checkpoints and mesh)."""
     buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
                if args.buckets else None)
-    return dict(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
-                batch_size=args.batch_size, truncation=args.truncation,
-                normalize=args.normalize, long_inputs=args.long_inputs,
-                chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
-                sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-                max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
-                quantize=args.quantize, packing=args.packing)
+    return ScoringOptions(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
+                          batch_size=args.batch_size, truncation=args.truncation,
+                          normalize=args.normalize, long_inputs=args.long_inputs,
+                          chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
+                          sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
+                          max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
+                          quantize=args.quantize, packing=args.packing)
 
 
-def input_fields(args) -> dict:
-    """The input fields, as keyword arguments of `files.row_example` (and `score_file`)."""
-    return dict(premise_field=args.premise_field, hypothesis_field=args.hypothesis_field,
-                lang_field=args.lang_field, question_field=args.question_field)
+def input_fields(args) -> InputFields:
+    """The input fields the command line names."""
+    return InputFields(args.premise_field, args.hypothesis_field, args.lang_field,
+                       args.question_field)
 
 
 def _mesh(args):
@@ -259,8 +241,8 @@ def run(args) -> int:
     compilation_cache.enable_from_args(args)
     if args.runner:
         return run_beam(args)
+    from seahorse_metrics.scoring.files import score_job
     from seahorse_metrics.scoring.scorer import MultiScorer
-    from seahorse_metrics.scoring.files import check_output_path, raise_if_nothing_scored, score_file
 
     if len(args.input) > 1 or args.merge or args.id_field or getattr(args, "pipeline_args", None):
         raise ValueError("several --input files, --merge, --id_field and Beam options need "
@@ -269,13 +251,16 @@ def run(args) -> int:
     if not os.path.isfile(input_path):
         raise FileNotFoundError(f"--input {input_path}: file not found")
     check_output_path(input_path, args.output)
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
+
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
-    scorer = MultiScorer.load(named, **scorer_options(args), mesh=_mesh(args))
-    summary = score_file(scorer, input_path, args.output, **input_fields(args),
-                         thresholds=thresholds, overwrite=args.overwrite,
-                         encoding=args.encoding, quoting=args.quoting,
-                         show_progress=False if args.no_progress else None)
+    scorer = MultiScorer.load(named, options=scorer_options(args), mesh=_mesh(args))
+    job = resolve_job([input_path], args.output, scorer.checkpoints, options=scorer.options,
+                      fields=input_fields(args), thresholds=thresholds, encoding=args.encoding,
+                      quoting=args.quoting)
+    summary = score_job(scorer, job, overwrite=args.overwrite,
+                        show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(summary)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
@@ -297,6 +282,8 @@ def run_beam(args) -> int:
         raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
                          "own devices (drop --mesh, or score without --runner)")
     pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
+
     named = checkpoint_names(args.checkpoint)
     meta = beam_scoring.score_files(
         args.input, args.output, named, scorer_options=scorer_options(args),
@@ -304,15 +291,8 @@ def run_beam(args) -> int:
         thresholds=decision_thresholds(args.threshold, list(named)), encoding=args.encoding,
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
+    raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.
     rows = meta["rows"]
-    if rows["rows"] and not rows["scored"]:  # As without --runner: a run that scored nothing fails.
-        from seahorse_metrics.scoring.files import NothingScoredError
-
-        first = meta["bad_rows"][0] if meta["bad_rows"] else {}
-        raise NothingScoredError(
-            f"none of the {rows['rows']} rows could be scored ({first.get('file', '?')}:"
-            f"{first.get('line', '?')}: {first.get('error', '?')}); every row has an 'error' "
-            f"in {meta['shards']}")
     logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],
                 rows["bad"], meta["shards"], f" and {meta['merged']}" if meta.get("merged") else "",
                 args.output + ".meta.json")

@@ -260,10 +260,13 @@ class CheckpointMetric(Metric):
         self._scorer = None
 
     def fingerprint(self) -> str:
+        # The checkpoint by its content (a replaced checkpoint is rescored even with the
+        # same sizes and times); the digest is cached beside it, so this stays cheap.
+        from seahorse_metrics.checkpoints.content import content_digest
+
         settings = [list(s) for s in self.spec.settings]
-        return _digest(["checkpoint", os.path.abspath(self.path),
-                        _stat_signature(self.path), self.vocab_path]
-                       + ([settings] if settings else []))
+        return _digest(["checkpoint", os.path.abspath(self.path), content_digest(self.path),
+                        self.vocab_path] + ([settings] if settings else []))
 
     def score_pairs(self, premises, hypotheses, questions=None):
         if self._scorer is None:

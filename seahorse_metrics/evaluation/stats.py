@@ -26,10 +26,17 @@ the note; if fewer than half the resamples are usable the interval is None.
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
+
+# The kernels and curves live beside this module; their names are this module's too.
+from seahorse_metrics.evaluation.curves import Calibration, calibration, roc_curve  # noqa: F401
+from seahorse_metrics.evaluation.stat_kernels import (  # noqa: F401
+    _CHUNK_ELEMENTS, UndefinedStatistic, _accuracy_kernel, _auc_kernel, _balanced_accuracy_kernel,
+    _check_same_length, _count_inversions, _generate_weights, _kendall_kernel, _label_vector,
+    _numeric_vector, _pearson_kernel, _resample_weights, _spearman_kernel, _TieGroups,
+    _weighted_pearson)
 
 # Statistics that compare scores with binary labels, and with numeric ratings.
 BINARY_STATISTICS = ("roc_auc", "accuracy", "balanced_accuracy")
@@ -38,28 +45,8 @@ STATISTICS = BINARY_STATISTICS + CORRELATION_STATISTICS
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
-# Elements of one chunk of the [B, n] weight matrix: bounds memory to tens of
-# MB whatever the benchmark size.
-_CHUNK_ELEMENTS = 1_000_000
-# Group sums over at most this many distinct values use a matrix product.
-_FEW_GROUPS = 16
-# Resample weights of at most this many elements are kept for reuse: every
-# statistic and metric on a benchmark of the same size sees the same resamples.
-_CACHED_WEIGHT_ELEMENTS = 4_000_000
 # Below this share of usable resamples an interval is not reported.
 _MIN_VALID_SHARE = 0.5
-
-
-class UndefinedStatistic(ValueError):
-    """The statistic has no value on these inputs (one class, constant values).
-
-    Attributes:
-      reason: Human-readable explanation, suitable for a report note.
-    """
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,261 +112,6 @@ class PairedTest:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-# ---------------------------------------------------------------------------
-# Input checks.
-
-
-def _numeric_vector(values, what: str) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1:
-        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
-    bad = int(np.count_nonzero(~np.isfinite(array)))
-    if bad:
-        raise ValueError(
-            f"{what}: {bad} of {array.size} values are NaN or infinite; "
-            "remove or fix those items before computing statistics"
-        )
-    return array
-
-
-def _label_vector(values, what: str = "labels") -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype == bool:
-        return array if array.ndim == 1 else _numeric_vector(array, what).astype(bool)
-    numeric = _numeric_vector(array, what)
-    if not np.all((numeric == 0) | (numeric == 1)):
-        raise ValueError(f"{what} must be binary (bool or 0/1); got other values")
-    return numeric.astype(bool)
-
-
-def _check_same_length(**arrays: np.ndarray) -> int:
-    lengths = {name: len(a) for name, a in arrays.items()}
-    if len(set(lengths.values())) != 1:
-        raise ValueError(f"inputs differ in length: {lengths}")
-    return next(iter(lengths.values()))
-
-
-# ---------------------------------------------------------------------------
-# Weighted kernels: each maps weights W [B, n] to values [B] (NaN = undefined
-# on that resample). A point estimate is W = ones([1, n]).
-
-
-class _TieGroups:
-    """Items grouped by equal value, groups in increasing value order."""
-
-    def __init__(self, values: np.ndarray):
-        self.order = np.argsort(values, kind="stable")
-        sorted_values = values[self.order]
-        new_group = np.empty(len(values), dtype=bool)
-        new_group[:1] = True
-        new_group[1:] = sorted_values[1:] != sorted_values[:-1]
-        self.starts = np.flatnonzero(new_group)
-        group_of_sorted = np.cumsum(new_group) - 1
-        self.group_of_item = np.empty(len(values), dtype=np.int64)
-        self.group_of_item[self.order] = group_of_sorted
-        self.num_groups = len(self.starts)
-        self._one_hot = None
-        if self.num_groups <= _FEW_GROUPS:
-            self._one_hot = np.zeros((len(values), self.num_groups))
-            self._one_hot[np.arange(len(values)), self.group_of_item] = 1.0
-
-    def group_weights(self, weights: np.ndarray) -> np.ndarray:
-        """Total weight of each group, [B, G]."""
-        if self.num_groups == weights.shape[1]:
-            return weights[:, self.order]  # no ties
-        if self._one_hot is not None:
-            # Few groups (labels, Likert ratings): one matrix product.
-            return weights @ self._one_hot
-        return np.add.reduceat(weights[:, self.order], self.starts, axis=1)
-
-    def is_constant(self, weights: np.ndarray) -> np.ndarray:
-        """Whether all the weight of a row sits on one value, [B]."""
-        total = weights.sum(axis=1)
-        if self.num_groups == weights.shape[1]:
-            return weights.max(axis=1) == total
-        return self.group_weights(weights).max(axis=1) == total
-
-    def average_ranks(self, weights: np.ndarray) -> np.ndarray:
-        """Average (tie-aware, 1-based) rank of every item within each resample, [B, n]."""
-        group_w = self.group_weights(weights).astype(np.float64)
-        below = np.cumsum(group_w, axis=1) - group_w
-        group_rank = below + (group_w + 1.0) / 2.0
-        return group_rank[:, self.group_of_item]
-
-    def tied_pairs(self, weights: np.ndarray) -> np.ndarray:
-        """Number of pairs of (resampled) items with equal value, [B]."""
-        c = self.group_weights(weights).astype(np.int64)
-        return (c * (c - 1) // 2).sum(axis=1)
-
-
-def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Pearson r per row; x and y are [n] or [B, n]."""
-    w = np.asarray(weights, dtype=np.float64)
-    total = w.sum(axis=1)
-    mean_x = (w * x).sum(axis=1) / total
-    mean_y = (w * y).sum(axis=1) / total
-    dx = x - mean_x[:, None]
-    dy = y - mean_y[:, None]
-    sxx = (w * dx * dx).sum(axis=1)
-    syy = (w * dy * dy).sum(axis=1)
-    sxy = (w * dx * dy).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = sxy / np.sqrt(sxx * syy)
-    return np.clip(r, -1.0, 1.0)
-
-
-def _auc_kernel(labels: np.ndarray, scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """AUC = P(score+ > score-) + P(score+ == score-)/2, i.e. sklearn's trapezoid."""
-    groups = _TieGroups(scores)
-    positive = labels.astype(np.float64)
-    negative = 1.0 - positive
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        w = np.asarray(weights, dtype=np.float64)
-        pos = groups.group_weights(w * positive)
-        neg = groups.group_weights(w * negative)
-        neg_below = np.cumsum(neg, axis=1) - neg
-        wins = (pos * (neg_below + 0.5 * neg)).sum(axis=1)
-        n_pos, n_neg = pos.sum(axis=1), neg.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            auc = wins / (n_pos * n_neg)
-        auc[(n_pos == 0) | (n_neg == 0)] = np.nan
-        return auc
-
-    return kernel
-
-
-def _pearson_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        r = _weighted_pearson(x, y, weights)
-        r[x_groups.is_constant(weights) | y_groups.is_constant(weights)] = np.nan
-        return r
-
-    return kernel
-
-
-def _spearman_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        r = _weighted_pearson(
-            x_groups.average_ranks(weights), y_groups.average_ranks(weights), weights
-        )
-        r[x_groups.is_constant(weights) | y_groups.is_constant(weights)] = np.nan
-        return r
-
-    return kernel
-
-
-def _count_inversions(sequences: np.ndarray) -> np.ndarray:
-    """Pairs i < j with seq[i] > seq[j] in every row of a [B, n] int array.
-
-    Radix-style, most significant bit first: at each bit, rows are kept
-    stably partitioned by the bits above it, and every 1-bit element that
-    precedes a 0-bit element within the same prefix group is one inversion
-    decided at that bit. O(n log(max)) array operations per row, no Python
-    loop over items.
-    """
-    num_rows, n = sequences.shape
-    total = np.zeros(num_rows, dtype=np.int64)
-    if n < 2:
-        return total
-    values = sequences.astype(np.int64)
-    positions = np.arange(n)
-    for bit in range(int(values.max()).bit_length() - 1, -1, -1):
-        prefix = values >> (bit + 1)
-        bits = (values >> bit) & 1
-        starts_group = np.ones((num_rows, n), dtype=bool)
-        starts_group[:, 1:] = prefix[:, 1:] != prefix[:, :-1]
-        ends_group = np.ones((num_rows, n), dtype=bool)
-        ends_group[:, :-1] = starts_group[:, 1:]
-        start = np.maximum.accumulate(np.where(starts_group, positions, 0), axis=1)
-        end = np.minimum.accumulate(np.where(ends_group, positions, n - 1)[:, ::-1], axis=1)[
-            :, ::-1
-        ]
-        ones_through = np.cumsum(bits, axis=1)
-        ones_before_pos = ones_through - bits
-        ones_before_start = np.take_along_axis(ones_before_pos, start, axis=1)
-        ones_before = ones_before_pos - ones_before_start
-        is_zero = bits == 0
-        total += np.where(is_zero, ones_before, 0).sum(axis=1)
-        ones_in_group = np.take_along_axis(ones_through, end, axis=1) - ones_before_start
-        zeros_in_group = (end - start + 1) - ones_in_group
-        zeros_before = (positions - start) - ones_before
-        new_pos = start + np.where(is_zero, zeros_before, zeros_in_group + ones_before)
-        partitioned = np.empty_like(values)
-        np.put_along_axis(partitioned, new_pos, values, axis=1)
-        values = partitioned
-    return total
-
-
-def _kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """Kendall tau-b as scipy computes it (discordant pairs, x/y/joint ties)."""
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
-    joint = x_groups.group_of_item * y_groups.num_groups + y_groups.group_of_item
-    joint_groups = _TieGroups(joint.astype(np.float64))
-    by_x_then_y = np.lexsort((y, x))
-    y_rank = y_groups.group_of_item
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        counts = weights.astype(np.int64)
-        rows = counts.shape[0]
-        per_row = counts.sum(axis=1)
-        if not np.all(per_row == per_row[0]):
-            raise ValueError("Kendall weights must have equal row sums")
-        # Each resample as a sequence sorted by (x, y): items repeated by
-        # their weight, in the precomputed order; pairs tied in x are in
-        # increasing y, so they are never counted as inversions.
-        repeated = np.repeat(np.tile(by_x_then_y, rows), counts[:, by_x_then_y].ravel())
-        sequences = y_rank[repeated].reshape(rows, int(per_row[0]))
-        discordant = _count_inversions(sequences)
-        pairs = per_row * (per_row - 1) // 2
-        x_ties = x_groups.tied_pairs(counts)
-        y_ties = y_groups.tied_pairs(counts)
-        joint_ties = joint_groups.tied_pairs(counts)
-        con_minus_dis = pairs - x_ties - y_ties + joint_ties - 2 * discordant
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tau = con_minus_dis / np.sqrt((pairs - x_ties).astype(np.float64)) / np.sqrt(
-                (pairs - y_ties).astype(np.float64)
-            )
-        tau[(pairs - x_ties == 0) | (pairs - y_ties == 0)] = np.nan
-        return np.clip(tau, -1.0, 1.0)
-
-    return kernel
-
-
-def _accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
-    correct = ((scores >= threshold) == labels).astype(np.float64)
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        w = np.asarray(weights, dtype=np.float64)
-        return (w * correct).sum(axis=1) / w.sum(axis=1)
-
-    return kernel
-
-
-def _balanced_accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
-    predicted = scores >= threshold
-    true_pos = (predicted & labels).astype(np.float64)
-    true_neg = (~predicted & ~labels).astype(np.float64)
-    positive = labels.astype(np.float64)
-
-    def kernel(weights: np.ndarray) -> np.ndarray:
-        w = np.asarray(weights, dtype=np.float64)
-        n_pos = (w * positive).sum(axis=1)
-        n_neg = w.sum(axis=1) - n_pos
-        with np.errstate(invalid="ignore", divide="ignore"):
-            recall_pos = (w * true_pos).sum(axis=1) / n_pos
-            recall_neg = (w * true_neg).sum(axis=1) / n_neg
-        result = (recall_pos + recall_neg) / 2.0
-        result[(n_pos == 0) | (n_neg == 0)] = np.nan
-        return result
-
-    return kernel
 
 
 # ---------------------------------------------------------------------------
@@ -514,35 +246,6 @@ def balanced_accuracy(labels, scores, threshold: float = 0.5) -> float:
 
 # ---------------------------------------------------------------------------
 # Bootstrap.
-
-
-def _generate_weights(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // max(n, 1)))
-    done = 0
-    while done < n_resamples:
-        rows = min(chunk, n_resamples - done)
-        picks = rng.integers(0, n, size=(rows, n))
-        flat = (picks + np.arange(rows)[:, None] * n).ravel()
-        weights = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
-        weights.flags.writeable = False
-        yield weights
-        done += rows
-
-
-@functools.lru_cache(maxsize=2)
-def _stored_weights(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, ...]:
-    return tuple(_generate_weights(n, n_resamples, seed))
-
-
-def _resample_weights(n: int, n_resamples: int, seed: int) -> Iterable[np.ndarray]:
-    """[b, n] count matrices (as floats) of resamples with replacement, in chunks.
-
-    Deterministic in (n, n_resamples, seed); small sets are kept and reused.
-    """
-    if n * n_resamples <= _CACHED_WEIGHT_ELEMENTS:
-        return _stored_weights(n, n_resamples, seed)
-    return _generate_weights(n, n_resamples, seed)
 
 
 def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -884,83 +587,3 @@ def _stratified_weights(system_index: np.ndarray, num_systems: int, n_resamples:
             picks = items[rng.integers(0, len(items), size=(rows, len(items)))]
             np.add.at(weights, (np.arange(rows)[:, None], picks), 1)
         yield weights
-
-
-# ---------------------------------------------------------------------------
-# Curves for plots.
-
-
-def roc_curve(labels, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ROC curve points at every distinct score, highest threshold first.
-
-    Returns:
-      (fpr, tpr, thresholds); the first point is (0, 0) at threshold +inf, as
-      `sklearn.metrics.roc_curve(..., drop_intermediate=False)` returns.
-
-    Raises:
-      UndefinedStatistic: Only one class is present.
-    """
-    label_vec = _label_vector(labels)
-    score_vec = _numeric_vector(scores, "scores")
-    n = _check_same_length(labels=label_vec, scores=score_vec)
-    n_pos = int(label_vec.sum())
-    if n_pos in (0, n):
-        raise UndefinedStatistic(f"only one class in the labels ({n_pos} positive of {n})")
-    order = np.argsort(-score_vec, kind="stable")
-    sorted_scores = score_vec[order]
-    last_of_tie = np.r_[sorted_scores[1:] != sorted_scores[:-1], True]
-    true_pos = np.cumsum(label_vec[order])[last_of_tie]
-    false_pos = (np.arange(1, n + 1) - np.cumsum(label_vec[order]))[last_of_tie]
-    fpr = np.r_[0.0, false_pos / (n - n_pos)]
-    tpr = np.r_[0.0, true_pos / n_pos]
-    thresholds = np.r_[np.inf, sorted_scores[last_of_tie]]
-    return fpr, tpr, thresholds
-
-
-@dataclasses.dataclass(frozen=True)
-class Calibration:
-    """Reliability diagram data for scores read as probabilities.
-
-    Attributes:
-      bin_edges: n_bins + 1 edges over [0, 1].
-      mean_score: Mean score of the items in each non-empty bin.
-      positive_rate: Share of positives in each non-empty bin.
-      count: Items per non-empty bin.
-      ece: Expected calibration error: count-weighted mean |score - rate|.
-    """
-
-    bin_edges: list
-    mean_score: list
-    positive_rate: list
-    count: list
-    ece: float
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def calibration(labels, scores, n_bins: int = 10) -> Calibration:
-    """Bins scores in [0, 1] into equal-width bins and compares with label rates.
-
-    Raises:
-      ValueError: Scores outside [0, 1] (they are not probabilities), NaN, or
-        no items.
-    """
-    label_vec = _label_vector(labels)
-    score_vec = _numeric_vector(scores, "scores")
-    n = _check_same_length(labels=label_vec, scores=score_vec)
-    if n == 0:
-        raise ValueError("calibration needs at least one item")
-    if score_vec.min() < 0.0 or score_vec.max() > 1.0:
-        raise ValueError("calibration needs scores in [0, 1] (probabilities)")
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    bins = np.clip(np.searchsorted(edges, score_vec, side="right") - 1, 0, n_bins - 1)
-    count = np.bincount(bins, minlength=n_bins)
-    score_sum = np.bincount(bins, weights=score_vec, minlength=n_bins)
-    pos_sum = np.bincount(bins, weights=label_vec.astype(np.float64), minlength=n_bins)
-    filled = count > 0
-    mean_score = score_sum[filled] / count[filled]
-    rate = pos_sum[filled] / count[filled]
-    ece = float(np.sum(count[filled] * np.abs(mean_score - rate)) / n)
-    return Calibration(edges.tolist(), mean_score.tolist(), rate.tolist(),
-                       count[filled].tolist(), ece)

@@ -1,17 +1,32 @@
-"""Scoring: `Scorer` and `MultiScorer` (`scorer`) and the machinery they use.
+"""Scoring: one core under every runner.
 
-`seahorse_metrics.predict` and the package root are their public face.
+`Scorer` and `MultiScorer` are public at the package root (`from seahorse_metrics
+import Scorer`); they are defined in `scorer`.
 
+The core:
+* `job`: a scoring job: `ScoringOptions` (how pairs are scored, serialisable),
+  `InputFields`, `ScoringJob`, its fingerprint (checkpoint content included),
+  the one `meta.json` schema, the bad-row policy and `RowCounts`.
+* `output`: output rows and columns, `OutputWriter`, atomic writing.
+* `rows`: input rows -> entries through a `MultiScorer`, cut into windows by
+  the one windowing rule.
+
+The machinery:
 * `scorer`: `MultiScorer` (several metrics, one tokenisation) and `Scorer`
-  (one metric): loading, settings, `score`, `score_records`.
+  (one metric); `loading`: checkpoints -> models on a mesh.
 * `units`: from a (premise, hypothesis) pair to encoder inputs: truncation
   (via `seahorse_metrics.data.inputs`), premise chunks, summary sentences.
 * `batching`: length buckets and the deterministic batch plan of a window.
 * `runner`: one model's compiled first-step scorer on a device mesh.
-* `pipeline`: windows of examples -> batches -> scores, aggregated per example.
-* `files`: the resumable JSONL/CSV/TSV scoring behind `seahorse-metrics score`.
-* `beam`: the same scoring as an Apache Beam pipeline (`score --runner ...`),
-  on RunInference; needs the `beam` extra.
+* `window_scoring`: windows of examples -> batches -> scores, aggregated per example.
+* `records`: checks of input records and pairs.
+
+The runners:
+* `files`: the resumable JSONL/CSV/TSV scoring behind `seahorse-metrics score`
+  (lock, partial file, resume).
+* `beam` (launch, metadata, merge), `beam_transforms` and `shards`: the same
+  scoring as an Apache Beam pipeline (`score --runner ...`), on RunInference;
+  need the `beam` extra.
 
 Nothing here imports TensorFlow.
 """

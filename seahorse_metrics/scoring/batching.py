@@ -1,4 +1,4 @@
-"""Length buckets and the batch plan of a window of encoder inputs.
+"""Length buckets and the batches of a window of encoder inputs.
 
 The encoder dominates the cost of scoring, and XLA compiles one program per
 input shape. So every batch has one of a few fixed shapes `(rows(L), L)`:
@@ -142,8 +142,8 @@ class Batch:
         return 1 if self.segment_ids is None else len(self.keys) // self.tokens.shape[0]
 
 
-def plan_window(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
-                pad_id: int) -> list[Batch]:
+def batch_window(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
+              pad_id: int) -> list[Batch]:
     """Cuts a window of keyed inputs into padded batches (see the module docstring).
 
     Args:
@@ -155,7 +155,7 @@ def plan_window(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingCo
       The batches, longest first. Every input is in exactly one batch.
     """
     if config.pack:
-        return _plan_packed(units, config, pad_id)
+        return _batch_packed(units, config, pad_id)
     # Longest first; ties keep input order, so the plan is deterministic.
     order = sorted(range(len(units)), key=lambda i: -len(units[i][1]))
     batches = []
@@ -193,9 +193,9 @@ def _pack_rows(lengths: Sequence[int], config: BatchingConfig) -> list[tuple[int
     return rows
 
 
-def _plan_packed(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
-                 pad_id: int) -> list[Batch]:
-    """`plan_window` with several inputs per row (see the module docstring)."""
+def _batch_packed(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
+                  pad_id: int) -> list[Batch]:
+    """`batch_window` with several inputs per row (see the module docstring)."""
     rows = _pack_rows([len(ids) for _, ids in units], config)
     # Rows longest first (they already are: each opened after the longer
     # ones), cut into batches as unpacked inputs are.

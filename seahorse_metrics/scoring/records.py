@@ -3,14 +3,15 @@
 A record is scorable when its premise and hypothesis fields hold non-empty
 text (and, when a question field is named, so does that). Anything else is a
 bad row: it is reported and returned with an `error` field, never dropped
-silently. Input fields that an output field would overwrite are renamed
-(`renamed_input_fields`).
+silently (`seahorse_metrics.scoring.output` writes it).
 """
 from __future__ import annotations
 
-from typing import Any, Collection, Iterable, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-ERROR_FIELD = "error"
+# Output fields live in `seahorse_metrics.scoring.output`; re-exported for older imports.
+from seahorse_metrics.scoring.output import (ERROR_FIELD, renamed_input_fields,  # noqa: F401
+                                             with_renamed_fields)
 
 
 class BadRecord(ValueError):
@@ -77,29 +78,29 @@ def record_texts(record: Any, premise_field: str, hypothesis_field: str,
     return tuple(record_fields(record, premise_field, hypothesis_field, lang_field)[:3])
 
 
-def renamed_input_fields(fields: Iterable[str], output_fields: Collection[str]) -> dict[str, str]:
-    """Input field -> new name, for the input fields an output field would overwrite.
+def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
+                questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
+    """Checks the pairs given to `score`; returns the questions as a list (all None
+    when not given).
 
-    Output fields (scores, `error`, ...) are always written fresh: an input
-    that already has one (e.g. a file scored before) keeps its value under
-    `input_<field>` (`input_<field>_2`, ... if that is taken too), so an old
-    score never sits beside a new error, nor an old error beside a new score.
+    Raises:
+      ValueError: for lists of different lengths or texts that are not strings.
     """
-    fields = list(fields)
-    taken = set(fields) | set(output_fields)
-    renamed = {}
-    for field in fields:
-        if field not in output_fields:
-            continue
-        new, number = f"input_{field}", 1
-        while new in taken:
-            number += 1
-            new = f"input_{field}_{number}"
-        renamed[field] = new
-        taken.add(new)
-    return renamed
-
-
-def with_renamed_fields(record: Mapping[str, Any], renamed: Mapping[str, str]) -> dict:
-    """A copy of `record` with the fields of `renamed_input_fields` renamed."""
-    return {renamed.get(key, key): value for key, value in record.items()}
+    if len(premises) != len(hypotheses):
+        raise ValueError(
+            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
+    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
+        if not isinstance(premise, str) or not isinstance(hypothesis, str):
+            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
+                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
+    if questions is None:
+        return [None] * len(premises)
+    questions = list(questions)
+    if len(questions) != len(premises):
+        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
+                         "per pair (None for a summary without a question)")
+    for index, question in enumerate(questions):
+        if question is not None and not isinstance(question, str):
+            raise ValueError(f"pair {index}: the question must be a string or None, got "
+                             f"{type(question).__name__}")
+    return questions

@@ -37,121 +37,36 @@ Checkpoints are read tensor by tensor straight into the mesh, in `dtype`
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
-import hashlib
-import json
 import logging
 import os
-from typing import Any, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, check_question_template, encode_pair
+from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
+from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
-from seahorse_metrics.scoring.pipeline import (Example, ExampleResult, ScoringPipeline,
-                                               ScoringStats, in_input_order, windows_of)
-from seahorse_metrics.scoring.records import (ERROR_FIELD, BadRecord, record_fields,
-                                              renamed_input_fields, with_renamed_fields)
+from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.loading import (file_digest, given_options, load_model,
+                                              mesh_or_default, resolve_vocabulary,
+                                              shared_question_template)
+from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
+                                             renamed_input_fields)
+from seahorse_metrics.scoring.records import check_pairs
+from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
 from seahorse_metrics.scoring.units import InputSettings
+from seahorse_metrics.scoring.window_scoring import (Example, ExampleResult, ScoringStats,
+                                                     WindowScorer)
 
 logger = logging.getLogger(__name__)
 
-VOCAB_FILE = "spiece.model"
-# Optional input settings a checkpoint was trained with (its question template).
-INPUTS_FILE = "seahorse_inputs.json"
-SCORE_FIELD = "score"
+SCORE_FIELD = SINGLE_NAME
 SENTENCES_FIELD = "sentences"
-
-
-def find_vocabulary(checkpoint_path: str) -> Optional[str]:
-    """Returns `spiece.model` in the checkpoint directory (or, for a step
-    directory, in its parent), or None."""
-    for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
-        candidate = os.path.join(directory, VOCAB_FILE)
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-def checkpoint_question_template(checkpoint_path: str) -> Optional[str]:
-    """The question template of a checkpoint's `seahorse_inputs.json` (in its
-    directory or, for a step directory, its parent), or None when it has none.
-
-    Raises:
-      ValueError: for a file that is not JSON or whose template is malformed.
-    """
-    for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
-        candidate = os.path.join(directory, INPUTS_FILE)
-        if not os.path.isfile(candidate):
-            continue
-        try:
-            with open(candidate, encoding="utf-8") as handle:
-                settings = json.load(handle)
-        except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"{candidate}: not a JSON object ({error})") from None
-        template = settings.get("question_template") if isinstance(settings, dict) else None
-        if template is None:
-            return None
-        try:
-            return check_question_template(template)
-        except ValueError as error:
-            raise ValueError(f"{candidate}: {error}") from None
-    return None
-
-
-def _shared_question_template(checkpoints: Mapping[str, str]) -> str:
-    """The question template every checkpoint agrees on (the default when none names one)."""
-    templates = {name: checkpoint_question_template(path) or QUESTION_TEMPLATE
-                 for name, path in checkpoints.items()}
-    if len(set(templates.values())) > 1:
-        raise ValueError(f"the checkpoints name different question templates ({templates}); "
-                         "score them separately or pass question_template=...")
-    return next(iter(templates.values()))
-
-
-def _resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"checkpoint directory {path} does not exist" if not
-                                os.path.exists(path) else f"checkpoint {path} is not a directory")
-    vocab_path = vocab or find_vocabulary(path)
-    if vocab_path is None:
-        raise FileNotFoundError(
-            f"no {VOCAB_FILE} in {path}; pass the SentencePiece model as vocab=...")
-    if not os.path.isfile(vocab_path):
-        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
-    return vocab_path
-
-
-def _load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None):
-    """The model of a checkpoint, its parameters read tensor by tensor in
-    `dtype` straight onto `mesh` (sharded by their logical axes); quantized,
-    read in float32 and then turned into int8 kernels and their scales."""
-    from seahorse_metrics.checkpoints import load_checkpoint
-    from seahorse_metrics.model.model import EncoderDecoderModel
-
-    param_dtype = "float32" if quantize else dtype
-    config, params = load_checkpoint(path, dtype=param_dtype, mesh=mesh)
-    model = EncoderDecoderModel(config.replace(dtype=dtype, quantize=quantize))
-    if quantize is None:
-        return model, params
-    from seahorse_metrics.model.quantize import quantize_params
-
-    return model, quantize_params(model, params)
-
-
-def _mesh_or_default(mesh: Any) -> Any:
-    from seahorse_metrics.scoring.runner import default_mesh
-
-    return mesh if mesh is not None else default_mesh()
-
-
-def _file_digest(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+__all__ = ["MultiScorer", "Scorer", "ScoreOutput", "find_vocabulary"]
 
 
 @dataclasses.dataclass
@@ -241,53 +156,73 @@ class MultiScorer:
             normalize=normalize, question_template=question_template)
         self.runners = self._place_models(models, mesh, compiler_options)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
-        self.batch_size = int(batch_size)
-        self.max_batch_tokens = int(max_batch_tokens)
+        self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
         self.window_size = int(window_size)
         self.packing = bool(packing)
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
+        self.options = self._scoring_options(bucket_lengths, compiler_options)
+
+    def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
+                         compiler_options: Optional[Mapping[str, Any]]) -> ScoringOptions:
+        """The settings of this scorer as `ScoringOptions` (`self.options`)."""
+        config = self.runners[0].model.config
+        inputs = {name: getattr(self.settings, name) for name in (
+            "max_input_length", "truncation", "long_inputs", "chunk_overlap", "per_sentence",
+            "sentence_aggregate", "normalize", "question_template")}
+        return ScoringOptions(
+            vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+            batch_size=self.batch_size, bucket_lengths=bucket_lengths,
+            max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,
+            packing=self.packing, compiler_options=compiler_options, **inputs)
 
     # ------------------------------------------------------------- loading
     @classmethod
     def load(cls, checkpoints: Union[Mapping[str, str], Sequence[str]], vocab: Optional[str] = None,
-             dtype: str = "float32", max_input_length: int = 2048,
-             quantize: Optional[str] = None, **kwargs) -> "MultiScorer":
+             dtype: Optional[str] = None, max_input_length: Optional[int] = None,
+             quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
+             mesh: Any = None, **kwargs) -> "MultiScorer":
         """Loads several checkpoints (any format `load_checkpoint` reads).
 
         Args:
           checkpoints: name -> directory or Hugging Face hub id, or a list
-            of them (named by their base name, made unique).
+            of `[NAME=]DIR` specs (named by `checkpoints.layout.checkpoint_names`).
           vocab: SentencePiece model; default: `spiece.model` in each
             checkpoint directory (they must be identical).
           dtype: Compute and parameter dtype ("float32", or "bfloat16": half
             the memory; norms, softmax and logits stay float32; slower on CPUs).
           max_input_length: Token budget of one input, EOS included.
           quantize: None, or "int8" (see `Scorer.load`).
-          **kwargs: Any other argument of `MultiScorer(...)`; without
-            `question_template`, the checkpoints' `seahorse_inputs.json` (or
-            the default) gives it; `mesh` (a ('data', 'model') mesh, see
-            `partitioning.mesh_from_spec`) also decides where the parameters
-            are loaded.
+          options: All the settings as one `ScoringOptions` (the arguments
+            given besides it override its fields).
+          mesh: A ('data', 'model') mesh (see `partitioning.mesh_from_spec`):
+            where the parameters are loaded and the batches split.
+          **kwargs: Any other field of `ScoringOptions` (the arguments of
+            `MultiScorer(...)`); without `question_template`, the checkpoints'
+            `seahorse_inputs.json` (or the default) gives it.
 
         Raises:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
           ValueError: if the checkpoints' vocabularies or question templates differ.
         """
-        named = {name: resolve_checkpoint(path) for name, path in _name_checkpoints(checkpoints).items()}
-        vocab_paths = {name: _resolve_vocabulary(path, vocab) for name, path in named.items()}
-        digests = {name: _file_digest(path) for name, path in vocab_paths.items()}
+        options = given_options(options, vocab=vocab, dtype=dtype,
+                                 max_input_length=max_input_length, quantize=quantize, **kwargs)
+        named = {name: resolve_checkpoint(path) for name, path in checkpoint_names(checkpoints).items()}
+        vocab_paths = {name: resolve_vocabulary(path, options.vocab) for name, path in named.items()}
+        digests = {name: file_digest(path) for name, path in vocab_paths.items()}
         if len(set(digests.values())) > 1:
             raise ValueError(
                 "the checkpoints have different vocabularies "
                 f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
                 "separately or pass the shared one as vocab=...")
-        kwargs.setdefault("question_template", _shared_question_template(named))
-        mesh = _mesh_or_default(kwargs.pop("mesh", None))
-        models = {name: _load_model(path, dtype, mesh, quantize) for name, path in named.items()}
-        return cls(models, next(iter(vocab_paths.values())), max_input_length=max_input_length,
-                   checkpoints=named, mesh=mesh, **kwargs)
+        if options.question_template is None:
+            options = ScoringOptions.of(options, question_template=shared_question_template(named))
+        mesh = mesh_or_default(mesh)
+        models = {name: load_model(path, options.dtype, mesh, options.quantize)
+                  for name, path in named.items()}
+        return cls(models, next(iter(vocab_paths.values())), checkpoints=named, mesh=mesh,
+                   **options.scorer_arguments())
 
     # ------------------------------------------------------------ checks
     def _check_models(self, models: Mapping[str, tuple[Any, Any]]) -> tuple[int, int, int]:
@@ -304,7 +239,7 @@ class MultiScorer:
         """One `ModelRunner` per model, its parameters placed on `mesh`."""
         from seahorse_metrics.scoring.runner import ModelRunner
 
-        mesh = _mesh_or_default(mesh)
+        mesh = mesh_or_default(mesh)
         return [ModelRunner(model, params, (self.positive_id, self.negative_id), mesh,
                             compiler_options)
                 for model, params in models.values()]
@@ -343,9 +278,9 @@ class MultiScorer:
             max_batch_tokens=self.max_batch_tokens, row_multiple=data_parallel,
             window_size=self.window_size, pack=self.packing)
 
-    def pipeline(self, batch_size: Optional[int] = None) -> ScoringPipeline:
-        """The scoring pipeline for `batch_size` rows."""
-        return ScoringPipeline(self.tokenizer, self.runners, self.settings,
+    def window_scorer(self, batch_size: Optional[int] = None) -> WindowScorer:
+        """The `WindowScorer` of `batch_size` rows."""
+        return WindowScorer(self.tokenizer, self.runners, self.settings,
                                self.batching(batch_size), self.pad_id)
 
     def precompile(self, batch_size: Optional[int] = None,
@@ -385,7 +320,7 @@ class MultiScorer:
     def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
                       questions: Optional[Sequence[Optional[str]]] = None) -> list[list[int]]:
         """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
-        questions = _check_pairs(premises, hypotheses, questions)
+        questions = check_pairs(premises, hypotheses, questions)
         return [encode_pair(self.tokenizer, p, h, self.settings.max_input_length,
                             self.settings.truncation, q, self.settings.question_template).ids
                 for p, h, q in zip(premises, hypotheses, questions)]
@@ -395,7 +330,7 @@ class MultiScorer:
         """Scores windows of `Example`s; yields each batch's finished results
         (completion order). The building block of `score` and the CLI."""
         stats = stats if stats is not None else ScoringStats()
-        yield from self.pipeline(batch_size).run(windows, stats)
+        yield from self.window_scorer(batch_size).run(windows, stats)
 
     def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
                        batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
@@ -417,7 +352,7 @@ class MultiScorer:
         """
         from tqdm.auto import tqdm
 
-        questions = _check_pairs(premises, hypotheses, questions)
+        questions = check_pairs(premises, hypotheses, questions)
         langs = list(langs) if langs is not None else [None] * len(premises)
         examples = [Example(i, p, h, lang, q) for i, (p, h, lang, q)
                     in enumerate(zip(premises, hypotheses, langs, questions))]
@@ -427,14 +362,15 @@ class MultiScorer:
         sentences = [None] * len(examples)
         with tqdm(total=len(examples), desc="scoring", unit="ex", dynamic_ncols=True,
                   disable=(None if show_progress is None else not show_progress)) as progress:
-            for group in self.run(windows_of(examples, self.window_size), batch_size, stats):
+            windows = window_rows(examples, self.window_size, key=lambda example: example.key)
+            for group in self.run(windows, batch_size, stats):
                 for result in group:
                     scores[:, result.key] = result.scores
                     per_sentence[result.key] = result.sentence_scores
                     sentences[result.key] = result.sentences
                 progress.update(len(group))
         stats.log(self.settings.max_input_length)
-        self._merge_stats(stats)
+        self.stats.merge(stats)
         sentence_scores = None
         if self.settings.per_sentence:
             sentence_scores = {name: [np.asarray(s[m], np.float32) for s in per_sentence]
@@ -477,120 +413,21 @@ class MultiScorer:
           question_field: Field with the question of a query-focused summary
             (then required in every record), or None.
         """
-        fields = dict(fields or {name: name for name in self.names})
+        columns = dict(fields or {name: name for name in self.names})
+        input_fields = InputFields(premise_field, hypothesis_field, lang_field, question_field)
         stats = ScoringStats()
-        held: dict[Hashable, Any] = {}
-        pending: collections.deque = collections.deque()
-        errors: dict[Hashable, str] = {}
-
-        def examples() -> Iterator[Example]:
-            for index, record in enumerate(records):
-                held[index] = record
-                pending.append(index)
-                try:
-                    texts = record_fields(record, premise_field, hypothesis_field, lang_field,
-                                          question_field)
-                except BadRecord as error:
-                    errors[index] = str(error)
-                    logger.warning("record %d: %s; it is returned with an %r field", index, error,
-                                   ERROR_FIELD)
-                    continue
-                yield Example(index, *texts)
-
-        results = self.run(windows_of(examples(), self.window_size), batch_size, stats)
-        written = self._output_fields(fields)
-        for result in in_input_order(_with_errors(results, errors), pending):
-            record = held.pop(result.key)
-            record = (dict(record) if isinstance(record, Mapping) else {"record": record})
+        for item, entry in score_rows(self, records_as_rows(records), input_fields,
+                                      columns, batch_size=batch_size, stats=stats,
+                                      shortest=False):
+            if "scores" not in entry:
+                logger.warning("record %d: %s; it is returned with an %r field", item.row,
+                               item.error, ERROR_FIELD)
+            record = item.record if isinstance(item.record, Mapping) else {"record": item.record}
             # Output fields are fresh: the record's own fields of those names are renamed.
-            record = with_renamed_fields(record, renamed_input_fields(record, written))
-            if result.key in errors:
-                record[ERROR_FIELD] = errors.pop(result.key)
-            else:
-                record.update(self._result_fields(result, fields))
-            yield record
+            added = added_columns(columns, self.settings.per_sentence)
+            yield output_record(record, entry, renamed_input_fields(record, added))
         stats.log(self.settings.max_input_length)
-        self._merge_stats(stats)
-
-    def _output_fields(self, fields: Mapping[str, str]) -> list[str]:
-        written = list(fields.values()) + [ERROR_FIELD]
-        if self.settings.per_sentence:
-            written += [f"{field}_sentences" for field in fields.values()] + [SENTENCES_FIELD]
-        return written
-
-    def _result_fields(self, result: ExampleResult, fields: Mapping[str, str]) -> dict:
-        values = {}
-        for m, name in enumerate(self.names):
-            values[fields[name]] = float(result.scores[m])
-            if result.sentence_scores is not None:
-                values[f"{fields[name]}_sentences"] = [float(s) for s in result.sentence_scores[m]]
-        if result.sentences is not None:
-            values[SENTENCES_FIELD] = list(result.sentences)
-        return values
-
-    def _merge_stats(self, stats: ScoringStats) -> None:
-        """Adds one call's counts to `self.stats`."""
-        total = self.stats
-        total.truncation.merge(stats.truncation)
-        for name in ("examples", "model_inputs", "chunked_examples", "real_tokens",
-                     "batch_tokens", "batches"):
-            setattr(total, name, getattr(total, name) + getattr(stats, name))
-
-
-def _with_errors(results: Iterable[list[ExampleResult]],
-                 errors: Mapping[Hashable, str]) -> Iterator[list[ExampleResult]]:
-    """Adds placeholder results for bad records so they keep their place in order."""
-    reported: set = set()
-
-    def placeholders() -> list[ExampleResult]:
-        fresh = [key for key in errors if key not in reported]
-        reported.update(fresh)
-        return [ExampleResult(key, np.zeros(0), None, None, 0, False, False) for key in fresh]
-
-    for group in results:
-        yield placeholders() + group
-    yield placeholders()
-
-
-def _check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
-                 questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
-    """Checks the texts; returns the questions as a list (all None when not given)."""
-    if len(premises) != len(hypotheses):
-        raise ValueError(
-            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
-    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
-        if not isinstance(premise, str) or not isinstance(hypothesis, str):
-            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
-                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
-    if questions is None:
-        return [None] * len(premises)
-    questions = list(questions)
-    if len(questions) != len(premises):
-        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
-                         "per pair (None for a summary without a question)")
-    for index, question in enumerate(questions):
-        if question is not None and not isinstance(question, str):
-            raise ValueError(f"pair {index}: the question must be a string or None, got "
-                             f"{type(question).__name__}")
-    return questions
-
-
-def _name_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]]) -> dict[str, str]:
-    if isinstance(checkpoints, Mapping):
-        named = {str(name): str(path) for name, path in checkpoints.items()}
-    else:
-        if isinstance(checkpoints, (str, os.PathLike)):
-            checkpoints = [checkpoints]
-        named = {}
-        for path in checkpoints:
-            base = os.path.basename(os.path.normpath(str(path))) or "metric"
-            name, suffix = base, 2
-            while name in named:
-                name, suffix = f"{base}_{suffix}", suffix + 1
-            named[name] = str(path)
-    if not named:
-        raise ValueError("no checkpoints given")
-    return named
+        self.stats.merge(stats)
 
 
 class Scorer:
@@ -635,9 +472,10 @@ class Scorer:
         self.batch_size = self._multi.batch_size
 
     @classmethod
-    def load(cls, path: str, vocab: Optional[str] = None, dtype: str = "float32",
-             max_input_length: int = 2048, batch_size: int = 16, quantize: Optional[str] = None,
-             **kwargs) -> "Scorer":
+    def load(cls, path: str, vocab: Optional[str] = None, dtype: Optional[str] = None,
+             max_input_length: Optional[int] = None, batch_size: Optional[int] = None,
+             quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
+             mesh: Any = None, **kwargs) -> "Scorer":
         """Loads a scorer from any checkpoint directory `load_checkpoint` reads.
 
         Args:
@@ -647,34 +485,46 @@ class Scorer:
           vocab: SentencePiece model; defaults to `spiece.model` in `path`.
           dtype: Compute and parameter dtype ("float32", or "bfloat16": half
             the memory; norms, softmax and logits stay float32; slower on CPUs).
-          max_input_length: Token budget of one input, EOS included.
-          batch_size: Default most rows of a batch.
+          max_input_length: Token budget of one input, EOS included (default 2048).
+          batch_size: Default most rows of a batch (default 16).
           quantize: None, or "int8": the attention and feed-forward kernels
             become int8 with a scale per output channel, multiplied in
             bfloat16 (`seahorse_metrics.model.quantize`); faster on CPUs with
             AVX512-BF16, scores close to float32's but not equal.
+          options: All the settings as one `ScoringOptions` (the arguments
+            given besides it override its fields).
+          mesh: Where the parameters are loaded and the batches split.
           **kwargs: normalize ("full"|"pair"), truncation ("summary_first"|
             "joint"), long_inputs ("truncate"|"chunk"), chunk_overlap,
             per_sentence, sentence_aggregate ("min"|"mean"), bucket_lengths,
-            max_batch_tokens, window_size, mesh (where the parameters are
-            loaded and the batches split), compiler_options, packing,
+            max_batch_tokens, window_size, compiler_options, packing,
             question_template (default: the checkpoint's `seahorse_inputs.json`,
             else `QUESTION_TEMPLATE`; see `MultiScorer`).
 
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
         """
+        options = given_options(options, vocab=vocab, dtype=dtype,
+                                 max_input_length=max_input_length, batch_size=batch_size,
+                                 quantize=quantize, **kwargs)
         path = resolve_checkpoint(path)
-        vocab_path = _resolve_vocabulary(path, vocab)
-        kwargs.setdefault("question_template", _shared_question_template({SCORE_FIELD: path}))
-        mesh = _mesh_or_default(kwargs.pop("mesh", None))
-        model, params = _load_model(path, dtype, mesh, quantize)
-        return cls(model, params, vocab_path, max_input_length=max_input_length,
-                   batch_size=batch_size, checkpoint=path, mesh=mesh, **kwargs)
+        vocab_path = resolve_vocabulary(path, options.vocab)
+        if options.question_template is None:
+            options = ScoringOptions.of(
+                options, question_template=shared_question_template({SCORE_FIELD: path}))
+        mesh = mesh_or_default(mesh)
+        model, params = load_model(path, options.dtype, mesh, options.quantize)
+        return cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
+                   **options.scorer_arguments())
 
     @property
     def settings(self) -> InputSettings:
         return self._multi.settings
+
+    @property
+    def options(self) -> ScoringOptions:
+        """The settings this scorer scores with (`MultiScorer.options`)."""
+        return self._multi.options
 
     @property
     def stats(self) -> ScoringStats:

@@ -28,13 +28,12 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
+from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE  # noqa: F401 (trainer)
 
 logger = logging.getLogger(__name__)
 
 STATE_ITEM = "state"
 RECORD_ITEM = "record"
-BEST_RECORD = "best.json"
-VOCAB_FILE = "spiece.model"
 
 
 class RunCheckpoints:

@@ -1,9 +1,9 @@
 """Windows of examples -> length-bucketed batches -> per-example scores.
 
-`ScoringPipeline.run` takes the examples in windows (the caller decides
+`WindowScorer.run` takes the examples in windows (the caller decides
 where windows start, so a resumed run can reproduce them), turns every
 example into units (`units.encode_example`), plans each window's batches
-(`batching.plan_window`), and scores every batch with each model. The next
+(`batching.batch_window`), and scores every batch with each model. The next
 batch is dispatched before the previous one is read back, so the host
 tokenises and pads while the devices compute. Results are yielded per
 finished batch, for the examples whose units are all scored (completion
@@ -20,10 +20,14 @@ import numpy as np
 
 from seahorse_metrics.data.inputs import Tokenizer, TruncationStats
 from seahorse_metrics.scoring import units as units_lib
-from seahorse_metrics.scoring.batching import Batch, BatchingConfig, plan_window
+from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 from seahorse_metrics.scoring.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
+
+_STATS_COUNTS = ("examples", "model_inputs", "chunked_examples", "real_tokens", "batch_tokens",
+                 "batches")
+_TRUNCATION_COUNTS = ("count", "truncated", "hypothesis_cut")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +107,32 @@ class ScoringStats:
                                  if self.batch_tokens else 0.0),
         }
 
+    def merge(self, other: "ScoringStats") -> "ScoringStats":
+        """Adds `other`'s counts to these; returns self."""
+        self.truncation.merge(other.truncation)
+        for name in _STATS_COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def to_dict(self) -> dict:
+        """Every count, JSON-ready (`from_dict` reads it back; `summary` is the report)."""
+        truncation = self.truncation
+        return {**{name: getattr(self, name) for name in _STATS_COUNTS},
+                "truncation": {**{name: getattr(truncation, name) for name in _TRUNCATION_COUNTS},
+                               "by_language": {lang: dict(counts) for lang, counts
+                                               in truncation.by_language.items()}}}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ScoringStats":
+        """The counts `to_dict` wrote."""
+        stats = cls(**{name: values[name] for name in _STATS_COUNTS})
+        truncation = values["truncation"]
+        stats.truncation = TruncationStats(**{name: truncation[name]
+                                              for name in _TRUNCATION_COUNTS})
+        for lang, counts in truncation["by_language"].items():
+            stats.truncation.by_language[lang].update(counts)
+        return stats
+
     def log(self, max_input_length: int) -> None:
         """Logs the truncation counts (a warning when anything was cut)."""
         self.truncation.log("scoring", max_input_length)
@@ -121,7 +151,7 @@ class _Window:
     remaining: list[int]  # per example: units not scored yet
 
 
-class ScoringPipeline:
+class WindowScorer:
     """Scores examples with one or more models sharing a tokenizer and mesh."""
 
     def __init__(self, tokenizer: Tokenizer, runners: Sequence[ModelRunner],
@@ -207,7 +237,7 @@ class ScoringPipeline:
             keyed = [((position, unit), ids)
                      for position, item in enumerate(window.encoded)
                      for unit, ids in enumerate(item.units)]
-            for batch in plan_window(keyed, self.batching, self.pad_id):
+            for batch in batch_window(keyed, self.batching, self.pad_id):
                 yield window, batch
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
@@ -249,24 +279,12 @@ class ScoringPipeline:
             truncated=any(p.truncated for p in item.pairs))
 
 
-def windows_of(examples: Iterable[Example], window_size: int) -> Iterator[list[Example]]:
-    """Consecutive groups of `window_size` examples."""
-    window = []
-    for example in examples:
-        window.append(example)
-        if len(window) == window_size:
-            yield window
-            window = []
-    if window:
-        yield window
-
-
 def in_input_order(results: Iterable[list[ExampleResult]],
                    pending_keys: "collections.deque[Hashable]") -> Iterator[ExampleResult]:
     """Re-orders batched results into input order.
 
     Args:
-      results: `ScoringPipeline.run` output.
+      results: `WindowScorer.run` output.
       pending_keys: Keys of the examples fed to the pipeline and not yet
         returned, oldest first; the feeder appends as it reads examples.
 

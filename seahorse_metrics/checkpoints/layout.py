@@ -1,0 +1,119 @@
+"""What a metric directory holds, by name, for scoring, training and export alike.
+
+A metric checkpoint directory (`MODEL_DIR/best`, an export, a Hugging Face
+or T5X directory) holds, besides its weights:
+
+* `spiece.model` (`VOCAB_FILE`): the SentencePiece vocabulary; for a step
+  directory (`checkpoint_<step>`) it may sit in the parent instead.
+* `seahorse_inputs.json` (`INPUTS_FILE`): optional input settings the metric
+  was trained with, e.g. `{"question_template": "query: {question} ..."}`.
+* `best.json` (`BEST_RECORD`): in `MODEL_DIR/best`, the step and validation
+  result that made it the best.
+
+A training run's `MODEL_DIR` holds `checkpoints/` (`RUN_CHECKPOINTS_DIR`) and
+`best/` (`BEST_DIR`). `checkpoint_names` is the one rule that names
+checkpoints given without a name (output columns, metric names).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Mapping, Optional, Sequence, Union
+
+from seahorse_metrics.data.inputs import check_question_template
+
+VOCAB_FILE = "spiece.model"
+INPUTS_FILE = "seahorse_inputs.json"
+BEST_RECORD = "best.json"
+BEST_DIR = "best"
+RUN_CHECKPOINTS_DIR = "checkpoints"
+# The name of the one metric of a `Scorer`, and of a single unnamed checkpoint.
+SINGLE_NAME = "score"
+
+
+def _own_or_parent(checkpoint_path: str, file_name: str) -> Optional[str]:
+    """`file_name` in the checkpoint directory or, for a step directory, its parent."""
+    for directory in (checkpoint_path, os.path.dirname(os.path.abspath(checkpoint_path))):
+        candidate = os.path.join(directory, file_name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def find_vocabulary(checkpoint_path: str) -> Optional[str]:
+    """Returns `spiece.model` in the checkpoint directory (or, for a step
+    directory, in its parent), or None."""
+    return _own_or_parent(checkpoint_path, VOCAB_FILE)
+
+
+def question_template(checkpoint_path: str) -> Optional[str]:
+    """The question template of a checkpoint's `seahorse_inputs.json` (in its
+    directory or, for a step directory, its parent), or None when it has none.
+
+    Raises:
+      ValueError: for a file that is not JSON or whose template is malformed.
+    """
+    candidate = _own_or_parent(checkpoint_path, INPUTS_FILE)
+    if candidate is None:
+        return None
+    try:
+        with open(candidate, encoding="utf-8") as handle:
+            settings = json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{candidate}: not a JSON object ({error})") from None
+    template = settings.get("question_template") if isinstance(settings, dict) else None
+    if template is None:
+        return None
+    try:
+        return check_question_template(template)
+    except ValueError as error:
+        raise ValueError(f"{candidate}: {error}") from None
+
+
+def best_step(checkpoint_path: str) -> Optional[int]:
+    """The step `best.json` in the directory records, or None without one."""
+    record_path = os.path.join(checkpoint_path, BEST_RECORD)
+    if not os.path.isfile(record_path):
+        return None
+    with open(record_path, encoding="utf-8") as handle:
+        step = json.load(handle).get("step")
+    return step if isinstance(step, int) else None
+
+
+def checkpoint_names(specs: Union[Mapping[str, str], Sequence[str], str]) -> dict[str, str]:
+    """Name -> checkpoint path: the one naming rule of the CLI and `MultiScorer.load`.
+
+    A mapping keeps its names. A list holds `[NAME=]DIR` specs (a path that
+    exists is a path even with a `=` in it); an unnamed checkpoint is named
+    `score` when it is the only one, else `score_<directory name>`
+    (`_2`, `_3`, ... when two directories share a name).
+
+    Raises:
+      ValueError: for no checkpoints, or two given the same name.
+    """
+    if isinstance(specs, Mapping):
+        named = {str(name): str(path) for name, path in specs.items()}
+    else:
+        specs = [specs] if isinstance(specs, (str, os.PathLike)) else list(specs)
+        named = {}
+        for spec in map(str, specs):
+            name, sep, path = spec.partition("=")
+            if not sep or os.path.exists(spec) or not name:
+                name, path = "", spec
+            if name in named:
+                raise ValueError(f"two checkpoints would write column {name!r}; name them "
+                                 "NAME=DIR")
+            named[name or _unnamed(path, len(specs), named)] = path
+    if not named:
+        raise ValueError("no checkpoints given")
+    return named
+
+
+def _unnamed(path: str, count: int, taken: Mapping[str, str]) -> str:
+    if count == 1:
+        return SINGLE_NAME
+    base = f"{SINGLE_NAME}_{os.path.basename(os.path.normpath(path)) or 'metric'}"
+    name, suffix = base, 2
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    return name

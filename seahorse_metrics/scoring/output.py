@@ -1,0 +1,197 @@
+"""Output rows: their columns, their values and their atomic writing.
+
+Every runner (in-process `score_file`, the Beam pipeline's shards and merge,
+`MultiScorer.score_records`, the service) writes rows through these
+functions, so a row looks the same whichever wrote it:
+
+* an *entry* is what scoring found for one input row (`result_entry`: its
+  scores, truncation flags, per-sentence scores; `error_entry`: why it
+  cannot be scored);
+* `output_record` turns an input row and its entry into the output row: the
+  input's fields (those named like an output column kept as
+  `input_<name>`, see `renamed_input_fields`), then the score columns, their
+  `<column>_decision` (`yes` at or above the threshold), per-sentence
+  columns, or `error`;
+* `output_columns` orders the columns of CSV/TSV outputs; `OutputWriter`
+  writes JSONL, a JSON array, CSV or TSV; `write_atomically` replaces a
+  file whole or not at all.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from seahorse_metrics.data import tables
+
+ERROR_FIELD = "error"
+SENTENCES_COLUMN = "sentences"
+DECISION_SUFFIX = "_decision"
+SENTENCE_SCORES_SUFFIX = "_sentences"
+
+
+def float32_text(value: float) -> float:
+    """The float32 score as its shortest decimal (what the model computes;
+    more digits would be noise), e.g. 0.00056663575."""
+    return float(str(np.float32(value)))
+
+
+def result_entry(result, names: Sequence[str], columns: Mapping[str, str],
+                 shortest: bool = True) -> dict:
+    """The entry of a scored example (an `ExampleResult`; its row is `result.key`).
+
+    Args:
+      result: The example's `ExampleResult`.
+      names: The metrics, in the order of `result.scores`.
+      columns: Metric name -> output column.
+      shortest: Scores as float32's shortest decimal (files); else every
+        digit of the float (`score_records`, as it always returned them).
+    """
+    number = float32_text if shortest else float
+    entry = {"row": result.key,
+             "scores": {columns[n]: number(s) for n, s in zip(names, result.scores)},
+             "truncated": bool(result.truncated), "chunked": bool(result.chunked)}
+    if result.sentence_scores is not None:
+        entry["sentence_scores"] = {columns[n]: [number(v) for v in values]
+                                    for n, values in zip(names, result.sentence_scores)}
+        entry[SENTENCES_COLUMN] = list(result.sentences)
+    return entry
+
+
+def error_entry(row: int, line: Optional[int], error: str) -> dict:
+    """The entry of a row that cannot be scored."""
+    return {"row": row, "line": line, ERROR_FIELD: error}
+
+
+def added_columns(columns: Mapping[str, str], per_sentence: bool,
+                  decisions: Optional[Mapping[str, float]] = None) -> list[str]:
+    """The columns scoring adds: scores, their decisions, per-sentence ones, `error`."""
+    added = list(columns.values())
+    added += [column + DECISION_SUFFIX for column in columns.values() if column in (decisions or {})]
+    if per_sentence:
+        added += [c + SENTENCE_SCORES_SUFFIX for c in columns.values()] + [SENTENCES_COLUMN]
+    added.append(ERROR_FIELD)
+    return added
+
+
+def output_columns(input_columns: Sequence[str], columns: Mapping[str, str],
+                   per_sentence: bool, renamed: Optional[Mapping[str, str]] = None,
+                   decisions: Optional[Mapping[str, float]] = None) -> list[str]:
+    """The output's columns: the input's (renamed where an output column
+    has their name; see `renamed_input_fields`), then the added ones."""
+    renamed = renamed or {}
+    added = added_columns(columns, per_sentence, decisions)
+    return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
+
+
+def renamed_input_fields(fields: Iterable[str], output_fields: Collection[str]) -> dict[str, str]:
+    """Input field -> new name, for the input fields an output field would overwrite.
+
+    Output fields (scores, `error`, ...) are always written fresh: an input
+    that already has one (e.g. a file scored before) keeps its value under
+    `input_<field>` (`input_<field>_2`, ... if that is taken too), so an old
+    score never sits beside a new error, nor an old error beside a new score.
+    """
+    fields = list(fields)
+    taken = set(fields) | set(output_fields)
+    renamed = {}
+    for field in fields:
+        if field not in output_fields:
+            continue
+        new, number = f"input_{field}", 1
+        while new in taken:
+            number += 1
+            new = f"input_{field}_{number}"
+        renamed[field] = new
+        taken.add(new)
+    return renamed
+
+
+def with_renamed_fields(record: Mapping[str, Any], renamed: Mapping[str, str]) -> dict:
+    """A copy of `record` with the fields of `renamed_input_fields` renamed."""
+    return {renamed.get(key, key): value for key, value in record.items()}
+
+
+def output_record(record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
+                  renamed: Optional[Mapping[str, str]] = None,
+                  decisions: Optional[Mapping[str, float]] = None) -> dict:
+    """The output row of an input record (None for an unreadable row) and its
+    entry: the input's fields (renamed as `renamed` says) and fresh score
+    (and decision) or error fields."""
+    output = with_renamed_fields(record, renamed or {}) if record is not None else {}
+    if ERROR_FIELD in entry:
+        output[ERROR_FIELD] = entry[ERROR_FIELD]
+        return output
+    output.update(entry["scores"])
+    for column, threshold in (decisions or {}).items():
+        output[column + DECISION_SUFFIX] = "yes" if entry["scores"][column] >= threshold else "no"
+    for column, values in entry.get("sentence_scores", {}).items():
+        output[column + SENTENCE_SCORES_SUFFIX] = values
+    if SENTENCES_COLUMN in entry:
+        output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
+    return output
+
+
+class OutputWriter:
+    """Writes output rows to a text handle as JSONL, a JSON array, CSV or TSV.
+
+    Args:
+      handle: A text handle (opened with `newline=""` for CSV/TSV).
+      kind: "jsonl", "json", "csv" or "tsv".
+      columns: The CSV/TSV header (`output_columns`); JSON keeps each row's keys.
+    """
+
+    def __init__(self, handle, kind: str, columns: Sequence[str]):
+        self.kind = kind
+        self.handle = handle
+        self.columns = list(columns)
+        self._first = True
+        if kind in tables.DELIMITERS:
+            handle.write(tables.delimited_line(self.columns, tables.DELIMITERS[kind]))
+        elif kind == "json":
+            handle.write("[")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Writes one row."""
+        if self.kind in ("jsonl", "json"):
+            text = json.dumps(record, ensure_ascii=False)
+            if self.kind == "json":
+                text = ("\n" if self._first else ",\n") + text
+            self.handle.write(text if self.kind == "json" else text + "\n")
+            self._first = False
+            return
+        cells = [_cell(record.get(column)) for column in self.columns]
+        self.handle.write(tables.delimited_line(cells, tables.DELIMITERS[self.kind]))
+
+    def close(self) -> None:
+        """Ends the output (the closing bracket of a JSON array)."""
+        if self.kind == "json":
+            self.handle.write("\n]\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def write_atomically(path: str, write: Callable[[Any], None]) -> None:
+    """Calls `write(handle)` on a hidden temporary text file beside `path`,
+    syncs it and renames it onto `path`: the file is replaced whole or not at all."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp")
+    with open(temporary, "w", encoding="utf-8", newline="") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+    """Writes `value` as indented JSON with `write_atomically`."""
+    write_atomically(path, lambda handle: json.dump(value, handle, indent=2, ensure_ascii=False))
