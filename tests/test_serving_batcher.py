@@ -22,6 +22,7 @@ class HeldScorer:
 
     names = ["m"]
     settings = InputSettings(max_input_length=64)
+    window_size = 512
 
     def __init__(self):
         self.release = threading.Event()
@@ -31,7 +32,7 @@ class HeldScorer:
         pass
 
     def run(self, windows, batch_size=None, stats=None):
-        from seahorse_metrics.scoring.pipeline import ExampleResult
+        from seahorse_metrics.scoring.window_scoring import ExampleResult
 
         for window in windows:
             self.windows.append([example.hypothesis for example in window])

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from seahorse_metrics.cli.score import (_add_device_options, _mesh, checkpoint_names,
-                                        decision_thresholds, scorer_options)
+from seahorse_metrics.checkpoints.layout import checkpoint_names
+from seahorse_metrics.cli.score import (_add_device_options, _mesh, decision_thresholds,
+                                        scorer_options)
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 from seahorse_metrics.serving.server import LoadFailed
@@ -143,7 +144,7 @@ def run(args) -> int:
     def load_scorer():
         from seahorse_metrics.scoring.scorer import MultiScorer
 
-        return MultiScorer.load(named, **options, mesh=_mesh(args))
+        return MultiScorer.load(named, options=options, mesh=_mesh(args))
 
     return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
                  thresholds=thresholds, log_level=str(args.log_level).lower())

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from seahorse_metrics.serving.core import ScoringStats, TableRow, score_window
+from seahorse_metrics.serving.core import ScoringStats, records_as_rows, score_window
 from seahorse_metrics.serving.protocol import Mode
 
 logger = logging.getLogger(__name__)
@@ -210,8 +210,7 @@ class DynamicBatcher:
         waited = time.monotonic() - running[0].arrived
         owners = [(number, index) for number, job in enumerate(running)
                   for index in range(len(job.pairs))]
-        rows = [TableRow(position, position + 1, position + 1, running[number].pairs[index])
-                for position, (number, index) in enumerate(owners)]
+        rows = list(records_as_rows(running[number].pairs[index] for number, index in owners))
         remaining = [len(job.pairs) for job in running]
         stats, start = ScoringStats(), time.perf_counter()
         try:

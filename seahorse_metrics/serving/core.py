@@ -1,14 +1,15 @@
 """The service's one contact with the scoring core.
 
 The service scores rows as `score` does: a merged window of request pairs
-is a window of input rows, turned into entries (scores, truncation flags,
-per-sentence scores, or the `error` of a row that cannot be scored) by the
-core's row scoring, and each entry into the output row's fields by the
-core's `output_record`. Nothing here computes a score.
+is a list of input rows (`rows.records_as_rows`), cut by the core's one
+windowing rule (`rows.window_rows`) and turned into entries (scores,
+truncation flags, per-sentence scores, or the `error` of a row that cannot
+be scored) by `rows.score_windows`; each entry becomes the fields `score`
+writes by `output.output_record`. Nothing here computes a score.
 
 `scorer_for_mode` gives the `MultiScorer` of a request's metrics and modes:
 a shallow copy sharing the loaded models and compiled programs, with its
-own `names`/`runners` subset and input settings.
+own `names`/`runners` subset, input settings and options.
 """
 from __future__ import annotations
 
@@ -17,52 +18,44 @@ import dataclasses
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from seahorse_metrics.data.tables import TableRow
-from seahorse_metrics.scoring.files import output_record, result_entry, row_example
-from seahorse_metrics.scoring.pipeline import ScoringStats
-from seahorse_metrics.scoring.records import ERROR_FIELD
+from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.output import ERROR_FIELD, output_record
+from seahorse_metrics.scoring.rows import records_as_rows, score_windows, window_rows
+from seahorse_metrics.scoring.window_scoring import ScoringStats
 
-__all__ = ["ERROR_FIELD", "ScoringStats", "TableRow", "response_fields", "score_window",
-           "scorer_for_mode"]
+__all__ = ["ERROR_FIELD", "ScoringStats", "TableRow", "records_as_rows", "response_fields",
+           "score_window", "scorer_for_mode"]
 
 
 def score_window(scorer: Any, rows: Sequence[TableRow], fields: Mapping[str, Optional[str]],
                  *, batch_size: Optional[int] = None,
                  stats: Optional[ScoringStats] = None) -> Iterator[list[tuple[TableRow, dict]]]:
-    """Scores `rows` as one window of the core's row scoring.
+    """Scores a merged window's rows with the core's row scoring.
+
+    The rows (numbered 0..n-1) are cut by the core's one windowing rule
+    (`rows.window_rows`: a single window unless they outnumber the
+    scorer's `window_size`).
 
     Args:
       scorer: A `MultiScorer`.
-      rows: The window's rows (`TableRow`s keyed 0..n-1).
+      rows: The window's rows (`records_as_rows` of the requests' pairs).
       fields: {"premise", "hypothesis", "lang", "question"} -> field of a record.
       batch_size: Most rows of a batch (default: the scorer's).
       stats: Accumulates truncation and batching counts.
 
     Yields:
-      (row, entry) lists: the rows that cannot be scored first, then after
-      each batch the rows it finished.
+      (row, entry) lists: the rows that cannot be scored (with the `error`
+      `score` writes), then after each batch the rows it finished.
     """
-    examples, bad, held = [], [], {}
-    for item in rows:
-        example = row_example(item, fields["premise"], fields["hypothesis"], fields.get("lang"),
-                              fields.get("question"))
-        if example is None:
-            bad.append((item, {"row": item.row, "line": item.line, ERROR_FIELD: item.error}))
-        else:
-            held[item.row] = item
-            examples.append(example)
-    if bad:
-        yield bad
-    columns = {name: name for name in scorer.names}
-    for group in scorer.run([examples], batch_size, stats):
-        yield [(held.pop(result.key), result_entry(result, scorer.names, columns))
-               for result in group]
+    return score_windows(scorer, window_rows(rows, scorer.window_size), InputFields.of(fields),
+                         batch_size=batch_size, stats=stats)
 
 
 def response_fields(entry: Mapping[str, Any], decisions: Mapping[str, float]) -> dict:
     """The output fields `score` writes for an entry (no input fields): a
     score per metric, `<metric>_decision` per threshold, per-sentence
     columns, or `error`."""
-    return output_record(TableRow(entry["row"], 0, 0, {}), dict(entry), None, decisions)
+    return output_record(None, entry, None, decisions)
 
 
 def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
@@ -77,6 +70,8 @@ def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
         return scorer
     variant = copy.copy(scorer)
     variant.settings = settings
+    variant.options = ScoringOptions.of(scorer.options, long_inputs=long_inputs,
+                                        per_sentence=per_sentence)
     positions = [scorer.names.index(name) for name in metrics]
     variant.names = [scorer.names[p] for p in positions]
     variant.runners = [scorer.runners[p] for p in positions]
