@@ -9,7 +9,6 @@ writes for the same pairs in this process.
 """
 import concurrent.futures
 import json
-import os
 import re
 import signal
 import socket
@@ -211,7 +210,6 @@ def test_concurrent_requests_get_their_own_scores_in_merged_windows(served, refe
     for pairs, (status, body, _) in zip(requests, answers):
         assert status == 200, body
         _assert_rows_match(body["results"], pairs, rows_by_id, ["q4", "q6", "error"])
-    _, _, headers = call(served.url + "/healthz")
     text = _metrics_text(served)
     windows = _metric(text, "seahorse_window_requests_count")
     merged = _metric(text, "seahorse_window_requests_sum")
@@ -440,3 +438,14 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
                                                                       "hsl(120, 70%, 82%)"]
     errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_a_metric_that_cannot_load_stops_the_server_with_exit_2(tmp_path, capsys):
+    from fixtures.serve_process import free_port
+    from seahorse_metrics.cli import main as cli_main
+
+    missing = tmp_path / "missing"
+    assert cli_main(["serve", "--checkpoint", f"q4={missing}", "--port", str(free_port())]) == 2
+    error = capsys.readouterr().err
+    assert "error: the metrics could not be served: FileNotFoundError" in error
+    assert str(missing) in error
