@@ -30,6 +30,9 @@ INSTALL_REQUIRES = [
 # oldest Beam tested (its numpy<2.5 admits the numpy 2 this project runs).
 BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
 
+# `seahorse-metrics serve`: an ASGI app (Starlette) on uvicorn, Prometheus text.
+SERVE = ["starlette", "uvicorn", "prometheus_client"]
+
 EXTRAS_REQUIRE = {
     # The Hugging Face PyTorch MT5 is the independent reference the tests
     # compare against. transformers 5.x forces tied embeddings on MT5 configs,
@@ -52,8 +55,9 @@ EXTRAS_REQUIRE = {
         "markdown-it-py",
         # The ctranslate2 scoring engine (tests/test_engine_ctranslate2.py).
         "ctranslate2",
-    ] + BEAM,
+    ] + BEAM + SERVE,
     "beam": BEAM,
+    "serve": SERVE,
     # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
     # CTranslate2's CPU wheels (converted from the same weights, float32 and int8).
     "bench": [

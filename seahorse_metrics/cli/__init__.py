@@ -13,7 +13,7 @@ import importlib
 import logging
 import sys
 
-SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export", "plan", "distill")
+SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export", "plan", "distill", "serve")
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 # Errors whose message tells the user what to fix; anything else is a bug

@@ -1,0 +1,150 @@
+"""`seahorse-metrics serve`: the metrics as an HTTP service (`seahorse_metrics.serving`)."""
+from __future__ import annotations
+
+import argparse
+
+from seahorse_metrics.checkpoints.layout import checkpoint_names
+from seahorse_metrics.cli.score import (_add_device_options, _mesh, decision_thresholds,
+                                        scorer_options)
+from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
+                                               DEFAULT_WINDOW_SIZE)
+from seahorse_metrics.serving.server import LoadFailed
+
+_EPILOG = """\
+Scores what `score` scores, with the same options, numbers and columns, for
+programs that call a metric over HTTP (a reward in an RL loop, evaluation
+during training, an annotation tool) and for people (GET / is a page to try
+it). Needs the serve extra: pip install -e '.[serve]'.
+
+  POST /v1/score  {"pairs": [{"article": "...", "summary": "...", "question"?: "...",
+                  "id"?: ...}], "metrics"?: [...], "long_inputs"?: "truncate"|"chunk",
+                  "per_sentence"?: true|false}
+                  -> {"metrics": [...], "results": [{"id", "<metric>", "<metric>_decision"?,
+                  "<metric>_sentences"?, "sentences"?, "truncated", "chunked"} or
+                  {"id", "error"}, ...], "truncated": N, "errors": N, ...}
+  GET /healthz    200 once the metrics are loaded and compiled, 503 before
+  GET /metrics    Prometheus text
+  GET /           a page: paste an article and a summary, see the scores
+
+Concurrent requests are merged into the scorer's length-bucketed batches: a
+window closes at --max_batch_pairs pairs or --max_wait_ms after its first
+request. Over --max_request_pairs pairs: 413; a body over --max_body_bytes:
+413; a full queue (--max_queue pairs): 503 with Retry-After; not scored in
+--request_timeout_s: 504; a malformed request: 400 naming the field and the
+pair; a pair with a missing or blank text: its `error`, as in `score`.
+
+Token: --token_file FILE (its first line) or SEAHORSE_METRICS_TOKEN. With a
+token, /v1/score and /metrics need `Authorization: Bearer <token>` (/ and
+/healthz stay open). Without one, the server answers only on loopback: on
+any other --host (e.g. 0.0.0.0) it refuses every request with 401.
+
+SIGTERM or SIGINT: stop accepting, answer every request in flight, exit 0.
+
+example:
+  seahorse-metrics serve --checkpoint q4=runs/q4/best --port 8080
+  curl -s localhost:8080/v1/score -H 'Content-Type: application/json' \\
+      -d '{"pairs": [{"article": "...", "summary": "..."}]}'
+"""
+
+# Loading failures are reported in one line like other user errors.
+USER_ERRORS = (LoadFailed,)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="Serve metrics over HTTP (scores, a page, Prometheus metrics).",
+        description="Serves one or more metric checkpoints over HTTP with dynamic batching.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", action="append", required=True, metavar="[NAME=]DIR",
+                        help="Metric checkpoint directory or hub id (repeatable); NAME is the "
+                             "metric's field in the responses.")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="Address to listen on (default 127.0.0.1, loopback only).")
+    parser.add_argument("--port", type=int, default=8080, help="Port (default 8080).")
+    parser.add_argument("--token_file", default=None,
+                        help="File whose first line is the bearer token (default: "
+                             "SEAHORSE_METRICS_TOKEN, else no token).")
+    parser.add_argument("--threshold", default=None, metavar="T|FILE",
+                        help="Decision threshold (a number, or a thresholds file from "
+                             "`evaluate --tune_threshold_on`): adds <metric>_decision.")
+    _add_limits(parser)
+    _add_scoring_options(parser)
+    _add_device_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_limits(parser) -> None:
+    limits = parser.add_argument_group("limits and batching")
+    limits.add_argument("--max_request_pairs", type=int, default=256,
+                        help="Most pairs per request; more get 413 (default 256).")
+    limits.add_argument("--max_body_bytes", type=int, default=16 * 1024 * 1024,
+                        help="Most bytes per request body; more get 413 (default 16 MiB).")
+    limits.add_argument("--max_queue", type=int, default=4096,
+                        help="Most pairs waiting to be scored; a request that does not fit "
+                             "gets 503 with Retry-After (default 4096).")
+    limits.add_argument("--max_batch_pairs", type=int, default=64,
+                        help="Pairs at which a merged window of requests is full (default 64).")
+    limits.add_argument("--max_wait_ms", type=float, default=5.0,
+                        help="Longest a window waits for more requests (default 5 ms).")
+    limits.add_argument("--request_timeout_s", type=float, default=60.0,
+                        help="Longest a request waits for its scores; then 504 (default 60).")
+
+
+def _add_scoring_options(parser) -> None:
+    """`score`'s options of how pairs are scored (the server's defaults)."""
+    scoring = parser.add_argument_group("scoring (as `score`)")
+    scoring.add_argument("--vocab", default=None,
+                         help="SentencePiece model (default: spiece.model in the checkpoints).")
+    scoring.add_argument("--normalize", choices=("full", "pair"), default="full",
+                         help="P(\"1\") over the full vocabulary (default) or over {0, 1}.")
+    scoring.add_argument("--truncation", choices=("summary_first", "joint"),
+                         default="summary_first", help="As `score --truncation`.")
+    scoring.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
+                         help="Default of requests that do not say (default truncate).")
+    scoring.add_argument("--chunk_overlap", type=int, default=128,
+                         help="Premise tokens shared by consecutive chunks (default 128).")
+    scoring.add_argument("--per_sentence", action="store_true",
+                         help="Score per sentence unless a request says otherwise.")
+    scoring.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
+                         help="Combine sentence scores (default min).")
+    scoring.add_argument("--max_input_length", type=int, default=2048,
+                         help="Input tokens, EOS included (default 2048).")
+    scoring.add_argument("--batch_size", type=int, default=16,
+                         help="Most rows per model batch (default 16).")
+    scoring.add_argument("--max_batch_tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                         help=f"Tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS}).")
+    scoring.add_argument("--buckets", default=None, metavar="L1,L2,...",
+                         help="Batch lengths (default "
+                              f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
+                              "--max_input_length); each is compiled before /healthz is ready.")
+    scoring.set_defaults(window_size=DEFAULT_WINDOW_SIZE)
+
+
+def limits_from_args(args):
+    """The `serving.service.Limits` the command line sets."""
+    from seahorse_metrics.serving.service import Limits
+
+    return Limits(max_request_pairs=args.max_request_pairs, max_body_bytes=args.max_body_bytes,
+                  max_queue=args.max_queue, max_batch_pairs=args.max_batch_pairs,
+                  max_wait_ms=args.max_wait_ms, request_timeout_s=args.request_timeout_s)
+
+
+def run(args) -> int:
+    from seahorse_metrics import compilation_cache
+    from seahorse_metrics.serving.server import read_token, require_server_packages, serve
+
+    require_server_packages()
+    compilation_cache.enable_from_args(args)
+    named = checkpoint_names(args.checkpoint)
+    thresholds = decision_thresholds(args.threshold, list(named))
+    token = read_token(args.token_file)
+    limits = limits_from_args(args)
+    options = scorer_options(args)
+
+    def load_scorer():
+        from seahorse_metrics.scoring.scorer import MultiScorer
+
+        return MultiScorer.load(named, options=options, mesh=_mesh(args))
+
+    return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
+                 thresholds=thresholds, log_level=str(args.log_level).lower())
