@@ -188,6 +188,8 @@ def test_bad_requests_get_400_naming_the_field_and_pair(served, payload, field, 
 def test_limits_not_json_too_many_pairs_body_too_large(served):
     status, body, _ = call(served.url + "/v1/score", raw=b'{"pairs": [')
     assert status == 400 and body["field"] == "body" and "not JSON" in body["error"]
+    status, body, _ = call(served.url + "/v1/score", raw=b"[" * 15_000 + b"]" * 15_000)
+    assert status == 400 and body["field"] == "body", body
     status, body, _ = _post(served, [{"article": "a", "summary": "b"}] * 17)
     assert status == 413 and body["limit"] == 16 and "17 pairs" in body["error"]
     status, body, _ = _post(served, [{"article": "a" * 50_000, "summary": "b"}])
