@@ -149,7 +149,8 @@ def test_responses_hold_the_rows_score_writes(served, reference):
     assert sum(row.get("truncated", False) for row in results) == meta["rows"]["truncated"] > 0
 
 
-def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory):
+def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory,
+                                                  reference):
     rows_by_id, meta = _score_rows(metric_dirs, tmp_path_factory,
                                    ["--per_sentence", "--long_inputs", "chunk"], ["q4", "q6"])
     pairs = PAIRS[:10]
@@ -163,8 +164,9 @@ def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_
                                                "Then it sleeps."]
     assert body["results"][5]["chunked"] and body["chunked"] == sum(
         row.get("chunked", False) for row in body["results"])
-    status, body, _ = _post(served, pairs[:2], metrics=["q6"])
+    status, body, _ = _post(served, pairs[:2], metrics=["q6"])  # one metric: its own model
     assert list(body["results"][0]) == ["id", "q6", "q6_decision", "truncated", "chunked"]
+    _assert_rows_match(body["results"], pairs[:2], reference[0], ["q6", "q6_decision"])
 
 
 @pytest.mark.parametrize("payload, field, pair", [
