@@ -149,7 +149,8 @@ def test_responses_hold_the_rows_score_writes(served, reference):
     assert sum(row.get("truncated", False) for row in results) == meta["rows"]["truncated"] > 0
 
 
-def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory):
+def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory,
+                                                  reference):
     rows_by_id, meta = _score_rows(metric_dirs, tmp_path_factory,
                                    ["--per_sentence", "--long_inputs", "chunk"], ["q4", "q6"])
     pairs = PAIRS[:10]
@@ -163,8 +164,9 @@ def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_
                                                "Then it sleeps."]
     assert body["results"][5]["chunked"] and body["chunked"] == sum(
         row.get("chunked", False) for row in body["results"])
-    status, body, _ = _post(served, pairs[:2], metrics=["q6"])
+    status, body, _ = _post(served, pairs[:2], metrics=["q6"])  # one metric: its own model
     assert list(body["results"][0]) == ["id", "q6", "q6_decision", "truncated", "chunked"]
+    _assert_rows_match(body["results"], pairs[:2], reference[0], ["q6", "q6_decision"])
 
 
 @pytest.mark.parametrize("payload, field, pair", [
@@ -188,6 +190,8 @@ def test_bad_requests_get_400_naming_the_field_and_pair(served, payload, field, 
 def test_limits_not_json_too_many_pairs_body_too_large(served):
     status, body, _ = call(served.url + "/v1/score", raw=b'{"pairs": [')
     assert status == 400 and body["field"] == "body" and "not JSON" in body["error"]
+    status, body, _ = call(served.url + "/v1/score", raw=b"[" * 15_000 + b"]" * 15_000)
+    assert status == 400 and body["field"] == "body", body
     status, body, _ = _post(served, [{"article": "a", "summary": "b"}] * 17)
     assert status == 413 and body["limit"] == 16 and "17 pairs" in body["error"]
     status, body, _ = _post(served, [{"article": "a" * 50_000, "summary": "b"}])

@@ -159,6 +159,8 @@ async def _score(service: ScoringService, request: Request) -> Outcome:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         return Outcome(400, {"error": f"body: not JSON ({error})", "field": "body"})
+    except RecursionError:
+        return Outcome(400, {"error": "body: JSON nested too deeply", "field": "body"})
     checked = service.check(body)
     if isinstance(checked, Outcome):
         return checked
