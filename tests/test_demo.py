@@ -22,7 +22,8 @@ def test_demo_trains_distils_scores_calibrates_and_reports(tmp_path, capsys):
                         "--gin_bindings", "TrainConfig.eval_every = 8",
                         "--gin_bindings", "TrainConfig.eval_max_examples = 50",
                         "--distill_bindings", "TrainConfig.train_steps = 4",
-                        "--distill_bindings", "DistillConfig.held_out = 50"])
+                        "--distill_bindings", "DistillConfig.held_out = 50",
+                        "--distill_bindings", "DistillConfig.max_train_pairs = 64"])
     assert status == 0
     printed = capsys.readouterr().out
     assert "| Q4 attribution |" in printed and "report.html" in printed

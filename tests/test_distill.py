@@ -95,6 +95,20 @@ def test_soft_target_loss_and_gradient_equal_a_direct_computation():
     np.testing.assert_allclose(mixed, [0.75 * tempered, tempered], rtol=1e-6)
 
 
+def test_pairs_files_are_read_by_glob_and_rows_without_texts_counted(tmp_path, caplog):
+    (tmp_path / "part-1.jsonl").write_text(
+        json.dumps({"article": "a1", "summary": "s1"}) + "\n"
+        + json.dumps({"article": "a2", "summary": ""}) + "\n", encoding="utf-8")
+    (tmp_path / "part-2.csv").write_text("article,summary\na3,s3\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        pairs = distill.read_pair_files([str(tmp_path / "part-*")])
+    assert (pairs.premises, pairs.hypotheses) == (["a1", "a3"], ["s1", "s3"])
+    assert np.isnan(pairs.labels).all() and pairs.ids[1].endswith("part-2.csv:2")
+    assert "1 rows without article and summary were skipped" in caplog.text
+    with pytest.raises(FileNotFoundError, match="--pairs .*missing"):
+        distill.read_pair_files([str(tmp_path / "missing*.jsonl")])
+
+
 # ------------------------------------------------------------------ a run
 
 

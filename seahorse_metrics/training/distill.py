@@ -65,6 +65,8 @@ class DistillConfig:
       teacher_batch_size: Rows per teacher scoring batch.
       teacher_max_input_length: The teacher's input budget (tokens).
       held_out: Most validation pairs used to measure agreement.
+      max_train_pairs: Train on the first this many pairs only (None: all),
+        e.g. for a quick trial of the settings.
       student_layers: (encoder, decoder) layers of `init_checkpoint` the
         student keeps (its first ones); None keeps them all.
     """
@@ -81,6 +83,7 @@ class DistillConfig:
     teacher_batch_size: int = 32
     teacher_max_input_length: int = 2048
     held_out: int = 500
+    max_train_pairs: Optional[int] = None
     student_layers: Optional[tuple] = None
 
     def __post_init__(self):
@@ -436,6 +439,8 @@ def soft_splits(config: DistillConfig, train_config: TrainConfig,
     if config.pairs:
         train_pairs = concatenate([train_pairs, read_pair_files(
             config.pairs, config.premise_field, config.hypothesis_field)])
+    if config.max_train_pairs is not None:
+        train_pairs = first(train_pairs, config.max_train_pairs)
     held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
     vocabulary = trainer.resolve_vocabulary(train_config)
     splits = {}
