@@ -221,6 +221,10 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     monkeypatch.undo()
     monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
     assert not os.path.exists(resumed)
+    jax_command = [word for word in command if word != "ctranslate2"]
+    jax_command[jax_command.index("--engine")] = "--no_progress"
+    assert cli_main(jax_command + ["--output", resumed]) == 2  # another engine: not resumed
+    assert "--overwrite" in capsys.readouterr().err
     assert cli_main(command + ["--output", resumed]) == 0
     assert open(resumed, "rb").read() == open(full, "rb").read()
     assert 0 < json.load(open(resumed + ".meta.json", encoding="utf-8"))["rows"]["resumed"] < 30
