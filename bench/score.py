@@ -50,9 +50,10 @@ Prints examples/s per variant, the model FLOP/s achieved (real tokens only,
 padding not counted; int8 variants counted at the same FLOPs) against a
 float32 matmul peak measured in the same run, checks that every float32
 score agrees with ours to 1e-4 (relative) and reports int8 scores as rank
-correlation and largest difference, prints the two goals (ours float32 vs
-CTranslate2 float32; our fastest vs CTranslate2 int8), and ends with
-`ratio: N.NNx`: our fastest variant over the fastest other variant.
+correlation and largest difference, prints the two goals (our JAX float32
+>= CTranslate2 float32; our fastest mode, either engine, >= the fastest
+peer), and ends with `ratio: N.NNx`: our fastest variant (either engine)
+over the fastest other variant (Hugging Face or raw CTranslate2).
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """CTranslate2 as the scorer's model call: CPUs, float32 or int8 GEMMs.
 
-    runner = CTranslate2Runner.load("runs/q4/best", vocab_path, (one_id, zero_id),
-                                    compute_type="int8")
+    scorer = Scorer.load("runs/q4/best", engine="ctranslate2", quantize="int8")
+
+    # What the scorer does with it:
+    model, converted = load_converted("runs/q4/best", vocab_path, quantize="int8")
+    runner = CTranslate2Runner.of(converted, model.config, tokenizer, (one_id, zero_id))
     log_probs = np.asarray(runner(runner.put(tokens)))   # float32 [rows, 2]
 
 A checkpoint (ours, Hugging Face, T5X; hub ids resolved by the caller) is
@@ -12,7 +15,7 @@ directory keyed by the checkpoint's content, the vocabulary, the compute
 type and the CTranslate2 version: a second run loads the conversion. A
 conversion is written to a temporary directory and renamed into place when
 complete, so one that was killed is never used (its leftovers are removed
-by the next run once the process that wrote them is gone).
+by the next run on this machine once the process that wrote them is gone).
 
 The model call runs each padded batch the scorer built (its buckets and
 windows) as one CTranslate2 batch: the encoder over the real tokens, one
@@ -169,7 +172,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         else:
             convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type)
         try:
-            os.rename(os.path.join(staging, "model"), final)
+            os.rename(output_dir, final)
         except OSError as error:  # Another process finished the same conversion first.
             if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(final):
                 raise
