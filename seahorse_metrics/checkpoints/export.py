@@ -32,7 +32,6 @@ permissions the user's umask gives, as `prepare` and `score` write theirs.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -44,7 +43,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE, find_vocabulary
+from seahorse_metrics.checkpoints.layout import BEST_DIR, VOCAB_FILE, best_step, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
 from seahorse_metrics.model.config import T5Config
@@ -137,12 +136,9 @@ def checkpoint_step(path: str) -> Optional[int]:
     `MODEL_DIR/best` records it in `best.json`; step directories
     (`checkpoint_<step>`, ours or T5X's) in their name.
     """
-    record_path = os.path.join(path, BEST_RECORD)
-    if os.path.isfile(record_path):
-        with open(record_path, encoding="utf-8") as handle:
-            step = json.load(handle).get("step")
-        if isinstance(step, int):
-            return step
+    step = best_step(path)
+    if step is not None:
+        return step
     match = _STEP_DIR.match(os.path.basename(os.path.normpath(path)))
     return int(match.group(1)) if match else None
 
@@ -372,7 +368,7 @@ def _best_of_model_dir(path: str) -> str:
     """`path`, or `path/best` when `path` is a training run's MODEL_DIR."""
     from seahorse_metrics.checkpoints import detect_format
 
-    best = os.path.join(path, "best")
+    best = os.path.join(path, BEST_DIR)
     try:
         detect_format(path)
     except FileNotFoundError:

@@ -44,14 +44,19 @@ def reading(path: str, what: str = "file") -> Iterator[None]:
             "is damaged or incomplete (a copy or download cut short?): copy it again") from error
 
 
-@functools.lru_cache(maxsize=16)
 def expected_shapes(config: T5Config) -> dict[str, tuple[int, ...]]:
     """Returns {"encoder/layers_0/attention/query/kernel": shape, ...} for `config`,
-    traced with `jax.eval_shape` (nothing is allocated)."""
+    traced with `jax.eval_shape` (nothing is allocated); a fresh dict each call."""
+    return dict(_traced_shapes(config))
+
+
+@functools.lru_cache(maxsize=16)
+def _traced_shapes(config: T5Config) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    # Cached as an immutable tuple: a caller changing its dict cannot change the next one's.
     from seahorse_metrics.model.model import EncoderDecoderModel
 
     abstract = EncoderDecoderModel(config).abstract_params()
-    return {name: tuple(leaf.shape) for name, leaf in flatten(abstract).items()}
+    return tuple((name, tuple(leaf.shape)) for name, leaf in flatten(abstract).items())
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

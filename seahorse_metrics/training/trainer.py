@@ -27,6 +27,7 @@ import gin
 import jax
 import numpy as np
 
+from seahorse_metrics.checkpoints import layout
 from seahorse_metrics.model import T5Config, get_config, stacks
 from seahorse_metrics.training import checkpointing
 from seahorse_metrics.training import data as data_lib
@@ -43,7 +44,7 @@ from seahorse_metrics.training.data import ExampleSet, StreamPosition
 logger = logging.getLogger(__name__)
 
 TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
-CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINTS_DIR = layout.RUN_CHECKPOINTS_DIR
 # The run's settings, compared on resume (config.gin holds them as gin).
 CONFIG_JSON = "train_config.json"
 # Embedding rows are rounded up to a multiple of this (as mT5's 250112).
@@ -524,7 +525,7 @@ def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) ->
         os.path.join(config.model_dir, CHECKPOINTS_DIR), config.keep_checkpoints
     )
     best_keeper = checkpointing.BestCheckpoint(
-        os.path.join(config.model_dir, "best"), run.vocabulary_path,
+        os.path.join(config.model_dir, layout.BEST_DIR), run.vocabulary_path,
         metric=soft_targets.selection_metric(run.validation_examples))
     try:
         state, position, best = _start(run, run_checkpoints)
