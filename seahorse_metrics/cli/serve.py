@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _mesh, decision_thresholds,
-                                        scorer_options)
+from seahorse_metrics.cli.score import (_add_device_options, _add_long_summaries, _mesh,
+                                        decision_thresholds, scorer_options)
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 from seahorse_metrics.serving.server import LoadFailed
@@ -117,6 +117,7 @@ def _add_scoring_options(parser) -> None:
                          help="Batch lengths (default "
                               f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
                               "--max_input_length); each is compiled before /healthz is ready.")
+    _add_long_summaries(scoring)
     scoring.set_defaults(window_size=DEFAULT_WINDOW_SIZE)
 
 

@@ -449,6 +449,11 @@ class CTranslate2Runner:
         """The host batch as it is (CTranslate2 reads it from the host)."""
         return np.asarray(tokens, np.int32)
 
+    @staticmethod
+    def read(output: "_PendingLogProbs") -> np.ndarray:
+        """The log-probabilities of a batch on the host (waits for it)."""
+        return np.asarray(output)
+
     def precompile(self, shapes: Sequence[tuple[int, ...]], threads: int = 2) -> None:
         """Nothing to compile: CTranslate2 runs any batch shape."""
 
