@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 from seahorse_metrics.checkpoints.layout import find_vocabulary, question_template
 from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
+from seahorse_metrics.data.vocab import target_token_ids
 from seahorse_metrics.scoring.job import ScoringOptions
 
 
@@ -83,3 +84,39 @@ def file_digest(path: str) -> str:
 def given_options(options: Optional[ScoringOptions], **given) -> ScoringOptions:
     """`options` with the arguments given (not None) set."""
     return ScoringOptions.of(options, **{k: v for k, v in given.items() if v is not None})
+
+
+def check_models(models: Mapping[str, tuple[Any, Any]], tokenizer: Any,
+                 vocab_path: str) -> tuple[int, int, int]:
+    """Checks the vocabulary against every model; returns the ids of "1",
+    "0" and padding.
+
+    Raises:
+      ValueError: for a vocabulary that does not fit a model, disagrees on
+        the eos/pad ids or cannot tell "1" from "0", or models that disagree
+        on the pad id.
+    """
+    configs = {name: model.config for name, (model, _) in models.items()}
+    for name, config in configs.items():
+        _check_vocabulary(name, config, tokenizer, vocab_path)
+    try:
+        positive_id, negative_id = target_token_ids(tokenizer)
+    except ValueError as error:
+        raise ValueError(f"{vocab_path}: {error}. Use the vocabulary the metric was "
+                         "trained with.") from None
+    pad_ids = {config.pad_id for config in configs.values()}
+    if len(pad_ids) > 1:
+        raise ValueError(f"the models disagree on the pad id: {pad_ids}")
+    return positive_id, negative_id, pad_ids.pop()
+
+
+def _check_vocabulary(name: str, config: Any, tokenizer: Any, vocab_path: str) -> None:
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(
+            f"{vocab_path}: {tokenizer.vocab_size} pieces do not fit model {name!r} "
+            f"with vocab_size {config.vocab_size}; is it the checkpoint's vocabulary?")
+    for role, vocab_id, model_id in (("eos", tokenizer.eos_id, config.eos_id),
+                                     ("pad", tokenizer.pad_id, config.pad_id)):
+        if vocab_id >= 0 and vocab_id != model_id:
+            raise ValueError(f"{vocab_path}: {role} id {vocab_id} differs from model "
+                             f"{name!r}'s {model_id}")

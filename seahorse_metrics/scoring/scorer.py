@@ -47,13 +47,12 @@ import numpy as np
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
-from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.ctranslate2 import engine_name, engine_runners
-from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.job import InputFields, ScoringOptions
-from seahorse_metrics.scoring.loading import (file_digest, given_options, load_models,
-                                              mesh_or_default, resolve_vocabulary,
+from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
+                                              load_models, mesh_or_default, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
                                              renamed_input_fields)
@@ -149,7 +148,8 @@ class MultiScorer:
         self.names = list(models)
         self.vocab_path = vocab_path
         self.tokenizer = SentencePieceTokenizer(vocab_path)
-        self.positive_id, self.negative_id, self.pad_id = self._check_models(models)
+        self.positive_id, self.negative_id, self.pad_id = check_models(
+            models, self.tokenizer, vocab_path)
         self.settings = InputSettings(
             max_input_length=int(max_input_length), truncation=truncation, normalize=normalize,
             long_inputs=long_inputs, chunk_overlap=int(chunk_overlap), long_summaries=long_summaries,
@@ -226,16 +226,7 @@ class MultiScorer:
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
         return cls(models, vocab_path, checkpoints=named, mesh=mesh, **options.scorer_arguments())
 
-    # ------------------------------------------------------------ checks
-    def _check_models(self, models: Mapping[str, tuple[Any, Any]]) -> tuple[int, int, int]:
-        """Checks the vocabulary against every model; returns the ids of "1",
-        "0" and padding."""
-        configs = {name: model.config for name, (model, _) in models.items()}
-        for name, config in configs.items():
-            self._check_vocabulary(name, config)
-        positive_id, negative_id = self._target_ids()
-        return positive_id, negative_id, self._shared_pad_id(configs)
-
+    # ------------------------------------------------------------ models
     def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
                       compiler_options: Optional[Mapping[str, Any]]) -> list:
         """One model call per model: a `ModelRunner` with its parameters placed
@@ -249,31 +240,6 @@ class MultiScorer:
         mesh = mesh_or_default(mesh)
         return [ModelRunner(model, params, token_ids, mesh, compiler_options)
                 for model, params in models.values()]
-
-    def _check_vocabulary(self, name: str, config: T5Config) -> None:
-        if self.tokenizer.vocab_size > config.vocab_size:
-            raise ValueError(
-                f"{self.vocab_path}: {self.tokenizer.vocab_size} pieces do not fit model {name!r} "
-                f"with vocab_size {config.vocab_size}; is it the checkpoint's vocabulary?")
-        for role, vocab_id, model_id in (("eos", self.tokenizer.eos_id, config.eos_id),
-                                         ("pad", self.tokenizer.pad_id, config.pad_id)):
-            if vocab_id >= 0 and vocab_id != model_id:
-                raise ValueError(f"{self.vocab_path}: {role} id {vocab_id} differs from model "
-                                 f"{name!r}'s {model_id}")
-
-    def _target_ids(self) -> tuple[int, int]:
-        try:
-            return target_token_ids(self.tokenizer)
-        except ValueError as error:
-            raise ValueError(f"{self.vocab_path}: {error}. Use the vocabulary the metric was "
-                             "trained with.") from None
-
-    @staticmethod
-    def _shared_pad_id(configs: Mapping[str, T5Config]) -> int:
-        pad_ids = {config.pad_id for config in configs.values()}
-        if len(pad_ids) > 1:
-            raise ValueError(f"the models disagree on the pad id: {pad_ids}")
-        return pad_ids.pop()
 
     # ------------------------------------------------------------- setup
     def batching(self, batch_size: Optional[int] = None) -> batching_lib.BatchingConfig:

@@ -274,9 +274,12 @@ class TeacherScores:
         if self._scorer is None:
             from seahorse_metrics.scoring.scorer import Scorer
 
+            # A summary that crowds out its article still gets a target: the
+            # article keeps its minimum share and the summary is cut
+            # (`long_summaries="cut"`) rather than the pair being dropped.
             self._scorer = Scorer.load(self.teacher, batch_size=self.config.teacher_batch_size,
                                        max_input_length=self.config.teacher_max_input_length,
-                                       normalize="pair")
+                                       normalize="pair", long_summaries="cut")
         return self._scorer.score(premises, hypotheses, show_progress=False)
 
     def scores(self, pairs: Pairs) -> np.ndarray:
