@@ -124,7 +124,8 @@ def test_student_agrees_with_the_teacher_better_than_its_initialisation(referenc
     assert teacher.scored == 0  # every held-out pair came from the run's cache
 
     def agreement(checkpoint):
-        scorer = Scorer.load(checkpoint, max_input_length=64, normalize="pair")
+        scorer = Scorer.load(checkpoint, max_input_length=64, normalize="pair",
+                             long_summaries=soft_targets.LONG_SUMMARIES)
         return stats.spearman(scorer.score(held_out.premises, held_out.hypotheses), teacher_scores)
 
     initial = agreement(str(model_dir / distill.STUDENT_INIT_DIR))

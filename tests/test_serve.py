@@ -52,14 +52,26 @@ def _checkpoint_args(metric_dirs, names=("q4", "q6")):
 
 
 @pytest.fixture(scope="module")
-def servers(metric_dirs, tmp_path_factory):
+def calibration_file(tmp_path_factory):
+    """Platt maps for q4 and q6, as `evaluate --calibrate_on` writes them."""
+    from seahorse_metrics.calibration import CalibrationMap, CalibrationSet
+
+    maps = {"q4": CalibrationMap("platt", {"slope": 0.5, "intercept": 2.0}, 40),
+            "q6": CalibrationMap("platt", {"slope": 0.8, "intercept": 1.0}, 40)}
+    path = tmp_path_factory.mktemp("calibration") / "calibration.json"
+    path.write_text(json.dumps(CalibrationSet("platt", {}, maps).to_dict()), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def servers(metric_dirs, calibration_file, tmp_path_factory):
     """Starts both servers at once (they load and compile side by side)."""
     folder = tmp_path_factory.mktemp("servers")
     token_file = folder / "token"
     token_file.write_text(TOKEN + "\n")
     served = ServerProcess(_checkpoint_args(metric_dirs) + SHAPE_ARGS + [
         "--threshold", str(THRESHOLD), "--max_request_pairs", "16", "--max_body_bytes", "40000",
-        "--max_wait_ms", "20"], str(folder / "served.log"))
+        "--max_wait_ms", "20", "--calibration", calibration_file], str(folder / "served.log"))
     slow = ServerProcess(_checkpoint_args(metric_dirs, ["q4"]) + SHAPE_ARGS + [
         "--token_file", str(token_file), "--max_wait_ms", "1500", "--max_batch_pairs", "1000",
         "--max_queue", "64", "--max_request_pairs", "16"], str(folder / "slow.log"))
@@ -94,8 +106,9 @@ def _score_rows(metric_dirs, tmp_path_factory, extra_args, names=("q4", "q6")):
 
 
 @pytest.fixture(scope="module")
-def reference(metric_dirs, tmp_path_factory):
-    return _score_rows(metric_dirs, tmp_path_factory, ["--threshold", str(THRESHOLD)])
+def reference(metric_dirs, calibration_file, tmp_path_factory):
+    return _score_rows(metric_dirs, tmp_path_factory,
+                       ["--threshold", str(THRESHOLD), "--calibration", calibration_file])
 
 
 def _post(server, pairs, headers=None, **options):
@@ -143,7 +156,9 @@ def test_responses_hold_the_rows_score_writes(served, reference):
         assert status == 200, body
         results.extend(body["results"])
     _assert_rows_match(results, PAIRS, rows_by_id,
-                       ["q4", "q6", "q4_decision", "q6_decision", "error"])
+                       ["q4", "q6", "q4_decision", "q6_decision", "q4_calibrated",
+                        "q6_calibrated", "error"])
+    assert all(row["q4_calibrated"] > row["q4"] for row in results if "q4" in row)
     assert results[9] == {"id": "p9", "error": "field 'summary' is empty"}
     assert {row["q4_decision"] for row in results if "q4" in row} == {"yes", "no"}
     assert sum(row.get("truncated", False) for row in results) == meta["rows"]["truncated"] > 0
@@ -165,7 +180,8 @@ def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_
     assert body["results"][5]["chunked"] and body["chunked"] == sum(
         row.get("chunked", False) for row in body["results"])
     status, body, _ = _post(served, pairs[:2], metrics=["q6"])  # one metric: its own model
-    assert list(body["results"][0]) == ["id", "q6", "q6_decision", "truncated", "chunked"]
+    assert list(body["results"][0]) == ["id", "q6", "q6_decision", "q6_calibrated", "truncated",
+                                         "chunked"]
     _assert_rows_match(body["results"], pairs[:2], reference[0], ["q6", "q6_decision"])
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _add_long_summaries, _mesh,
-                                        decision_thresholds, scorer_options)
+from seahorse_metrics.cli.score import (_add_device_options, _add_long_summaries,
+                                        _calibration_maps, _mesh, decision_thresholds,
+                                        scorer_options)
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 from seahorse_metrics.serving.server import LoadFailed
@@ -67,6 +68,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--threshold", default=None, metavar="T|FILE",
                         help="Decision threshold (a number, or a thresholds file from "
                              "`evaluate --tune_threshold_on`): adds <metric>_decision.")
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="Calibration maps from `evaluate --calibrate_on` (one per metric "
+                             "served): adds <metric>_calibrated, as `score --calibration`.")
     _add_limits(parser)
     _add_scoring_options(parser)
     _add_device_options(parser)
@@ -138,6 +142,7 @@ def run(args) -> int:
     compilation_cache.enable_from_args(args)
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
+    calibration = _calibration_maps(args.calibration, list(named))
     token = read_token(args.token_file)
     limits = limits_from_args(args)
     options = scorer_options(args)
@@ -148,4 +153,5 @@ def run(args) -> int:
         return MultiScorer.load(named, options=options, mesh=_mesh(args))
 
     return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
-                 thresholds=thresholds, log_level=str(args.log_level).lower())
+                 thresholds=thresholds, calibration=calibration,
+                 log_level=str(args.log_level).lower())

@@ -190,7 +190,8 @@ class TooManyPairs(ValueError):
 
 
 def response_row(pair: Mapping[str, Any], entry: Mapping[str, Any],
-                 decisions: Mapping[str, float]) -> dict:
+                 decisions: Mapping[str, float],
+                 calibration: Optional[Mapping[str, Any]] = None) -> dict:
     """The response row of one pair: its `id` (when sent), the fields `score`
     writes for its entry, and (when scored) whether its input was truncated
     or chunked.
@@ -199,11 +200,15 @@ def response_row(pair: Mapping[str, Any], entry: Mapping[str, Any],
       pair: The pair as sent.
       entry: The scoring core's entry for it (scores, or an `error`).
       decisions: Metric -> threshold of its `_decision` field.
+      calibration: Metric -> calibration map of its `_calibrated` field.
     """
     row = {"id": pair["id"]} if pair.get("id") is not None else {}
     used = {name: threshold for name, threshold in decisions.items()
             if name in entry.get("scores", {})}
     row.update(response_fields(entry, used))
+    for name, calibration_map in (calibration or {}).items():
+        if row.get(name) is not None:
+            row[name + "_calibrated"] = float(calibration_map.apply([row[name]])[0])
     if ERROR_FIELD not in entry:
         row["truncated"] = bool(entry["truncated"])
         row["chunked"] = bool(entry["chunked"])

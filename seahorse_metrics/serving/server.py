@@ -96,7 +96,8 @@ def _graceful_server_class():
 
 def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1",
           port: int = 8080, token: Optional[str] = None,
-          thresholds: Optional[Mapping[str, float]] = None, log_level: str = "info") -> int:
+          thresholds: Optional[Mapping[str, float]] = None,
+          calibration: Optional[Mapping[str, Any]] = None, log_level: str = "info") -> int:
     """Serves the metrics until SIGTERM/SIGINT.
 
     Args:
@@ -105,6 +106,8 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
       host, port: Where to listen.
       token: The bearer token, or None (see `serving.app` for what it opens).
       thresholds: Metric name -> decision threshold.
+      calibration: Metric name -> `calibration.CalibrationMap` (adds
+        `<metric>_calibrated`).
       log_level: uvicorn's log level.
 
     Returns:
@@ -120,7 +123,7 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
 
     import uvicorn
 
-    service = ScoringService(load_scorer, limits, thresholds)
+    service = ScoringService(load_scorer, limits, thresholds, calibration=calibration)
     loopback = is_loopback(host)
     if token is None and not loopback:
         logger.warning("listening on %s beyond loopback without a token: every request will be "

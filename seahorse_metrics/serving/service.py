@@ -82,16 +82,20 @@ class ScoringService:
 
     def __init__(self, load_scorer: Callable[[], Any], limits: Limits,
                  thresholds: Optional[Mapping[str, float]] = None,
-                 on_failure: Optional[Callable[[], None]] = None):
+                 on_failure: Optional[Callable[[], None]] = None, *,
+                 calibration: Optional[Mapping[str, Any]] = None):
         """Args:
           load_scorer: Loads the `MultiScorer` (called on the loading thread).
           limits: The request limits.
           thresholds: Metric name -> decision threshold.
           on_failure: Called when loading fails (e.g. to stop the server).
+          calibration: Metric name -> `calibration.CalibrationMap` (adds
+            `<metric>_calibrated`).
         """
         self._load_scorer = load_scorer
         self.limits = limits
         self.thresholds = dict(thresholds or {})
+        self.calibration = dict(calibration or {})
         self.on_failure = on_failure
         self.state, self.error = LOADING, None
         self.scorer = None
@@ -211,7 +215,7 @@ class ScoringService:
 
     def _response(self, request: protocol.ScoreRequest, entries: Mapping[int, dict]) -> dict:
         metrics = request.mode.metrics
-        rows = [protocol.response_row(pair, entries[index], self.thresholds)
+        rows = [protocol.response_row(pair, entries[index], self.thresholds, self.calibration)
                 for index, pair in enumerate(request.pairs)]
         errors = sum(ERROR_FIELD in row for row in rows)
         self.metrics.pairs.inc(len(rows) - errors)

@@ -274,12 +274,10 @@ class TeacherScores:
         if self._scorer is None:
             from seahorse_metrics.scoring.scorer import Scorer
 
-            # A summary that crowds out its article still gets a target: the
-            # article keeps its minimum share and the summary is cut
-            # (`long_summaries="cut"`) rather than the pair being dropped.
             self._scorer = Scorer.load(self.teacher, batch_size=self.config.teacher_batch_size,
                                        max_input_length=self.config.teacher_max_input_length,
-                                       normalize="pair", long_summaries="cut")
+                                       normalize="pair",
+                                       long_summaries=soft_targets.LONG_SUMMARIES)
         return self._scorer.score(premises, hypotheses, show_progress=False)
 
     def scores(self, pairs: Pairs) -> np.ndarray:
@@ -336,7 +334,8 @@ def student_examples(pairs: Pairs, vocabulary_path: str, input_length: int,
     token_ids = vocab.target_token_ids(tokenizer)
     targets = {True: tokenizer.encode("1") + [tokenizer.eos_id],
                False: tokenizer.encode("0") + [tokenizer.eos_id]}
-    inputs = [encode_pair(tokenizer, p, h, input_length, truncation).ids
+    inputs = [encode_pair(tokenizer, p, h, input_length, truncation,
+                          long_summaries=soft_targets.LONG_SUMMARIES).ids
               for p, h in zip(pairs.premises, pairs.hypotheses)]
     return ExampleSet.from_examples(
         inputs, [targets[not label == 0.0] for label in pairs.labels],

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from seahorse_metrics.evaluation import stats
+from seahorse_metrics.training import soft_targets
 
 FLOPS_INPUT_LENGTH = 2048
 _RESAMPLES = 1000
@@ -98,13 +99,15 @@ def compare(config, teacher, student_dir: str, held_out, test) -> dict:
 
     teacher_held_out, teacher_test = teacher.scores(held_out), teacher.scores(test)
     length = config.train.input_length
-    student = Scorer.load(student_dir, max_input_length=length, batch_size=64, normalize="pair")
+    student = Scorer.load(student_dir, max_input_length=length, batch_size=64, normalize="pair",
+                          long_summaries=soft_targets.LONG_SUMMARIES)
     student_held_out = student.score(held_out.premises, held_out.hypotheses, show_progress=False)
     student_test, student_speed = _timed_scores(student, test)
     teacher_scorer, teacher_speed = None, 0.0
     if not teacher.is_file:
         teacher_scorer = Scorer.load(config.teacher, batch_size=64, normalize="pair",
-                                     max_input_length=config.teacher_max_input_length)
+                                     max_input_length=config.teacher_max_input_length,
+                                     long_summaries=soft_targets.LONG_SUMMARIES)
         # Its test scores are the cached ones: time it on part of the split.
         _, teacher_speed = _timed_scores(teacher_scorer, test, _TEACHER_TIMING_PAIRS)
     rows = [_row("teacher", config.teacher, teacher_scorer, teacher_held_out, teacher_held_out,

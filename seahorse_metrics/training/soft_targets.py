@@ -33,6 +33,11 @@ from seahorse_metrics.training.data import BatchStream, ExampleSet
 SOFT_TARGETS = "soft_targets"
 TEMPERATURE = "soft_target_temperature"
 TOKEN_IDS = "soft_target_ids"
+# A summary that crowds out its article (`data.inputs`) is cut so that the
+# article keeps its minimum share, for the teacher's scores, the student's
+# inputs and the report alike: every pair gets a target, and the student
+# learns from the very input the teacher scored.
+LONG_SUMMARIES = "cut"
 # The validation statistic that selects a student's best checkpoint.
 AGREEMENT = "teacher_spearman"
 
