@@ -212,8 +212,13 @@ def check_output_path(input_path: str, output_path: str) -> str:
     """The output format; refuses an output that is the input itself.
 
     Raises:
+      IsADirectoryError: for an output that is a directory.
       ValueError: for an unsupported extension or output == input.
     """
+    if os.path.isdir(output_path):
+        raise IsADirectoryError(
+            f"--output {output_path} is a directory; give a file in it, e.g. "
+            f"{os.path.join(output_path, 'scores.jsonl')} (--overwrite never replaces a directory)")
     kind = tables.table_kind(output_path)
     tables.table_kind(input_path)
     same = os.path.abspath(input_path) == os.path.abspath(output_path) or (
