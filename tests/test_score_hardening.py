@@ -361,3 +361,13 @@ def test_a_full_disk_names_the_file_and_leaves_no_temporary_then_resumes(tmp_pat
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert score(tiny_hf_dir, source, output) == 0
     assert len(read_jsonl(output)) == 6
+
+
+def test_score_file_refuses_a_threshold_outside_0_1(tmp_path, scorer):
+    """Issue 29 point 10, for the Python API: 1.5 would mark every row "no"."""
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:2])
+    for threshold in (1.5, -0.5, float("nan"), "0.5"):
+        with pytest.raises(ValueError, match=r"must be a number in \[0, 1\]"):
+            files.score_file(scorer, str(source), str(tmp_path / "out.jsonl"),
+                             thresholds={"score": threshold}, show_progress=False)
+    assert not (tmp_path / "out.jsonl").exists()

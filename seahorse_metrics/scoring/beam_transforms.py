@@ -351,7 +351,7 @@ def build_pipeline(pipeline: beam.Pipeline, job: ScoringJob, handler: ModelHandl
             | "Inputs" >> beam.Create(list(enumerate(job.inputs)))
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(ReadWindows(job)).with_outputs(
-                ReadWindows.DONE, ReadWindows.TOTALS, main="windows"))
+                ReadWindows.DONE, ReadWindows.TOTALS, ReadWindows.IDS, main="windows"))
     written = (read.windows
                | "SpreadWindows" >> beam.Reshuffle()
                | "Score" >> RunInference(handler)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 from typing import Any, Mapping, Optional, Sequence
 
@@ -236,7 +235,7 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
 
     Raises:
       ValueError: for a metric name that is not scored, or a threshold that
-        is not a finite number.
+        is not a number in [0, 1] (scores are probabilities).
     """
     decisions = {}
     for name, threshold in (thresholds or {}).items():
@@ -244,9 +243,9 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
             raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
                              f"metrics scored ({list(names)})")
         if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                or not math.isfinite(threshold)):
-            raise ValueError(f"the threshold of {name!r} must be a finite number, got "
-                             f"{threshold!r}")
+                or not 0.0 <= threshold <= 1.0):
+            raise ValueError(f"the threshold of {name!r} must be a number in [0, 1] (scores "
+                             f"are probabilities), got {threshold!r}")
         decisions[columns[name]] = float(threshold)
     return decisions
 
