@@ -281,3 +281,93 @@ def read_score_rows(path):
 
     with open(path, encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+# ---------------------------------------------------------------- issue 29 point 10
+def test_gzip_and_standard_streams_in_and_out(tmp_path, tiny_hf_dir, monkeypatch, caplog):
+    """`.jsonl.gz`/`.csv.gz` inputs and outputs; `-` for standard input (kept beside the
+    output, so the same command resumes) and standard output (in the input's format)."""
+    import csv
+    import gzip
+    import io
+    import sys
+
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:6])
+    assert score(tiny_hf_dir, source, tmp_path / "plain.csv") == 0
+    expected = (tmp_path / "plain.csv").read_text(encoding="utf-8")
+    packed = tmp_path / "in.jsonl.gz"
+    packed.write_bytes(gzip.compress(source.read_bytes()))
+    assert score(tiny_hf_dir, packed, tmp_path / "out.csv.gz") == 0
+    assert gzip.decompress((tmp_path / "out.csv.gz").read_bytes()).decode() == expected
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+    stdin = io.TextIOWrapper(io.BytesIO(source.read_bytes()))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert score(tiny_hf_dir, "-", tmp_path / "from_stdin.csv") == 0
+    assert (tmp_path / "from_stdin.csv").read_text(encoding="utf-8") == expected
+    assert (tmp_path / "from_stdin.csv.stdin.jsonl").read_bytes() == source.read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(source.read_bytes())))
+    with caplog.at_level("INFO"):
+        assert score(tiny_hf_dir, "-", tmp_path / "from_stdin.csv") == 0
+    assert "nothing to do" in caplog.text  # the same input: the finished run is recognised
+
+    stdout = io.TextIOWrapper(io.BytesIO())
+    monkeypatch.setattr(sys, "stdout", stdout)
+    csv_source = tmp_path / "in.csv"
+    csv_source.write_text(expected, encoding="utf-8")
+    assert score(tiny_hf_dir, csv_source, "-") == 0
+    rows = list(csv.DictReader(io.StringIO(stdout.buffer.getvalue().decode())))
+    assert [row["input_score"] for row in rows] == [
+        row["score"] for row in csv.DictReader(io.StringIO(expected))]
+    assert [row["score"] for row in rows] == [row["input_score"] for row in rows]
+
+
+def test_an_output_directory_is_refused_before_scoring(tmp_path, tiny_hf_dir, capsys,
+                                                        monkeypatch):
+    from seahorse_metrics.scoring import scorer as scorer_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output was checked")
+
+    monkeypatch.setattr(scorer_module.MultiScorer, "load", never)
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:2])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        assert score(tiny_hf_dir, source, tmp_path / "out", *extra) == 2
+        message = error_line(capsys)
+        assert f"--output {tmp_path / 'out'} is a directory" in message, message
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_temporary_then_resumes(tmp_path, tiny_hf_dir,
+                                                                        capsys, monkeypatch):
+    import errno
+
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:6])
+    output = tmp_path / "out.jsonl"
+    real_fsync = os.fsync
+
+    def disk_full_for_temporaries(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", disk_full_for_temporaries)
+    assert score(tiny_hf_dir, source, output) == 2
+    message = error_line(capsys)
+    assert f"No space left on device while writing {output}" in message, message
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl.partial.jsonl"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert score(tiny_hf_dir, source, output) == 0
+    assert len(read_jsonl(output)) == 6
+
+
+def test_score_file_refuses_a_threshold_outside_0_1(tmp_path, scorer):
+    """Issue 29 point 10, for the Python API: 1.5 would mark every row "no"."""
+    source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:2])
+    for threshold in (1.5, -0.5, float("nan"), "0.5"):
+        with pytest.raises(ValueError, match=r"must be a number in \[0, 1\]"):
+            files.score_file(scorer, str(source), str(tmp_path / "out.jsonl"),
+                             thresholds={"score": threshold}, show_progress=False)
+    assert not (tmp_path / "out.jsonl").exists()

@@ -274,6 +274,19 @@ def test_id_field_and_csv_merge_of_windows_with_other_columns(tmp_path, tiny_hf_
                                  pipeline_args=IN_PROCESS, show_progress=False)
 
 
+def test_duplicate_ids_are_refused_as_evaluate_refuses_them(tmp_path, tiny_hf_dir):
+    """Issue 29 point 10: `score --id_field` with an id on two rows (across input files too)."""
+    pair = {"article": "the fox jumps over the dog.", "summary": "a fox jumps."}
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(json.dumps(dict(pair, id=i)) + "\n" for i in ("a", "b")))
+    second.write_text("".join(json.dumps(dict(pair, id=i)) + "\n" for i in ("c", "a")))
+    with pytest.raises(ValueError, match=r"--id_field 'id': 2 rows have the id 'a' \(.*first"
+                                         r".jsonl:1, .*second.jsonl:2\); evaluate refuses"):
+        beam_scoring.score_files([str(first), str(second)], str(tmp_path / "out.jsonl"),
+                                 {"score": tiny_hf_dir}, scorer_options=SCORER, id_field="id",
+                                 pipeline_args=IN_PROCESS, show_progress=False)
+
+
 def test_undecodable_input_follows_the_policy_of_score(tmp_path, tiny_hf_dir, scorer):
     source = tmp_path / "latin1.jsonl"
     source.write_bytes(json.dumps({"article": "caf\u00e9 au lait", "summary": "a caf\u00e9"},
@@ -409,3 +422,78 @@ def test_dataflow_script_adds_dataflow_options_that_beam_knows(tmp_path):
     del env["BUCKET"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "set BUCKET" in result.stderr
+
+
+def _children(pid):
+    """PIDs of the processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_beam_workers_stop_soon_after_score_is_killed(tmp_path, tiny_hf_dir, worker_env):
+    """Issue 29 point 8: kill -9 of `score --runner DirectRunner` (two multi_processing
+    workers) leaves no worker scoring on; the shards written stay whole."""
+    import signal
+    import time
+
+    rows = [{"article": f"the fox number {i} jumps over the lazy dog, again and again.",
+             "summary": f"fox {i} jumps."} for i in range(6000)]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    output = tmp_path / "out.jsonl"
+    shard_dir = str(output) + beam_scoring.SHARDS_SUFFIX
+    command = [sys.executable, "-m", "seahorse_metrics", "score", "--checkpoint", tiny_hf_dir,
+               "--input", str(source), "--output", str(output), "--runner", "DirectRunner",
+               "--direct_num_workers=2", "--direct_running_mode=multi_processing",
+               "--max_input_length", "64", "--buckets", "64", "--batch_size", "8",
+               "--window_size", "16", "--no_progress"]
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    workers = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and launcher.poll() is None:
+            written = os.listdir(shard_dir) if os.path.isdir(shard_dir) else []
+            if len([n for n in written if n.endswith(".counts.json")]) >= 4:
+                break
+            time.sleep(0.2)
+        assert launcher.poll() is None, (tmp_path / "stderr.txt").read_text()[-3000:]
+        workers = _children(launcher.pid)
+        assert len(workers) >= 2, workers
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=60)
+        # Following their launcher, workers stop within a second on a quiet machine; on
+        # their own, Beam's workers notice the broken connection after ~4 s with this tiny
+        # model (much later while a large model scores a long bundle).
+        deadline = time.monotonic() + 3
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived the launcher by 3 s"
+        finished = len([n for n in os.listdir(shard_dir) if n.endswith(".counts.json")])
+        assert finished < len(rows) // 16  # killed mid-run
+        for name in os.listdir(shard_dir):
+            if name.endswith(".jsonl"):
+                assert len(read_jsonl(os.path.join(shard_dir, name))) == 16, name
+    finally:
+        launcher.kill()
+        launcher.wait(timeout=60)
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -277,7 +277,9 @@ def test_evaluate_scores_checkpoints_per_sentence_and_chunked(tiny_hf_dir, tmp_p
     benchmark = benchmarks_lib.Benchmark("ratings/s", "ratings", "s", "two-sentence summaries",
                                          tuple(items))
     specs = [f"share=checkpoint:{tiny_hf_dir},per_sentence=share@0.001,max_input_length=128",
-             f"chunk=checkpoint:{tiny_hf_dir},long_inputs=chunk,max_input_length=32"]
+             # The summaries are longer than 32 tokens: cut, leaving the article a quarter.
+             f"chunk=checkpoint:{tiny_hf_dir},long_inputs=chunk,max_input_length=32,"
+             "long_summaries=cut"]
     metrics = metrics_lib.build_metrics(specs, batch_size=8)
     report = run_lib.evaluate([benchmark], metrics, run_lib.EvaluationConfig(n_resamples=0))
     scorer = Scorer.load(tiny_hf_dir, max_input_length=128, per_sentence=True)
@@ -285,7 +287,8 @@ def test_evaluate_scores_checkpoints_per_sentence_and_chunked(tiny_hf_dir, tmp_p
     expected = [float(np.mean(s >= 0.001)) for s in detailed.sentence_scores["score"]]
     np.testing.assert_allclose(report.scores[("share", "ratings/s")], expected)
     assert {0.0, 0.5, 1.0} >= set(report.scores[("share", "ratings/s")])
-    chunked = Scorer.load(tiny_hf_dir, max_input_length=32, long_inputs="chunk")
+    chunked = Scorer.load(tiny_hf_dir, max_input_length=32, long_inputs="chunk",
+                          long_summaries="cut")
     np.testing.assert_allclose(report.scores[("chunk", "ratings/s")],
                                chunked.score([i.premise for i in items],
                                              [i.hypothesis for i in items]), rtol=1e-6)

@@ -74,9 +74,12 @@ def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
 def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
     """The input and output files and how the input is read."""
     parser.add_argument("--input", required=True, action="append",
-                        help="JSONL, JSON, CSV or TSV file; with --runner repeatable, and globs.")
+                        help="JSONL, JSON, CSV or TSV file (.gz: gzipped), or - for standard "
+                             "input (kept as OUTPUT.stdin.<format>); with --runner repeatable, "
+                             "and globs.")
     parser.add_argument("--output", required=True,
-                        help="JSONL, JSON, CSV or TSV file to write (format from the extension).")
+                        help="JSONL, JSON, CSV or TSV file to write (format from the extension; "
+                             ".gz: gzipped), or - for standard output in the input's format.")
     parser.add_argument("--premise_field", default="article",
                         help="Column of the article (default: article).")
     parser.add_argument("--hypothesis_field", default="summary",
@@ -279,24 +282,60 @@ def _mesh(args):
 def run(args) -> int:
     compilation_cache.enable_from_args(args)
     if args.runner:
+        if "-" in args.input or args.output == "-":
+            raise ValueError("--input - and --output - (standard input and output) are for "
+                             "scoring in this process; drop --runner, or give files")
         return run_beam(args)
-    from seahorse_metrics.data import tables
-    from seahorse_metrics.scoring.files import score_job
-    from seahorse_metrics.scoring.scorer import MultiScorer
-
     if len(args.input) > 1 or args.merge or args.id_field or getattr(args, "pipeline_args", None):
         raise ValueError("several --input files, --merge, --id_field and Beam options need "
                          "--runner (the Beam pipeline); without it, score one file")
-    input_path = args.input[0]
-    tables.check_table_file(input_path, "--input")
-    check_output_path(input_path, args.output)
+    if args.output == "-":
+        return _score_to_stdout(args)
+    return _score_file(args, _input_file(args.input[0], args.output), args.output)
+
+
+def _input_file(path: str, output: str) -> str:
+    """The input table: `path`, or standard input saved beside `output` for `-`."""
+    import sys
+
+    from seahorse_metrics.data import tables
+    from seahorse_metrics.scoring import streams
+
+    if path == "-":
+        path = streams.save_stdin(output, sys.stdin.buffer)
+        logger.info("standard input saved as %s (kept: the same command resumes from it)", path)
+    tables.check_table_file(path, "--input")
+    return path
+
+
+def _score_to_stdout(args) -> int:
+    """`--output -`: scores into a temporary file, then copies it to standard output."""
+    import sys
+    import tempfile
+
+    from seahorse_metrics.scoring import streams
+
+    with tempfile.TemporaryDirectory(prefix="seahorse-score-") as folder:
+        input_path = _input_file(args.input[0], os.path.join(folder, "input"))
+        output = os.path.join(folder, f"scores.{streams.stdout_kind(input_path)}")
+        status = _score_file(args, input_path, output)
+        streams.copy_to(output, sys.stdout.buffer)
+    return status
+
+
+def _score_file(args, input_path: str, output: str) -> int:
+    """Scores the table `input_path` into `output` as the arguments say."""
+    from seahorse_metrics.scoring.files import score_job
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    check_output_path(input_path, output)
     from seahorse_metrics.checkpoints.layout import checkpoint_names
 
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))
     calibration = _calibration_maps(args.calibration, list(named))
     scorer = MultiScorer.load(named, options=scorer_options(args), mesh=_mesh(args))
-    job = resolve_job([input_path], args.output, scorer.checkpoints, options=scorer.options,
+    job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
                       fields=input_fields(args), thresholds=thresholds, encoding=args.encoding,
                       quoting=args.quoting)
     summary = score_job(scorer, job, overwrite=args.overwrite,
@@ -307,8 +346,8 @@ def run(args) -> int:
 
         summary = add_calibrated_columns(args.output, calibration)
     rows = summary["rows"]
-    logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", args.output,
-                rows["rows"], rows["bad"], args.output)
+    logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", output,
+                rows["rows"], rows["bad"], output)
     return 0
 
 

@@ -12,8 +12,10 @@ A metric spec is `[NAME=]KIND:ARG[:OPTION]`::
 Checkpoint options are the scorer's modes: `long_inputs=truncate|chunk`
 (chunk: overlapping article windows, max over them), `per_sentence=min|mean|
 share@T` (score each summary sentence; min, mean, or BooookScore's share of
-sentences scored at or above T), `normalize=full|pair` and
-`max_input_length=N`, e.g. `checkpoint:runs/q4,long_inputs=chunk,per_sentence=share@0.5`;
+sentences scored at or above T), `normalize=full|pair`, `max_input_length=N`
+and `long_summaries=error|cut` (a summary leaving its article less than a
+quarter of the input stops the evaluation, or is cut; see `score`), e.g.
+`checkpoint:runs/q4,long_inputs=chunk,per_sentence=share@0.5`;
 `vocab=PATH` gives that checkpoint's SentencePiece model (over `--vocab`).
 A pair with a question (a query-focused summary) is scored with it.
 
@@ -66,7 +68,8 @@ _SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab
               "[,per_sentence=min|mean|share@T], baseline:rougeL|majority|length, "
               "scores:FILE[:COLUMN]")
 # Scorer settings a checkpoint spec may set, and how each is read.
-CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length", "vocab")
+CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length", "vocab",
+                      "long_summaries")
 _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 

@@ -380,10 +380,11 @@ def _metadata(job: ScoringJob, fingerprint: dict, totals: dict, counters: dict,
 
 
 def _check_totals(job: ScoringJob, totals: dict) -> None:
-    """Raises for an input that could not be read, and for rows read but not
-    written exactly once (a bug)."""
+    """Raises for an input that could not be read or an id (`id_field`) that
+    several rows carry, and for rows read but not written exactly once (a bug)."""
     if totals["fatal"]:
-        errors = [f["error"] for f in sorted(totals["fatal"], key=lambda f: f["file"])]
+        errors = [f["error"] for f in sorted(totals["fatal"], key=lambda f: (
+            f["file"] is None, f["file"] or 0, f["error"]))]
         more = f" (and {len(errors) - 1} more input errors)" if len(errors) > 1 else ""
         raise ValueError(f"{errors[0]}{more}; the windows scored so far stay in "
                          f"{shards.shards_dir(job)}")

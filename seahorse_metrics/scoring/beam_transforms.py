@@ -17,12 +17,13 @@ import io
 import json
 import logging
 import time
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
+from seahorse_metrics import parent_watch
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
@@ -82,9 +83,14 @@ class ReadWindows(beam.DoFn):
 
     DONE = "done"
     TOTALS = "totals"
+    IDS = "ids"  # with id_field: (id, "file:line") of every row that has one
 
     def __init__(self, job: ScoringJob):
         self.job = job
+        self.launcher = parent_watch.launcher_identity()
+
+    def setup(self):
+        parent_watch.follow_parent(*self.launcher)
 
     def process(self, element):  # (file index, path); no hints: Beam would parse them
         file_index, path = element
@@ -96,6 +102,7 @@ class ReadWindows(beam.DoFn):
                                                          self.job.quoting),
                                          self.job.window_size):
                     self._check_ids(path, items)
+                    yield from self._ids(path, items)
                     index = items[0].row // self.job.window_size
                     rows, windows = rows + len(items), windows + 1
                     if index in done:
@@ -111,6 +118,14 @@ class ReadWindows(beam.DoFn):
         logger.info("%s: %d rows in %d windows, %d written before", path, rows, windows, len(done))
         yield beam.pvalue.TaggedOutput(self.TOTALS, {"kind": "file", "file": file_index,
                                                      "rows": rows, "windows": windows})
+
+    def _ids(self, path: str, items: Sequence[InputRow]) -> Iterator[Any]:
+        if not self.job.id_field:
+            return
+        for item in items:
+            value = (item.record or {}).get(self.job.id_field)
+            if not _blank(value):
+                yield beam.pvalue.TaggedOutput(self.IDS, (str(value), f"{path}:{item.line}"))
 
     def _check_ids(self, path: str, items: Sequence[InputRow]) -> None:
         if self.job.id_field == ROW_ID_FIELD:
@@ -129,16 +144,21 @@ class MultiScorerHandler(ModelHandler):
 
     `load_model` loads the job's checkpoints as one `MultiScorer` with the
     job's `ScoringOptions`, once per worker; each window is scored whole, in
-    its length buckets.
+    its length buckets. A worker process that the launcher started on its
+    own machine (DirectRunner's multi_processing mode) stops soon after the
+    launcher is gone (`seahorse_metrics.parent_watch`), killed or terminated.
     """
 
     def __init__(self, job: ScoringJob):
         # A window is already a batch: RunInference hands them over one by one.
         super().__init__(min_batch_size=1, max_batch_size=1)
         self.job = job
+        self.launcher = parent_watch.launcher_identity()
 
     def load_model(self):
         from seahorse_metrics.scoring.scorer import MultiScorer
+
+        parent_watch.follow_parent(*self.launcher)
 
         options = self.job.options
         if options.vocab:
@@ -312,6 +332,18 @@ class TotalsFn(beam.CombineFn):
         return totals
 
 
+def duplicate_id(grouped: tuple[str, Iterable[str]], id_field: str) -> Iterator[dict]:
+    """A fatal error for an id that several rows carry (`evaluate` refuses those scores)."""
+    value, places = grouped
+    places = sorted(places)
+    if len(places) > 1:
+        shown = ", ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
+        yield {"kind": "fatal", "file": None,  # about rows of any file
+               "error": f"--id_field {id_field!r}: {len(places)} rows have the id {value!r} "
+                        f"({shown}); evaluate refuses scores with duplicate ids: give every row "
+                        "its own id"}
+
+
 # ------------------------------------------------------------------ pipeline
 def build_pipeline(pipeline: beam.Pipeline, job: ScoringJob, handler: ModelHandler) -> None:
     """Adds the scoring of `job` to `pipeline` (see the module docstring)."""
@@ -319,13 +351,18 @@ def build_pipeline(pipeline: beam.Pipeline, job: ScoringJob, handler: ModelHandl
             | "Inputs" >> beam.Create(list(enumerate(job.inputs)))
             | "SpreadFiles" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(ReadWindows(job)).with_outputs(
-                ReadWindows.DONE, ReadWindows.TOTALS, main="windows"))
+                ReadWindows.DONE, ReadWindows.TOTALS, ReadWindows.IDS, main="windows"))
     written = (read.windows
                | "SpreadWindows" >> beam.Reshuffle()
                | "Score" >> RunInference(handler)
                | "Write" >> beam.ParDo(WriteWindow(job)))
     resumed = read[ReadWindows.DONE] | "ReadCounts" >> beam.ParDo(ReadCounts(job))
-    _ = ((written, resumed, read[ReadWindows.TOTALS])
+    counts = [written, resumed, read[ReadWindows.TOTALS]]
+    if job.id_field:
+        counts.append(read[ReadWindows.IDS]
+                      | "GroupIds" >> beam.GroupByKey()
+                      | "DuplicateIds" >> beam.FlatMap(duplicate_id, job.id_field))
+    _ = (tuple(counts)
          | "AllCounts" >> beam.Flatten()
          | "Totals" >> beam.CombineGlobally(TotalsFn())
          | "TotalsJson" >> beam.Map(json.dumps)

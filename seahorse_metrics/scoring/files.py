@@ -47,7 +47,8 @@ from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F40
                                           NothingScoredError, ScoringJob, check_output_path,
                                           raise_if_nothing_scored)
 from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns,
-                                             output_columns, output_record, renamed_input_fields,
+                                             is_no_space, no_space_error, output_columns,
+                                             output_record, renamed_input_fields,
                                              write_atomically, write_json_atomically)
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
@@ -207,16 +208,22 @@ class PartialFile:
     def append(self, entries: Iterable[dict]) -> int:
         """Appends rows' entries and flushes; returns how many were new."""
         written = 0
-        for entry in entries:
-            if self.done[entry["row"]]:
-                continue
-            self.done[entry["row"]] = 1
-            self._handle.write(json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n")
-            written += 1
-        self._handle.flush()
-        if time.monotonic() - self._last_sync > _FSYNC_SECONDS:
-            os.fsync(self._handle.fileno())
-            self._last_sync = time.monotonic()
+        try:
+            for entry in entries:
+                if self.done[entry["row"]]:
+                    continue
+                self.done[entry["row"]] = 1
+                self._handle.write(json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n")
+                written += 1
+            self._handle.flush()
+            if time.monotonic() - self._last_sync > _FSYNC_SECONDS:
+                os.fsync(self._handle.fileno())
+                self._last_sync = time.monotonic()
+        except OSError as error:
+            if is_no_space(error):
+                raise no_space_error(error, self.path, "free some space and run the same "
+                                     "command again: it resumes from the rows written") from None
+            raise
         return written
 
     def entries_in_order(self) -> Iterator[dict]:
@@ -246,11 +253,22 @@ class PartialFile:
                 yield json.loads(handle.readline())
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            self._handle = None
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError as error:
+            if not is_no_space(error):
+                raise
+            # The disk is full: what did not reach the file is scored again on resume.
+            logger.warning("%s: %s", self.path, os.strerror(error.errno))
+        finally:
+            try:
+                handle.close()
+            except OSError:
+                pass  # the same unwritten buffer
 
 
 def _parse_line(line: bytes) -> Optional[Any]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 from typing import Any, Mapping, Optional, Sequence
 
@@ -214,8 +213,13 @@ def check_output_path(input_path: str, output_path: str) -> str:
     """The output format; refuses an output that is the input itself.
 
     Raises:
+      IsADirectoryError: for an output that is a directory.
       ValueError: for an unsupported extension or output == input.
     """
+    if os.path.isdir(output_path):
+        raise IsADirectoryError(
+            f"--output {output_path} is a directory; give a file in it, e.g. "
+            f"{os.path.join(output_path, 'scores.jsonl')} (--overwrite never replaces a directory)")
     kind = tables.table_kind(output_path)
     tables.table_kind(input_path)
     same = os.path.abspath(input_path) == os.path.abspath(output_path) or (
@@ -233,7 +237,7 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
 
     Raises:
       ValueError: for a metric name that is not scored, or a threshold that
-        is not a finite number.
+        is not a number in [0, 1] (scores are probabilities).
     """
     decisions = {}
     for name, threshold in (thresholds or {}).items():
@@ -241,9 +245,9 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
             raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
                              f"metrics scored ({list(names)})")
         if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                or not math.isfinite(threshold)):
-            raise ValueError(f"the threshold of {name!r} must be a finite number, got "
-                             f"{threshold!r}")
+                or not 0.0 <= threshold <= 1.0):
+            raise ValueError(f"the threshold of {name!r} must be a number in [0, 1] (scores "
+                             f"are probabilities), got {threshold!r}")
         decisions[columns[name]] = float(threshold)
     return decisions
 

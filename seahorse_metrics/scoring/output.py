@@ -18,6 +18,9 @@ functions, so a row looks the same whichever wrote it:
 """
 from __future__ import annotations
 
+import errno
+import gzip
+import io
 import json
 import os
 from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence
@@ -190,17 +193,57 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# Errors of a full disk or quota: they name the file being written, and leave no temporary.
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def write_atomically(path: str, write: Callable[[Any], None]) -> None:
     """Calls `write(handle)` on a hidden temporary text file beside `path`,
-    syncs it and renames it onto `path`: the file is replaced whole or not at all."""
+    syncs it and renames it onto `path`: the file is replaced whole or not at all.
+
+    A `.gz` path is written through gzip. If the write fails (a full disk:
+    the error names `path`), the temporary file is removed.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp")
-    with open(temporary, "w", encoding="utf-8", newline="") as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as raw:
+            _write_text(raw, write, tables.is_gzip(path))
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
+    except BaseException as error:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        if is_no_space(error):
+            raise no_space_error(error, path, "nothing was left half-written: free some "
+                                              "space and run again") from None
+        raise
+
+
+def is_no_space(error: BaseException) -> bool:
+    """Whether `error` is a full disk or quota (ENOSPC, EDQUOT, EFBIG)."""
+    return isinstance(error, OSError) and error.errno in _NO_SPACE
+
+
+def no_space_error(error: OSError, path: str, what_next: str) -> OSError:
+    """`error` (ENOSPC and the like) as an error that names the file being written."""
+    return OSError(error.errno, f"{os.strerror(error.errno)} while writing {path}; {what_next}")
+
+
+def _write_text(raw, write: Callable[[Any], None], compress: bool) -> None:
+    """`write(text handle)` into the binary `raw`, gzip-compressed if asked
+    (no name or time in the gzip header, so equal rows give equal bytes)."""
+    binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if compress else raw
+    text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
+    try:
+        write(text)
+        text.flush()
+    finally:
+        text.detach()
+        if compress:
+            binary.close()  # writes the gzip trailer; `raw` stays open
 
 
 def write_json_atomically(path: str, value: Any) -> None:

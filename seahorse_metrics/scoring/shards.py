@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gzip
 import json
 import logging
 import os
@@ -23,7 +24,9 @@ from typing import Any, Iterable, Iterator, Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from seahorse_metrics.data.tables import is_gzip
 from seahorse_metrics.scoring.job import ScoringJob
+from seahorse_metrics.scoring.output import is_no_space, no_space_error
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,8 @@ def shards_dir(job: ScoringJob) -> str:
 
 
 def _extension(job: ScoringJob) -> str:
-    return os.path.splitext(job.output)[1].lower()
+    """The shards' extension: the output's format (shards of a `.gz` output are plain)."""
+    return "." + job.output_kind
 
 
 def shard_path(job: ScoringJob, file_index: int, window: int,
@@ -116,24 +120,42 @@ def file_stat(path: str) -> dict:
 @contextlib.contextmanager
 def writing(path: str) -> Iterator[Any]:
     """A binary handle whose content replaces `path` whole when the block ends
-    (a temporary file renamed into place), or never if the block fails."""
+    (a temporary file renamed into place), or never if the block fails; a
+    `.gz` path is gzip-compressed. A full disk names `path`."""
     directory, name = os.path.split(path) if is_local(path) else path.rsplit("/", 1)
     temporary = FileSystems.join(directory, f"{name}.tmp-{uuid.uuid4().hex}")
     if is_local(path):
         os.makedirs(directory, exist_ok=True)
         try:
             with open(temporary, "wb") as handle:
-                yield handle
+                with _compressed(handle, path) as target:
+                    yield target
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
+        except OSError as error:
+            if is_no_space(error):
+                raise no_space_error(error, path, "free some space and run the same command "
+                                     "again: it resumes") from None
+            raise
         finally:
             if os.path.exists(temporary):
                 os.remove(temporary)
         return
     with FileSystems.create(temporary, compression_type=_UNCOMPRESSED) as handle:
-        yield handle
+        with _compressed(handle, path) as target:
+            yield target
     FileSystems.rename([temporary], [path])
+
+
+@contextlib.contextmanager
+def _compressed(handle, path: str) -> Iterator[Any]:
+    """`handle`, through gzip when `path` ends in `.gz` (no name or time in its header)."""
+    if not is_gzip(path):
+        yield handle
+        return
+    with gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0) as target:
+        yield target
 
 
 def write_bytes(path: str, data: bytes) -> None:
