@@ -146,10 +146,9 @@ class MultiScorer:
         if not models:
             raise ValueError("need at least one model")
         self.names = list(models)
-        self.vocab_path = vocab_path
-        self.tokenizer = SentencePieceTokenizer(vocab_path)
-        self.positive_id, self.negative_id, self.pad_id = check_models(
-            models, self.tokenizer, vocab_path)
+        self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
+        self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
+                                                                       vocab_path)
         self.settings = InputSettings(
             max_input_length=int(max_input_length), truncation=truncation, normalize=normalize,
             long_inputs=long_inputs, chunk_overlap=int(chunk_overlap), long_summaries=long_summaries,
