@@ -32,6 +32,7 @@ permissions the user's umask gives, as `prepare` and `score` write theirs.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
