@@ -7,7 +7,7 @@ One run, one process. Both sides train the same mT5-small-shaped network
 (8+8 layers, d_model 512, 6 heads of 64, gated-GELU d_ff 1024, the real
 250112-row vocabulary, float32, dropout 0.1) from the same weights on the
 same batch of random token ids with targets of 4 tokens, with the same
-optimizer family: ours is the trainer's jitted step (`compile_plan`:
+optimizer family: ours is the trainer's jitted step (`compiled_step`:
 optax Adafactor, T5X settings, constant learning rate 1e-3, z-loss 1e-4),
 the reference is `MT5ForConditionalGeneration` in train mode with
 `transformers.optimization.Adafactor` (lr 1e-3, parameter scaling, update
@@ -152,7 +152,7 @@ class Ours:
         self.jax = jax
         self.sharding, self.step_lib = sharding, step
         self.mesh = sharding.make_mesh(1)
-        self.plan = step.compile_plan(config, OptimizerConfig(), 0, 1e-4, None, self.mesh)
+        self.plan = step.compiled_step(config, OptimizerConfig(), 0, 1e-4, None, self.mesh)
         if config.scan_layers:  # host numpy arrays: stacked on the host
             params = stacks.stack_layers(params)
         self.state = self.plan.init_state(seed=0, host_params=params)

@@ -214,7 +214,7 @@ def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size:
 
     sharding_lib.check_batch_size(batch_size, mesh)
     step_lib.check_microbatches(microbatches, batch_size, mesh)
-    plan = step_lib.compile_plan(model_config, optimizer or optimizers.OptimizerConfig(), 1000,
+    plan = step_lib.compiled_step(model_config, optimizer or optimizers.OptimizerConfig(), 1000,
                                  1e-4, None, mesh, microbatches)
     lengths = {"encoder_input_tokens": input_length}
     batch = {name: jax.ShapeDtypeStruct((batch_size, lengths.get(name, target_length)), jnp.int32,

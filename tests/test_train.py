@@ -256,7 +256,7 @@ def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     model_config, host_params = trainer.resolve_model(config)
     assert model_config == hf_config.replace(dropout_rate=config.dropout_rate)
     assert trainer.resolve_vocabulary(config) == os.path.join(hf_dir, "spiece.model")
-    plan = step.compile_plan(model_config, config.optimizer, 0, config.z_loss, None, sharding.make_mesh(1))
+    plan = step.compiled_step(model_config, config.optimizer, 0, config.z_loss, None, sharding.make_mesh(1))
     state = plan.init_state(config.seed, host_params)
     _, expected = load_checkpoint(hf_dir)
     for path, value in jax.tree_util.tree_leaves_with_path(expected):

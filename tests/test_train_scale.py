@@ -85,7 +85,7 @@ def test_microbatches_give_the_whole_batch_loss_and_update():
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     batch = _batch(8, seed=1)
-    whole, micro = (step_lib.compile_plan(TINY.replace(dropout_rate=0.0), OptimizerConfig(), 0, 1e-4,
+    whole, micro = (step_lib.compiled_step(TINY.replace(dropout_rate=0.0), OptimizerConfig(), 0, 1e-4,
                                           None, make_mesh(1), microbatches) for microbatches in (1, 4))
     with step_lib.sharding_context(whole.mesh):
         state_whole, metrics_whole = whole.step_fn(whole.init_state(0), batch)

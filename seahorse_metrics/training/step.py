@@ -3,7 +3,7 @@
 `train_step` is bound to the model and optimizer with `functools.partial`
 and jitted with the state's shardings in and out, the batch split over
 `data`, and the incoming state donated (its buffers are reused for the new
-state). `compile_plan` caches the result per hashable configuration, so
+state). `compiled_step` caches the result per hashable configuration, so
 several runs in one process (the demo trains six metrics) share compiled
 steps whose shapes match.
 """
@@ -146,7 +146,7 @@ def check_microbatches(microbatches: int, batch_size: int, mesh: Mesh) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class StepPlan:
+class CompiledStep:
     """Everything compiled for one (model, optimizer, mesh).
 
     Attributes:
@@ -194,7 +194,7 @@ class StepPlan:
 
 
 @functools.lru_cache(maxsize=8)
-def compile_plan(
+def compiled_step(
     model_config: T5Config,
     optimizer_config: optimizers.OptimizerConfig,
     train_steps: int,
@@ -202,7 +202,7 @@ def compile_plan(
     loss_normalizing_factor: Optional[float],
     mesh: Mesh,
     microbatches: int = 1,
-) -> StepPlan:
+) -> CompiledStep:
     """Builds (and caches) the model, optimizer, shardings and jitted step
     (the step sums `microbatches` microbatches' gradients per update)."""
     model = EncoderDecoderModel(model_config)
@@ -225,7 +225,7 @@ def compile_plan(
         out_shardings=(shardings, replicated),
         donate_argnums=0,
     )
-    return StepPlan(
+    return CompiledStep(
         model=model,
         optimizer=optimizer,
         abstract_state=abstract,

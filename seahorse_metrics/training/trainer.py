@@ -90,7 +90,7 @@ class _Run:
     token_ids: Optional[tuple[int, int]]
     train_examples: ExampleSet
     validation_examples: Optional[ExampleSet]
-    plan: step_lib.StepPlan
+    plan: step_lib.CompiledStep
 
 
 # --------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     sharding_lib.check_batch_size(config.batch_size, mesh)
     sharding_lib.check_batch_size(config.eval_batch_size, mesh)
     step_lib.check_microbatches(config.microbatches, config.batch_size, mesh)
-    plan = step_lib.compile_plan(
+    plan = step_lib.compiled_step(
         model_config, config.optimizer, optimizers.schedule_horizon(config.optimizer, config.train_steps),
         config.z_loss, config.loss_normalizing_factor, mesh, config.microbatches,
     )
