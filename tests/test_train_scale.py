@@ -16,6 +16,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from fixtures import train_utils
@@ -70,13 +71,41 @@ def test_remat_and_scanned_layers_give_the_unrolled_loss_and_gradients(unrolled_
             gradient = stacks.unstack_layers(gradient)
         assert abs(float(value - loss)) < 1e-6, (remat, scan)
         assert _max_difference(gradient, grads) < 1e-6, (remat, scan)
-    # Scanned with full remat and dropout: remat replays the layers' masks exactly.
+    # With dropout: unrolled, scanned and scanned with full remat drop the
+    # same units (layer i's key is the i-th split of its stack's key).
     key = jax.random.PRNGKey(7)
-    plain = _loss_and_grads_fn(TINY.replace(scan_layers=True))(stacked, batch, key)
-    rematerialised = _loss_and_grads_fn(TINY.replace(scan_layers=True, remat="full"))(stacked, batch, key)
-    assert abs(float(plain[0] - rematerialised[0])) < 1e-6
-    assert _max_difference(plain[1], rematerialised[1]) < 1e-6
+    plain = _loss_and_grads_fn(TINY)(unrolled_params, batch, key)
     assert abs(float(plain[0] - loss)) > 1e-3  # dropout did act
+    for remat in ("none", "full"):
+        value, gradient = _loss_and_grads_fn(TINY.replace(scan_layers=True, remat=remat))(
+            stacked, batch, key)
+        assert abs(float(value - plain[0])) < 1e-6, remat
+        assert _max_difference(stacks.unstack_layers(gradient), plain[1]) < 1e-6, remat
+
+
+@pytest.mark.parametrize("settings", [{}, {"momentum": 0.9, "weight_decay": 1e-2}])
+def test_adafactor_updates_scanned_layers_as_the_unrolled_ones(settings):
+    from seahorse_metrics.training.optimizers import OptimizerConfig, make_optimizer
+
+    # [256, 300] kernels are factored; clipping and the parameter scale are
+    # per layer (a whole-stack RMS would tie the layers together).
+    rng = np.random.RandomState(0)
+    per_layer = {"encoder": {f"layers_{i}": {"kernel": rng.normal(size=(256, 300)) * (i + 1),
+                                              "scale": rng.normal(size=(300,))}
+                             for i in range(3)},
+                 "shared": {"embedding": rng.normal(size=(300, 256))}}
+    per_layer = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), per_layer)
+    grads = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape) * 3, jnp.float32), per_layer)
+    optimizer = make_optimizer(OptimizerConfig(**settings), 10)
+    params, stacked = per_layer, stacks.stack_layers(per_layer)
+    unrolled_state, scanned_state = optimizer.init(params), optimizer.init(stacked)
+    for _ in range(3):
+        update, unrolled_state = optimizer.update(grads, unrolled_state, params)
+        params = optax.apply_updates(params, update)
+        update, scanned_state = optimizer.update(stacks.stack_layers(grads), scanned_state, stacked)
+        stacked = optax.apply_updates(stacked, update)
+    assert _max_difference(stacks.unstack_layers(stacked), params) < 1e-6
+    assert _max_difference(params, per_layer) > 1e-3  # the updates did act
 
 
 def test_microbatches_give_the_whole_batch_loss_and_update():
@@ -211,3 +240,20 @@ def test_device_memory_sizes():
     assert fitting.parse_memory("16 GB") == 16 * 10 ** 9
     assert fitting.DEVICE_MEMORY["tpu-v5e"] == 16 * 2 ** 30
     assert fitting.mesh_shapes(get_config("mt5_xxl"), 8, 128) == [(8, 1), (4, 2), (2, 4), (1, 8)]
+
+
+def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir):
+    from seahorse_metrics import Scorer
+
+    articles = ["the cat sat on the mat " * 6, "a dog ran in the park " * 3]
+    summaries = ["the cat sat", "a cat ran"]
+    for quantize in (None, "int8"):
+        unrolled = Scorer.load(tiny_hf_dir, quantize=quantize, max_input_length=64)
+        scanned = Scorer.load(tiny_hf_dir, quantize=quantize, max_input_length=64, scan_layers=True)
+        assert scanned.options.scan_layers and not unrolled.options.scan_layers
+        assert scanned.model.config.scan_layers and "layers" in scanned.params["encoder"]
+        np.testing.assert_allclose(scanned.score(articles, summaries),
+                                   unrolled.score(articles, summaries), rtol=1e-5)
+    with pytest.raises(ValueError, match="scan_layers is the jax engine's"):
+        from seahorse_metrics.engines.ctranslate2 import check_engine_settings
+        check_engine_settings("ctranslate2", scan_layers=True)

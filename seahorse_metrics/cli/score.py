@@ -169,7 +169,8 @@ def _add_question_and_threshold(parser) -> None:
 
 
 def _add_device_options(parser) -> None:
-    """--engine, --dtype, --quantize, --packing, --mesh and the compilation cache options."""
+    """--engine, --dtype, --quantize, --scan_layers, --packing, --mesh and the
+    compilation cache options."""
     parser.add_argument("--engine", default="jax", choices=("jax", "ctranslate2"),
                         help="The model call: jax (default; any device, --mesh, --dtype, "
                              "--packing) or ctranslate2 (this machine's CPUs, float32 or "
@@ -184,6 +185,10 @@ def _add_device_options(parser) -> None:
                         help="int8: int8 attention and feed-forward weights, products in "
                              "bfloat16; faster on CPUs with AVX512-BF16, scores rank as "
                              "float32's but are not equal to them.")
+    parser.add_argument("--scan_layers", action="store_true",
+                        help="Run each stack's layers under nn.scan (one compiled layer): a "
+                             "deep metric compiles several times faster, same scores to float "
+                             "rounding (jax engine).")
     parser.add_argument("--packing", action="store_true",
                         help="Pack short inputs into other rows' padding (same scores to float "
                              "rounding; pays off with few or coarse --buckets).")
@@ -258,7 +263,7 @@ def scorer_options(args) -> ScoringOptions:
                           sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
                           quantize=args.quantize, packing=args.packing,
-                          engine=args.engine)
+                          engine=args.engine, scan_layers=args.scan_layers)
 
 
 def input_fields(args) -> InputFields:

@@ -231,12 +231,12 @@ ENGINE_OPTIONS = ("cache_dir", "threads", "convert_in_child")
 
 
 def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
-                          packing: bool = False) -> None:
+                          packing: bool = False, scan_layers: bool = False) -> None:
     """Refuses what only the JAX engine does, in one line each.
 
     Raises:
-      ValueError: for an unknown engine, a mesh, packing or a dtype other
-        than float32 with the ctranslate2 engine.
+      ValueError: for an unknown engine, a mesh, packing, scanned layers or
+        a dtype other than float32 with the ctranslate2 engine.
     """
     from seahorse_metrics.engines import ENGINES
 
@@ -250,6 +250,9 @@ def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any
     if packing:
         raise ValueError("packing is the jax engine's (block-diagonal attention); drop it "
                          "with the ctranslate2 engine")
+    if scan_layers:
+        raise ValueError("scan_layers is the jax engine's (nn.scan); drop it with the "
+                         "ctranslate2 engine")
     if dtype not in (None, "float32"):
         raise ValueError(f"dtype {dtype!r} is the jax engine's; the ctranslate2 engine computes "
                          "in float32, or int8 with quantize='int8'")
@@ -298,13 +301,13 @@ def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: A
     Args:
       checkpoints: name -> local checkpoint directory.
       vocab_path: Their SentencePiece vocabulary.
-      options: The `ScoringOptions` (its engine, dtype, quantize, packing
-        are checked by `check_engine_settings`).
+      options: The `ScoringOptions` (its engine, dtype, quantize, packing,
+        scan_layers are checked by `check_engine_settings`).
       mesh: The mesh asked for (refused), or None.
       engine_options: See `load_converted`.
     """
     check_engine_settings(options.engine, dtype=options.dtype, mesh=mesh,
-                          packing=options.packing)
+                          packing=options.packing, scan_layers=options.scan_layers)
     return {name: load_converted(path, vocab_path, options.quantize, dict(engine_options or {}))
             for name, path in checkpoints.items()}
 

@@ -208,7 +208,7 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, inputs_q_BxQxD: Array, inputs_kv_BxKxD: Optional[Array],
                  position: Optional[RelativeBias], mask: AttentionMask,
-                 deterministic: bool) -> Array:
+                 deterministic: bool, dropout_rng: Optional[Array] = None) -> Array:
         """Attends from `inputs_q` to `inputs_kv` (self-attention if None).
 
         Args:
@@ -217,6 +217,7 @@ class Attention(nn.Module):
           position: The relative position bias, or None.
           mask: Which keys each query may attend to.
           deterministic: Disables dropout.
+          dropout_rng: The dropout key (None: drawn from the 'dropout' rngs).
 
         Returns:
           The attention output [B, Q, D] in the compute dtype.
@@ -245,14 +246,14 @@ class Attention(nn.Module):
         context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
                                        project(inputs_kv_BxKxD, w_key_DxI),
                                        project(inputs_kv_BxKxD, w_value_DxI),
-                                       position, mask, deterministic)
+                                       position, mask, deterministic, dropout_rng)
         context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
         context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
         return dense(context_BxQxI, w_out_IxD, self.dtype)
 
     def _attend(self, query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
                 position: Optional[RelativeBias], mask: AttentionMask,
-                deterministic: bool) -> Array:
+                deterministic: bool, dropout_rng: Optional[Array]) -> Array:
         """softmax(q k + bias + mask) v, [B, Q, H, V] in the compute dtype."""
         if uses_cudnn(jax.default_backend(), self._products_dtype(), self.head_dim,
                       deterministic or self.dropout_rate == 0):
@@ -263,7 +264,8 @@ class Attention(nn.Module):
         if not self.blocked(query_BxQxHxV.shape[1]):
             weights_BxHxQxK = dense_weights(query_BxQxHxV, key_BxKxHxV, position, mask,
                                             self._products_dtype())
-            weights_BxHxQxK = dropout(weights_BxHxQxK, deterministic=deterministic)
+            weights_BxHxQxK = dropout(weights_BxHxQxK, deterministic=deterministic,
+                                      rng=dropout_rng)
             return weighted_values(weights_BxHxQxK, value_BxKxHxV, self._products_dtype(),
                                    self.dtype, accumulate_float32=self.quantize is not None)
         value_scale_BxHx1xK = None
@@ -271,7 +273,7 @@ class Attention(nn.Module):
             # The same random bits as the dense path's mask of [B, H, 1, K].
             batch, key_length = key_BxKxHxV.shape[:2]
             value_scale_BxHx1xK = dropout(jnp.ones((batch, self.num_heads, 1, key_length),
-                                                   jnp.float32), deterministic=False)
+                                                   jnp.float32), deterministic=False, rng=dropout_rng)
         return blocked_attention(query_BxQxHxV, key_BxKxHxV, value_BxKxHxV, position, mask,
                                  query_block=self.query_block, key_block=self.key_block,
                                  products_dtype=self._products_dtype(), output_dtype=self.dtype,
@@ -307,7 +309,8 @@ class FeedForward(nn.Module):
     gated: bool = True
 
     @nn.compact
-    def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
+    def __call__(self, x_BxLxD: Array, deterministic: bool,
+                 dropout_rng: Optional[Array] = None) -> Array:
         embed = x_BxLxD.shape[-1]
         init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
         kernel = functools.partial(Kernel, quantize=self.quantize)
@@ -323,7 +326,7 @@ class FeedForward(nn.Module):
         w_out_FxD = kernel((self.d_ff, embed), ("mlp", "embed"), init, name="wo")()
         hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
         hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
-            hidden_BxLxF, deterministic=deterministic)
+            hidden_BxLxF, deterministic=deterministic, rng=dropout_rng)
         return dense(hidden_BxLxF, w_out_FxD, self.dtype)
 
 
@@ -333,9 +336,18 @@ def _feed_forward(config: T5Config) -> nn.Module:
                        gated=config.feed_forward_proj != "relu", name="mlp")
 
 
-def _dropout(config: T5Config, x: Array, deterministic: bool) -> Array:
+def _dropout(config: T5Config, x: Array, deterministic: bool,
+             rng: Optional[Array] = None) -> Array:
     # T5X drops whole features for all positions of a sequence (broadcast over length).
-    return nn.Dropout(config.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
+    return nn.Dropout(config.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic,
+                                                                 rng=rng)
+
+
+def _layers_rng(stack: nn.Module, config: T5Config, deterministic: bool) -> Optional[Array]:
+    """The key a stack's layers draw their dropout from, or None without dropout."""
+    if deterministic or config.dropout_rate == 0:
+        return None
+    return stack.make_rng("dropout")
 
 
 def _constrain_embed(x_BxLxD: Array) -> Array:
@@ -343,46 +355,54 @@ def _constrain_embed(x_BxLxD: Array) -> Array:
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention and feed-forward, each pre-normed and residual."""
+    """Self-attention and feed-forward, each pre-normed and residual.
+
+    Dropout draws from `layer_rng` (one key per layer, see
+    `stacks.run_layers`), so an unrolled and a scanned stack drop the same
+    units.
+    """
 
     config: T5Config
 
     @nn.compact
     def __call__(self, x_BxLxD: Array, position_bias_1xHxLxL: Array, mask_bias_Bx1xLxL: Array,
-                 deterministic: bool) -> Array:
+                 layer_rng: Optional[Array], deterministic: bool) -> Array:
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
+        rng = stacks.site_keys(layer_rng, 4)
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_attention_layer_norm")(x_BxLxD)
         h_BxLxD = _attention(cfg, "attention")(
-            h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic)
-        x_BxLxD = _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
+            h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic, rng[0])
+        x_BxLxD = _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic, rng[1]))
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(x_BxLxD)
-        h_BxLxD = _feed_forward(cfg)(h_BxLxD, deterministic)
-        return _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic))
+        h_BxLxD = _feed_forward(cfg)(h_BxLxD, deterministic, rng[2])
+        return _constrain_embed(x_BxLxD + _dropout(cfg, h_BxLxD, deterministic, rng[3]))
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention and feed-forward."""
+    """Causal self-attention, cross-attention and feed-forward (dropout as
+    in `EncoderLayer`)."""
 
     config: T5Config
 
     @nn.compact
     def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, position_bias_1xHxQxQ: Array,
                  self_mask_bias_Bx1xQxQ: Array, cross_mask_bias_Bx1xQxK: Array,
-                 deterministic: bool) -> Array:
+                 layer_rng: Optional[Array], deterministic: bool) -> Array:
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
+        rng = stacks.site_keys(layer_rng, 6)
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_self_attention_layer_norm")(y_BxQxD)
         h_BxQxD = _attention(cfg, "self_attention")(
-            h_BxQxD, None, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ, deterministic)
-        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+            h_BxQxD, None, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ, deterministic, rng[0])
+        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic, rng[1]))
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_cross_attention_layer_norm")(y_BxQxD)
         h_BxQxD = _attention(cfg, "encoder_decoder_attention")(
-            h_BxQxD, encoded_BxKxD, None, cross_mask_bias_Bx1xQxK, deterministic)
-        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+            h_BxQxD, encoded_BxKxD, None, cross_mask_bias_Bx1xQxK, deterministic, rng[2])
+        y_BxQxD = _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic, rng[3]))
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_mlp_layer_norm")(y_BxQxD)
-        h_BxQxD = _feed_forward(cfg)(h_BxQxD, deterministic)
-        return _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic))
+        h_BxQxD = _feed_forward(cfg)(h_BxQxD, deterministic, rng[4])
+        return _constrain_embed(y_BxQxD + _dropout(cfg, h_BxQxD, deterministic, rng[5]))
 
 
 class Encoder(nn.Module):
@@ -400,8 +420,9 @@ class Encoder(nn.Module):
             bidirectional=True, name="relpos_bias")(length, length)
         x_BxLxD = _dropout(cfg, x_BxLxD, deterministic)
         x_BxLxD = stacks.run_layers(cfg, EncoderLayer, cfg.num_encoder_layers, x_BxLxD,
-                                    (position_bias_1xHxLxL, mask_bias_Bx1xLxL), deterministic,
-                                    deterministic_argnum=4)
+                                    (position_bias_1xHxLxL, mask_bias_Bx1xLxL),
+                                    _layers_rng(self, cfg, deterministic), deterministic,
+                                    deterministic_argnum=5)
         x_BxLxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="encoder_norm")(x_BxLxD)
         return _dropout(cfg, x_BxLxD, deterministic)
 
@@ -424,8 +445,9 @@ class Decoder(nn.Module):
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
         y_BxQxD = stacks.run_layers(cfg, DecoderLayer, cfg.num_decoder_layers, y_BxQxD,
                                     (encoded_BxKxD, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ,
-                                     cross_mask_bias_Bx1xQxK), deterministic,
-                                    deterministic_argnum=6)
+                                     cross_mask_bias_Bx1xQxK),
+                                    _layers_rng(self, cfg, deterministic), deterministic,
+                                    deterministic_argnum=7)
         y_BxQxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="decoder_norm")(y_BxQxD)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
         # Logits in float32 for a stable softmax, whatever the compute dtype.

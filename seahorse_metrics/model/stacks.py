@@ -12,7 +12,10 @@
   all of them.
 
 Either way `config.remat` wraps each layer in `nn.remat` (T5X's 'minimal'
-and 'full' policies), with the `deterministic` flag static.
+and 'full' policies), with the `deterministic` flag static, and layer i
+draws its dropout from the i-th key split off the stack's key (not from its
+module path, which differs between the two forms), so unrolled and scanned
+stacks drop the same units.
 
 Checkpoint files stay per layer whatever the network runs: `stack_layers`
 and `unstack_layers` convert a parameter tree between the two layouts, one
@@ -59,14 +62,21 @@ def layer_class(layer: type, config: T5Config, deterministic_argnum: int) -> typ
                     static_argnums=(deterministic_argnum,))
 
 
+def site_keys(layer_rng: Optional[Array], sites: int) -> list[Optional[Array]]:
+    """One dropout key per dropout site of a layer (all None without dropout)."""
+    if layer_rng is None:
+        return [None] * sites
+    return [jax.random.fold_in(layer_rng, site) for site in range(sites)]
+
+
 def run_layers(config: T5Config, layer: type, num_layers: int, x: Array,
-               broadcast: Sequence[Any], deterministic: bool,
+               broadcast: Sequence[Any], dropout_rng: Optional[Array], deterministic: bool,
                deterministic_argnum: int) -> Array:
     """Applies `num_layers` layers of class `layer` in sequence to `x`.
 
     Call from the `nn.compact` method of the stack (`Encoder`, `Decoder`):
     the layers become its submodules. Each layer is called as
-    `layer(config)(x, *broadcast, deterministic)`.
+    `layer(config)(x, *broadcast, layer_rng, deterministic)`.
 
     Args:
       config: The network config (`scan_layers`, `remat`).
@@ -75,6 +85,8 @@ def run_layers(config: T5Config, layer: type, num_layers: int, x: Array,
       x: The residual stream entering the first layer.
       broadcast: Arguments every layer receives unchanged (position bias,
         masks, encoder outputs).
+      dropout_rng: The stack's dropout key (None without dropout); layer i
+        gets `jax.random.split(dropout_rng, num_layers)[i]`.
       deterministic: Disables dropout.
       deterministic_argnum: Position of `deterministic` in `layer.__call__`
         (`self` is 0).
@@ -83,22 +95,25 @@ def run_layers(config: T5Config, layer: type, num_layers: int, x: Array,
       The residual stream after the last layer.
     """
     layer = layer_class(layer, config, deterministic_argnum)
+    layer_rngs = None if dropout_rng is None else jax.random.split(dropout_rng, num_layers)
     if not config.scan_layers:
         for index in range(num_layers):
-            x = layer(config, name=f"layers_{index}")(x, *broadcast, deterministic)
+            layer_rng = None if layer_rngs is None else layer_rngs[index]
+            x = layer(config, name=f"layers_{index}")(x, *broadcast, layer_rng, deterministic)
         return x
     if num_layers == 0:
         return x
 
-    def body(module: nn.Module, carry: Array, *shared: Any) -> tuple[Array, None]:
-        return module(carry, *shared, deterministic), None
+    def body(module: nn.Module, carry: Array, layer_rng: Optional[Array],
+             *shared: Any) -> tuple[Array, None]:
+        return module(carry, *shared, layer_rng, deterministic), None
 
-    # Each layer draws its own initialisation and dropout keys.
-    scanned = nn.scan(body, variable_axes={"params": 0},
-                      split_rngs={"params": True, "dropout": True},
-                      in_axes=(nn.broadcast,) * len(broadcast), length=num_layers,
+    # Each layer draws its own initialisation keys, and gets its row of layer_rngs.
+    scanned = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
+                      in_axes=(0 if layer_rngs is not None else nn.broadcast,)
+                      + (nn.broadcast,) * len(broadcast), length=num_layers,
                       metadata_params={nn.PARTITION_NAME: SCANNED_NAME})
-    x, _ = scanned(layer(config, name=SCANNED_NAME), x, *broadcast)
+    x, _ = scanned(layer(config, name=SCANNED_NAME), x, layer_rngs, *broadcast)
     return x
 
 

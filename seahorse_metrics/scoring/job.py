@@ -51,7 +51,10 @@ class ScoringOptions:
     """How pairs are scored: `MultiScorer.load`'s arguments bar checkpoints and mesh.
 
     Attributes mirror `MultiScorer(...)` and `MultiScorer.load` (see there):
-    vocab, dtype, quantize (loading); max_input_length, truncation,
+    vocab, dtype, quantize, scan_layers (loading; scan_layers runs each
+    stack's layers under `nn.scan`, `T5Config.scan_layers`: one compiled
+    layer, so a deep model compiles in a fraction of the time, the same
+    scores to float rounding); max_input_length, truncation,
     normalize, long_inputs, chunk_overlap, per_sentence, sentence_aggregate,
     long_summaries ("error": a row whose summary leaves the article less
     than a quarter of the input gets an error; "cut": its summary is cut and
@@ -81,6 +84,7 @@ class ScoringOptions:
     question_template: Optional[str] = None
     compiler_options: Optional[Mapping[str, Any]] = None
     engine: str = "jax"
+    scan_layers: bool = False
 
     def __post_init__(self):
         if self.bucket_lengths is not None:
@@ -121,7 +125,8 @@ class ScoringOptions:
         """Keyword arguments of `MultiScorer(...)` (no loading ones; the
         question template only when set)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine")}
+                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
+                                    "scan_layers")}
         if self.question_template is not None:
             values["question_template"] = self.question_template
         return values

@@ -39,21 +39,30 @@ def resolve_vocabulary(path: str, vocab: Optional[str]) -> str:
     return vocab_path
 
 
-def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None):
+def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None,
+               scan_layers: bool = False):
     """The model of a checkpoint, its parameters read tensor by tensor in
     `dtype` straight onto `mesh` (sharded by their logical axes); quantized,
-    read in float32 and then turned into int8 kernels and their scales."""
+    read in float32 and then turned into int8 kernels and their scales;
+    with `scan_layers`, stacked for a scanned network parameter by parameter
+    (`model.stacks.stack_layers`, no second copy of the model)."""
     from seahorse_metrics.checkpoints import load_checkpoint
+    from seahorse_metrics.model import stacks
     from seahorse_metrics.model.model import EncoderDecoderModel
+    from seahorse_metrics.model.partitioning import logical_to_sharding
 
     param_dtype = "float32" if quantize else dtype
     config, params = load_checkpoint(path, dtype=param_dtype, mesh=mesh)
     model = EncoderDecoderModel(config.replace(dtype=dtype, quantize=quantize))
-    if quantize is None:
-        return model, params
-    from seahorse_metrics.model.quantize import quantize_params
+    if quantize is not None:
+        from seahorse_metrics.model.quantize import quantize_params
 
-    return model, quantize_params(model, params)
+        params = quantize_params(model, params)
+    if not scan_layers:
+        return model, params
+    scanned = EncoderDecoderModel(model.config.replace(scan_layers=True))
+    shardings = logical_to_sharding(scanned.param_logical_axes(), mesh)
+    return scanned, stacks.stack_layers(params, shardings, release=True)
 
 
 def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: ScoringOptions,
@@ -66,7 +75,7 @@ def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: Scorin
 
         return converted_models(checkpoints, vocab_path, options, mesh, engine_options), None
     mesh = mesh_or_default(mesh)
-    return {name: load_model(path, options.dtype, mesh, options.quantize)
+    return {name: load_model(path, options.dtype, mesh, options.quantize, options.scan_layers)
             for name, path in checkpoints.items()}, mesh
 
 

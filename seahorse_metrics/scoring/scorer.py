@@ -173,6 +173,7 @@ class MultiScorer:
             "sentence_aggregate", "normalize", "question_template", "long_summaries")}
         return ScoringOptions(
             vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+            scan_layers=bool(getattr(config, "scan_layers", False)),
             engine=engine_name(self.runners[0]),
             batch_size=self.batch_size, bucket_lengths=bucket_lengths,
             max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,

@@ -5,14 +5,24 @@ with the T5.1.1/mT5 model gins): Adafactor with decay rate 0.8, factored
 second moments, no momentum, update clipping at 1.0 and updates scaled by the
 parameter's RMS, at a constant learning rate of 1e-3. AdamW and warmup plus
 cosine/linear decay are options for users who prefer them.
+
+Adafactor's per-tensor quantities (update clipping, parameter scale) are
+taken per layer for the stacked parameters of scanned layers
+(`encoder/layers/...`, leading layers axis), so a scanned run updates each
+layer exactly as an unrolled run updates `layers_i`. Its factored moments
+are per layer already: they reduce the two largest axes, never the layers
+axis (fewer than 128 layers).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import optax
+
+from seahorse_metrics.model.stacks import SCANNED_NAME
 
 OPTIMIZERS = ("adafactor", "adamw")
 SCHEDULES = ("constant", "cosine", "linear", "rsqrt")
@@ -114,6 +124,63 @@ def schedule_horizon(config: OptimizerConfig, train_steps: int) -> int:
     return 0
 
 
+def _is_stacked(path) -> bool:
+    return any(getattr(entry, "key", None) == SCANNED_NAME for entry in path)
+
+
+def _layer_mean_square(x: jax.Array, stacked: bool) -> jax.Array:
+    """mean(x**2) of the whole tensor, or per layer ([L, 1, ...]) if stacked."""
+    if not stacked:
+        return jnp.mean(jnp.square(x))
+    return jnp.mean(jnp.square(x), axis=tuple(range(1, x.ndim)), keepdims=True)
+
+
+def clip_by_layer_rms(threshold: float) -> optax.GradientTransformation:
+    """optax's `clip_by_block_rms`, with each layer of a stacked parameter a block."""
+
+    def update(updates, state, params=None):
+        del params
+
+        def clip(path, u):
+            rms = jnp.sqrt(_layer_mean_square(u, _is_stacked(path)))
+            return u / jnp.maximum(1.0, rms / threshold)
+
+        return jax.tree_util.tree_map_with_path(clip, updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update)
+
+
+def scale_by_param_layer_rms(min_scale: float = 1e-3) -> optax.GradientTransformation:
+    """optax's `scale_by_param_block_rms` (Adafactor's relative step), per
+    layer of a stacked parameter."""
+
+    def update(updates, state, params):
+        def scale(path, u, p):
+            rms = jnp.sqrt(_layer_mean_square(p, _is_stacked(path)))
+            return u * jnp.maximum(rms, min_scale)
+
+        return jax.tree_util.tree_map_with_path(scale, updates, params), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update)
+
+
+def adafactor(config: OptimizerConfig, schedule: optax.Schedule) -> optax.GradientTransformation:
+    """`optax.adafactor` with T5X's settings from `config`, per layer for
+    stacked parameters (same transformations, same state)."""
+    chain = [optax.scale_by_factored_rms(factored=True, decay_rate=config.decay_rate)]
+    if config.clipping_threshold is not None:
+        chain.append(clip_by_layer_rms(config.clipping_threshold))
+    chain.append(optax.scale_by_learning_rate(schedule, flip_sign=False))
+    if config.multiply_by_parameter_scale:
+        chain.append(scale_by_param_layer_rms())
+    if config.momentum is not None:
+        chain.append(optax.ema(config.momentum, debias=False, accumulator_dtype=jnp.float32))
+    if config.weight_decay:
+        chain.append(optax.add_decayed_weights(config.weight_decay))
+    chain.append(optax.scale(-1))
+    return optax.chain(*chain)
+
+
 def make_optimizer(config: OptimizerConfig, train_steps: int) -> optax.GradientTransformation:
     """Builds the optax transformation described by `config`.
 
@@ -126,15 +193,7 @@ def make_optimizer(config: OptimizerConfig, train_steps: int) -> optax.GradientT
     """
     schedule = make_schedule(config, train_steps)
     if config.name == "adafactor":
-        optimizer = optax.adafactor(
-            learning_rate=schedule,
-            decay_rate=config.decay_rate,
-            multiply_by_parameter_scale=config.multiply_by_parameter_scale,
-            clipping_threshold=config.clipping_threshold,
-            momentum=config.momentum,
-            weight_decay_rate=config.weight_decay or None,
-            factored=True,
-        )
+        optimizer = adafactor(config, schedule)
     else:
         optimizer = optax.adamw(
             learning_rate=schedule,
