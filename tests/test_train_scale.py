@@ -242,7 +242,7 @@ def test_device_memory_sizes():
     assert fitting.mesh_shapes(get_config("mt5_xxl"), 8, 128) == [(8, 1), (4, 2), (2, 4), (1, 8)]
 
 
-def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir):
+def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir, tmp_path):
     from seahorse_metrics import Scorer
 
     articles = ["the cat sat on the mat " * 6, "a dog ran in the park " * 3]
@@ -252,8 +252,17 @@ def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir):
         scanned = Scorer.load(tiny_hf_dir, quantize=quantize, max_input_length=64, scan_layers=True)
         assert scanned.options.scan_layers and not unrolled.options.scan_layers
         assert scanned.model.config.scan_layers and "layers" in scanned.params["encoder"]
-        np.testing.assert_allclose(scanned.score(articles, summaries),
-                                   unrolled.score(articles, summaries), rtol=1e-5)
+        expected = unrolled.score(articles, summaries)
+        np.testing.assert_allclose(scanned.score(articles, summaries), expected, rtol=1e-5)
+    # The command line's --scan_layers (float32; `expected` is int8's, so recompute).
+    expected = Scorer.load(tiny_hf_dir, max_input_length=64).score(articles, summaries)
+    pairs, output = tmp_path / "pairs.jsonl", tmp_path / "scores.jsonl"
+    pairs.write_text("".join(json.dumps({"article": a, "summary": s}) + "\n"
+                             for a, s in zip(articles, summaries)))
+    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(pairs), "--output",
+                     str(output), "--max_input_length", "64", "--scan_layers"]) == 0
+    scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
+    np.testing.assert_allclose(scores, expected, rtol=1e-5)
     with pytest.raises(ValueError, match="scan_layers is the jax engine's"):
         from seahorse_metrics.engines.ctranslate2 import check_engine_settings
         check_engine_settings("ctranslate2", scan_layers=True)
