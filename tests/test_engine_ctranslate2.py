@@ -250,3 +250,33 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
     assert cli_main(command + ["--output", str(tmp_path / "y.jsonl")]) == 2
     assert "pip install -e '.[cpu]'" in capsys.readouterr().err
+
+
+def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
+        tmp_path, tiny_hf_dir, tiny_vocab_path, capsys, monkeypatch):
+    from seahorse_metrics.cli import main as cli_main
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"d_model": "wide"}')
+    cache = tmp_path / "cache"
+    with pytest.raises(engine.ConversionError, match="to CTranslate2 float32 failed: ") as caught:
+        engine.converted_model(str(broken), tiny_vocab_path, "float32", cache_dir=str(cache))
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    log = message.rsplit("the converter's output: ", 1)[1].rstrip(")")
+    assert "Traceback" in open(log, encoding="utf-8").read()
+    assert sorted(os.listdir(cache)) == [os.path.basename(log)]  # nothing half-converted kept
+    # The command line: one line, status 2. The command checks a checkpoint
+    # before converting it, so the child is handed the broken one instead.
+    convert_in_child = engine._convert_in_child
+    monkeypatch.setattr(engine, "_convert_in_child",
+                        lambda checkpoint, *rest: convert_in_child(str(broken), *rest))
+    monkeypatch.setenv("SEAHORSE_METRICS_CTRANSLATE2_CACHE", str(cache))
+    pairs, output = tmp_path / "pairs.jsonl", tmp_path / "scores.jsonl"
+    pairs.write_text('{"article": "a cat sat", "summary": "a cat"}\n')
+    status = cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(pairs),
+                       "--output", str(output), "--engine", "ctranslate2"])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and error[-1].startswith("error: ") and "failed: " in error[-1], error
+    assert not any("Traceback" in line for line in error)

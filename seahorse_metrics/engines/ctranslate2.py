@@ -67,6 +67,12 @@ class EngineNotInstalled(ImportError):
     """CTranslate2 (or its converter's transformers/torch) is not installed."""
 
 
+class ConversionError(ValueError):
+    """CTranslate2's converter could not convert a checkpoint (the command
+    line reports it in one line; the converter's whole output is in a log
+    file the message names)."""
+
+
 def require_ctranslate2():
     """Imports CTranslate2.
 
@@ -155,11 +161,13 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
 
     Raises:
       EngineNotInstalled: without CTranslate2.
-      RuntimeError: if the conversion fails (the converter's message included).
+      ConversionError: if the conversion in a child fails (its last error
+        line included; its whole output kept in `<cache_dir>/<key>.failed.log`).
     """
     cache_dir = cache_directory(cache_dir)
     os.makedirs(cache_dir, exist_ok=True)
-    final = os.path.join(cache_dir, conversion_key(checkpoint, vocab_path, compute_type))
+    key = conversion_key(checkpoint, vocab_path, compute_type)
+    final = os.path.join(cache_dir, key)
     if os.path.isdir(final):
         return final, False
     _remove_abandoned(cache_dir)
@@ -168,7 +176,8 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         start = time.perf_counter()
         output_dir = os.path.join(staging, "model")
         if in_child:
-            _convert_in_child(checkpoint, vocab_path, output_dir, compute_type)
+            _convert_in_child(checkpoint, vocab_path, output_dir, compute_type,
+                              os.path.join(cache_dir, f"{key}.failed.log"))
         else:
             convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type)
         try:
@@ -177,6 +186,9 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
             if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(final):
                 raise
             return final, False
+        stale_log = os.path.join(cache_dir, f"{key}.failed.log")
+        if os.path.exists(stale_log):
+            os.remove(stale_log)
         logger.info("converted %s to CTranslate2 %s in %.1f s: %s", checkpoint, compute_type,
                     time.perf_counter() - start, final)
         return final, True
@@ -184,16 +196,24 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str) -> None:
-    """Runs `convert_checkpoint` in a child process (its memory leaves with it)."""
+def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
+                      log_path: str) -> None:
+    """Runs `convert_checkpoint` in a child process (its memory leaves with it);
+    if it fails, its output goes to `log_path` and its last error line into
+    the `ConversionError`."""
     command = [sys.executable, "-m", __name__, "--checkpoint", checkpoint, "--vocab", vocab_path,
                "--output_dir", output_dir, "--compute_type", compute_type]
     environment = dict(os.environ)
     environment.setdefault("JAX_PLATFORMS", "cpu")  # It only reads and writes files.
     done = subprocess.run(command, capture_output=True, text=True, env=environment)
-    if done.returncode or not os.path.isfile(os.path.join(output_dir, ENGINE_FILE)):
-        raise RuntimeError(f"converting {checkpoint} to CTranslate2 {compute_type} failed "
-                           f"(exit {done.returncode}):\n{done.stderr[-3000:]}")
+    if not done.returncode and os.path.isfile(os.path.join(output_dir, ENGINE_FILE)):
+        return
+    with open(log_path, "w", encoding="utf-8") as handle:
+        handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    reason = lines[-1] if lines else f"exit status {done.returncode}, no output"
+    raise ConversionError(f"converting {checkpoint} to CTranslate2 {compute_type} failed: "
+                          f"{reason} (the converter's output: {log_path})")
 
 
 def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
