@@ -10,7 +10,10 @@ then the smallest `model` axis (least communication). Memory falls as remat
 grows and as microbatches grow, so for each remat and mesh the fewest
 microbatches that fit are found by bisection, and a mesh whose float32
 parameters, optimizer state and gradients alone exceed the budget is
-skipped without compiling.
+skipped without compiling. After the cheapest fit, the more recomputing
+remat settings are searched for fits with fewer microbatches (the report
+lists them as alternatives: on an accelerator, few rows per microbatch can
+cost more time than recomputation does).
 
     result = search_fit(get_config("mt5_xl", dtype="bfloat16", scan_layers=True),
                         devices=1, device_bytes=80 * 2**30, input_length=2048, batch_size=128)
@@ -100,6 +103,19 @@ class FitResult:
                 f"--gin.TrainConfig.scan_layers={self.scan_layers}",
                 f"--gin.TrainConfig.dtype='{self.dtype}'"]
 
+    def alternatives(self) -> list[Trial]:
+        """Per remat setting recomputing more than the best, its fit with the
+        fewest microbatches, where that is fewer than the best's."""
+        if self.best is None:
+            return []
+        found = []
+        for remat in REMAT_POLICIES[REMAT_POLICIES.index(self.best.remat) + 1:]:
+            fewer = [t for t in self.trials if t.fits and t.remat == remat
+                     and t.microbatches < self.best.microbatches]
+            if fewer:
+                found.append(cheapest(fewer))
+        return found
+
     def report(self) -> str:
         lines = [trial.line() for trial in self.trials]
         budget = f"{planning.format_bytes(self.device_bytes)} per device"
@@ -111,6 +127,11 @@ class FitResult:
             lines.append(f"cheapest fit in {budget}: remat={best.remat}, microbatches="
                          f"{best.microbatches}, data={best.data} x model={best.model}")
             lines.append("train with: " + " ".join(self.bindings()))
+            for other in self.alternatives():
+                lines.append(f"fewer microbatches with more recomputation: remat={other.remat}, "
+                             f"microbatches={other.microbatches}, data={other.data} x "
+                             f"model={other.model} ({planning.format_bytes(other.per_device_bytes)}"
+                             " per device)")
         return "\n".join(lines)
 
 
@@ -204,8 +225,6 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
             yield from trials.values()
             if found is not None:
                 best_microbatches = found
-        if best_microbatches is not None:
-            return
 
 
 def cheapest(trials: list[Trial]) -> Optional[Trial]:

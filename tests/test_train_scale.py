@@ -214,6 +214,13 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys):
                                          microbatches=microbatches)
     assert confirmed.per_device_bytes <= budget
     assert (remat, microbatches) != ("none", 1)
+    # More recomputation with fewer microbatches is offered too, and fits as well.
+    other = next(line for line in lines if line.startswith("fewer microbatches with more "))
+    other_remat = other.split("remat=")[1].split(",")[0]
+    other_microbatches = int(other.split("microbatches=")[1].split(",")[0])
+    assert other_remat != "none" and other_microbatches < microbatches
+    assert planning.plan_train_step(config.replace(remat=other_remat), make_mesh(1), **shapes,
+                                    microbatches=other_microbatches).per_device_bytes <= budget
     result = fitting.FitResult([fitting.Trial(remat, microbatches, 1, 1, confirmed.per_device_bytes,
                                               True)], None, budget, True, "float32")
     assert fitting.cheapest(result.trials).microbatches == microbatches
