@@ -147,6 +147,13 @@ def run_ours(args) -> dict:
     result["compile_s"] = time.perf_counter() - start
     if args.compile_only:
         return result
+    return timed_scoring(scorer, premises, hypotheses, result)
+
+
+def timed_scoring(scorer, premises, hypotheses, result: dict) -> dict:
+    """`result` with the scoring time, rate, peak RSS and log P("1") of `scorer`."""
+    import numpy as np
+
     start = time.perf_counter()
     scores = scorer.score(premises, hypotheses, show_progress=False)
     seconds = time.perf_counter() - start
@@ -250,13 +257,7 @@ def run_ours_ct2(args) -> dict:
               "rss_peak_loading": peak_rss_bytes()}
     if args.compile_only:
         return result
-    start = time.perf_counter()
-    scores = scorer.score(premises, hypotheses, show_progress=False)
-    seconds = time.perf_counter() - start
-    result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
-                  rss_peak_scoring=peak_rss_bytes(),
-                  log_p=[float(v) for v in np.log(np.asarray(scores, np.float64))])
-    return result
+    return timed_scoring(scorer, premises, hypotheses, result)
 
 
 ROLES = {"ours": run_ours, "hf": run_hf, "ct2_convert": convert_ct2, "ct2": run_ct2,

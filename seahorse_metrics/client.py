@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.scoring.records import check_pairs  # no JAX: the client stays light
+
 TOKEN_ENV = "SEAHORSE_METRICS_TOKEN"
 
 
@@ -134,7 +136,7 @@ class RemoteScorer:
         """
         from tqdm.auto import tqdm
 
-        questions = _check_lists(premises, hypotheses, questions)
+        questions = check_pairs(premises, hypotheses, questions)
         per_request = int(batch_size or self.health(wait=True)["max_request_pairs"])
         scores = {name: np.zeros(len(premises), np.float32) for name in self.metrics}
         # The server reads a request's pairs all with a question or all without.
@@ -190,18 +192,3 @@ def _decoded(raw: bytes) -> dict:
     return answer if isinstance(answer, dict) else {"error": answer}
 
 
-def _check_lists(premises: Sequence[Any], hypotheses: Sequence[Any],
-                 questions: Optional[Sequence[Any]]) -> list[Optional[str]]:
-    if len(premises) != len(hypotheses):
-        raise ValueError(f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they "
-                         "must pair up")
-    for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
-        if not isinstance(premise, str) or not isinstance(hypothesis, str):
-            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
-                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
-    if questions is None:
-        return [None] * len(premises)
-    if len(questions) != len(premises):
-        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
-                         "per pair (None for a summary without a question)")
-    return list(questions)

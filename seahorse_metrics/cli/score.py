@@ -71,6 +71,45 @@ def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
                              "is cut and a summary_cut column flags the row (cut).")
 
 
+def add_scoring_options(parser, serving: bool = False) -> None:
+    """How pairs are scored: the options `score` and `serve` share (`serving`:
+    the options are the defaults of requests that do not say)."""
+    parser.add_argument("--vocab", default=None,
+                        help="SentencePiece model (default: spiece.model in the checkpoints).")
+    parser.add_argument("--normalize", choices=("full", "pair"), default="full",
+                        help="P(\"1\") over the full vocabulary (default) or over {0, 1}.")
+    parser.add_argument("--truncation", choices=("summary_first", "joint"),
+                        default="summary_first",
+                        help="Shorten the article so the summary fits (default), or cut the "
+                             "whole input as the released checkpoints saw it.")
+    parser.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
+                        help=("Default of requests that do not say: " if serving else "")
+                        + "truncate long inputs (default) or score overlapping premise chunks "
+                          "and keep the max.")
+    _add_long_summaries(parser)
+    parser.add_argument("--chunk_overlap", type=int, default=128,
+                        help="Premise tokens shared by consecutive chunks (default 128).")
+    parser.add_argument("--per_sentence", action="store_true",
+                        help=("Score per sentence unless a request says otherwise." if serving
+                              else "Score each summary sentence; adds <column>_sentences."))
+    parser.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
+                        help="Combine sentence scores with min (default), mean, or share@T: "
+                             "the share of sentences scored at or above T.")
+    parser.add_argument("--max_input_length", type=int, default=2048,
+                        help="Input tokens, EOS included (default 2048).")
+    parser.add_argument("--batch_size", type=int, default=16,
+                        help="Most rows per batch (default 16).")
+    parser.add_argument("--max_batch_tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                        help="Tokens per batch; long buckets get fewer rows "
+                             f"(default {DEFAULT_MAX_BATCH_TOKENS}).")
+    parser.add_argument("--buckets", default=None, metavar="L1,L2,...",
+                        help="Batch lengths (default "
+                             f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
+                             "--max_input_length)"
+                             + ("; each is compiled before /healthz is ready." if serving
+                                else "."))
+
+
 def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
     """The input and output files and how the input is read."""
     parser.add_argument("--input", required=True, action="append",
@@ -106,36 +145,7 @@ def add_parser(subparsers) -> None:
                         help="Metric checkpoint directory or hub id (repeatable).")
     _add_file_arguments(parser)
     _add_question_and_threshold(parser)
-    parser.add_argument("--vocab", default=None,
-                        help="SentencePiece model (default: spiece.model in the checkpoints).")
-    parser.add_argument("--normalize", choices=("full", "pair"), default="full",
-                        help="P(\"1\") over the full vocabulary (default) or over {0, 1}.")
-    parser.add_argument("--truncation", choices=("summary_first", "joint"),
-                        default="summary_first",
-                        help="Shorten the article so the summary fits (default), or cut the "
-                             "whole input as the released checkpoints saw it.")
-    parser.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
-                        help="Truncate long inputs (default) or score overlapping premise "
-                             "chunks and keep the max.")
-    _add_long_summaries(parser)
-    parser.add_argument("--chunk_overlap", type=int, default=128,
-                        help="Premise tokens shared by consecutive chunks (default 128).")
-    parser.add_argument("--per_sentence", action="store_true",
-                        help="Score each summary sentence; adds <column>_sentences.")
-    parser.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
-                        help="Combine sentence scores with min (default), mean, or share@T: "
-                             "the share of sentences scored at or above T.")
-    parser.add_argument("--max_input_length", type=int, default=2048,
-                        help="Input tokens, EOS included (default 2048).")
-    parser.add_argument("--batch_size", type=int, default=16,
-                        help="Most rows per batch (default 16).")
-    parser.add_argument("--max_batch_tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
-                        help="Tokens per batch; long buckets get fewer rows "
-                             f"(default {DEFAULT_MAX_BATCH_TOKENS}).")
-    parser.add_argument("--buckets", default=None, metavar="L1,L2,...",
-                        help="Batch lengths (default "
-                             f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
-                             "--max_input_length).")
+    add_scoring_options(parser)
     parser.add_argument("--window_size", type=int, default=DEFAULT_WINDOW_SIZE,
                         help=f"Rows sorted by length together (default {DEFAULT_WINDOW_SIZE}).")
     _add_device_options(parser)

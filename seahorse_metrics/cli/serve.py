@@ -4,11 +4,10 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _add_long_summaries,
-                                        _calibration_maps, _mesh, decision_thresholds,
+from seahorse_metrics.cli.score import (_add_device_options, _calibration_maps, _mesh,
+                                        add_scoring_options, decision_thresholds,
                                         scorer_options)
-from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
-                                               DEFAULT_WINDOW_SIZE)
+from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.serving.server import LoadFailed
 
 _EPILOG = """\
@@ -97,31 +96,7 @@ def _add_limits(parser) -> None:
 def _add_scoring_options(parser) -> None:
     """`score`'s options of how pairs are scored (the server's defaults)."""
     scoring = parser.add_argument_group("scoring (as `score`)")
-    scoring.add_argument("--vocab", default=None,
-                         help="SentencePiece model (default: spiece.model in the checkpoints).")
-    scoring.add_argument("--normalize", choices=("full", "pair"), default="full",
-                         help="P(\"1\") over the full vocabulary (default) or over {0, 1}.")
-    scoring.add_argument("--truncation", choices=("summary_first", "joint"),
-                         default="summary_first", help="As `score --truncation`.")
-    scoring.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
-                         help="Default of requests that do not say (default truncate).")
-    scoring.add_argument("--chunk_overlap", type=int, default=128,
-                         help="Premise tokens shared by consecutive chunks (default 128).")
-    scoring.add_argument("--per_sentence", action="store_true",
-                         help="Score per sentence unless a request says otherwise.")
-    scoring.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
-                         help="Combine sentence scores (default min).")
-    scoring.add_argument("--max_input_length", type=int, default=2048,
-                         help="Input tokens, EOS included (default 2048).")
-    scoring.add_argument("--batch_size", type=int, default=16,
-                         help="Most rows per model batch (default 16).")
-    scoring.add_argument("--max_batch_tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
-                         help=f"Tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS}).")
-    scoring.add_argument("--buckets", default=None, metavar="L1,L2,...",
-                         help="Batch lengths (default "
-                              f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
-                              "--max_input_length); each is compiled before /healthz is ready.")
-    _add_long_summaries(scoring)
+    add_scoring_options(scoring, serving=True)
     scoring.set_defaults(window_size=DEFAULT_WINDOW_SIZE)
 
 
