@@ -30,7 +30,9 @@ position bias and padding mask; projections not included) at 512, 1024 and
 2048 tokens: today's dense form (`model.attention.dense_weights`, the
 [H, L, L] logits at once), `jax.nn.dot_product_attention` given the same
 bias, and the blocked form (`model.attention.blocked_attention`) at several
-query blocks, and query x key blocks with the online softmax; `<- chosen`
+query blocks (the bias exact near the diagonal and two constants beyond,
+where the band is at most half the keys; `strip`: every key's bias from the
+strip), and query x key blocks with the online softmax; `<- chosen`
 marks what `T5Config`'s defaults run at that length. Each line gives the
 best wall time, the smallest process CPU time (both threads; the steadier
 figure on a shared machine), the share of the matmul peak (4 * H * L^2 * 64
@@ -149,6 +151,8 @@ def best_wall_and_cpu_time(function, repeats: int) -> tuple[float, float]:
 HEADS, HEAD_DIM = 6, 64  # mT5-small
 # (query block, key block or None) of the blocked attention, timed at each length.
 BLOCKINGS = ((32, None), (64, None), (128, None), (256, None), (128, 512), (256, 1024))
+# Query blocks timed also with the bias of every key from the strip (no band).
+STRIP_BLOCKS = (64, 128)
 
 
 def attention_inputs(length: int, batch: int = 1):
@@ -165,7 +169,7 @@ def attention_inputs(length: int, batch: int = 1):
     rel_embedding = rng.standard_normal((HEADS, 32)).astype(np.float32)
     buckets = relative_position_bucket(np.arange(-(length - 1), length), bidirectional=True,
                                        num_buckets=32, max_distance=128)
-    position = RelativeBias(jnp.asarray(rel_embedding[:, buckets]), length, length)
+    position = RelativeBias.of_buckets(jnp.asarray(rel_embedding), buckets, length, length)
     key_is_token = np.ones((batch, length), bool)
     key_is_token[:, length - length // 20:] = False
     return q, k, v, position, AttentionMask(jnp.asarray(key_is_token))
@@ -193,10 +197,16 @@ def attention_variants(config):
         bias = position.dense() + mask.dense(q.shape[1], k.shape[1])
         return jax.nn.dot_product_attention(q, k, v, bias=bias, scale=1.0)
 
+    def strip(query_block):  # the bias of every key from the strip, no band
+        return lambda q, k, v, position, mask: blocked(query_block, None)(
+            q, k, v, position.replace(constant_beyond=None), mask)
+
     variants = {"dense (today)": dense, "dot_product_attention": fused}
     for query_block, key_block in BLOCKINGS:
         variants[f"blocked q{query_block}" + (f" k{key_block}" if key_block else "")] = blocked(
             query_block, key_block)
+    for query_block in STRIP_BLOCKS:
+        variants[f"blocked q{query_block} strip"] = strip(query_block)
     return {name: jax.jit(function) for name, function in variants.items()}
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from seahorse_metrics.model import EncoderDecoderModel, T5Config, get_config
-from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
-                                              dense_weights, weighted_values)
+from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, _band_width,
+                                              blocked_attention, dense_weights, weighted_values)
 from seahorse_metrics.model.network import Attention, relative_position_bucket
 
 HEADS, HEAD_DIM = 2, 8
@@ -40,37 +40,83 @@ def _attention_inputs(length: int, causal: bool, seed: int = 0):
     return (q, k, v, table), mask
 
 
-def test_blocked_equals_dense_outputs_and_gradients():
-    length = 40  # 8 divides it, 16 does not; and one block of all 40 queries
+def _bucket_table_inputs(length: int, causal: bool):
+    """`_attention_inputs` with the per-head table of 8 buckets [H, 8] in place
+    of the bias per offset, and the bucket of each offset."""
+    (q, k, v, _), mask = _attention_inputs(length, causal)
+    rel_HxN = jnp.asarray(np.random.default_rng(5).standard_normal((HEADS, 8)), jnp.float32)
+    buckets = relative_position_bucket(np.arange(-(length - 1), length),
+                                       bidirectional=not causal, num_buckets=8, max_distance=16)
+    return (q, k, v, rel_HxN), buckets, mask
+
+
+def test_bias_is_constant_beyond_the_distance_the_buckets_give():
+    offsets = np.arange(-2047, 2048)
+    # (buckets, max distance, bidirectional): the distance.
+    for (buckets, max_distance, bidirectional), want in {
+            (32, 128, True): 91, (32, 128, False): 113, (8, 16, True): 6,
+            (8, 16, False): 12}.items():
+        bucket_of_offset = relative_position_bucket(
+            offsets, bidirectional=bidirectional, num_buckets=buckets, max_distance=max_distance)
+        distance = RelativeBias.of_buckets(jnp.eye(buckets), bucket_of_offset, 2048,
+                                           2048).constant_beyond
+        assert distance == want
+        bucket_at = dict(zip(offsets, bucket_of_offset))
+        assert all(bucket_at[o] == bucket_at[distance] for o in offsets if o >= distance)
+        assert all(bucket_at[o] == bucket_at[-distance] for o in offsets if o <= -distance)
+        assert bucket_at[-(distance - 1)] != bucket_at[-distance]
+
+
+def _blocked_and_dense(length: int, cases):
+    """[(case, output and gradients of the blocked attention, of the dense)]
+    for cases (causal, query block, key block, bias band); the bias gradient
+    is that of the bucket table (the network's parameter)."""
     cotangent = jnp.asarray(np.random.default_rng(1).standard_normal(
         (2, length, HEADS, HEAD_DIM)), jnp.float32)
 
-    def output_and_gradients(causal, query_block, key_block):
-        (q, k, v, table), mask = _attention_inputs(length, causal)
+    def output_and_gradients(causal, query_block, key_block, band=False):
+        inputs, buckets, mask = _bucket_table_inputs(length, causal)
+
+        def position(rel_HxN):
+            bias = RelativeBias.of_buckets(rel_HxN, buckets, length, length)
+            return bias if band else bias.replace(constant_beyond=None)
+
+        if band:  # the band is narrow enough to be used
+            assert _band_width(position(inputs[3]), query_block, key_block or length,
+                               length) is not None
         if query_block is None:  # the dense attention
-            def attend(q, k, v, table):
-                weights = dense_weights(q, k, RelativeBias(table, length, length), mask,
-                                        jnp.float32)
+            def attend(q, k, v, rel_HxN):
+                weights = dense_weights(q, k, position(rel_HxN), mask, jnp.float32)
                 return weighted_values(weights, v, jnp.float32, jnp.float32, False)
         else:
-            def attend(q, k, v, table):
-                return blocked_attention(q, k, v, RelativeBias(table, length, length), mask,
+            def attend(q, k, v, rel_HxN):
+                return blocked_attention(q, k, v, position(rel_HxN), mask,
                                          query_block=query_block, key_block=key_block,
                                          products_dtype=jnp.float32, output_dtype=jnp.float32)
-        output, pullback = jax.vjp(attend, q, k, v, table)
+        output, pullback = jax.vjp(attend, *inputs)
         return (output,) + pullback(cotangent)
 
-    # Packed and padded bidirectional (encoder), packed causal (decoder).
-    cases = [(False, 8, None), (False, length, None), (False, 16, 8), (True, 8, 16)]
     got, want = jax.jit(lambda: (
         [output_and_gradients(*case) for case in cases],
         {causal: output_and_gradients(causal, None, None) for causal in (False, True)}))()
-    for case, got in zip(cases, got):
-        want_case = want[case[0]]
-        for name, g, w in zip(("output", "d_query", "d_key", "d_value", "d_bias"), got,
-                              want_case):
-            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5,
-                                       err_msg=f"{name}, (causal, query block, key block) {case}")
+    return [(case, g, want[case[0]]) for case, g in zip(cases, got)]
+
+
+def test_blocked_equals_dense_outputs_and_gradients():
+    # Packed and padded bidirectional (encoder), packed causal (decoder); the
+    # bias from a strip, and added only near the diagonal (band; 8 buckets up
+    # to distance 16 stop changing beyond 6 tokens, or 12 if causal). 40
+    # tokens: 8 divides it, 16 and 6 do not, and one block of all 40 queries.
+    results = _blocked_and_dense(40, [
+        (False, 8, None), (False, 40, None), (False, 16, 8), (True, 8, 16),
+        (False, 8, None, True), (False, 6, None, True)])
+    results += _blocked_and_dense(72, [(True, 8, None, True), (True, 5, None, True)])
+    for case, got, want in results:
+        for name, g, w in zip(("output", "d_query", "d_key", "d_value", "d_buckets"), got,
+                              want):
+            np.testing.assert_allclose(
+                np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5,
+                err_msg=f"{name}, (causal, query block, key block, band) {case}")
 
 
 def test_blocked_bfloat16_products_stay_close():
@@ -142,9 +188,19 @@ def tiny(tiny_hf_dir):
     for stack in ("encoder", "decoder"):
         params[stack] = {name: value for name, value in params[stack].items()
                          if name != "layers_1"}
-    # Blocks of 8 queries: the encoder (45) and the decoder self- and cross-
+    # Blocks of 4 queries: the encoder (45) and the decoder self- and cross-
     # attention (10 queries) all run blocked, none of them in whole blocks.
-    blocked = dict(attention_blocked_min_length=8, attention_query_block=8)
+    # Buckets up to distance 9: the encoder's bias is constant beyond 9 tokens
+    # and added in a band of 4 + 2 x 9 keys (at most half of 45); the
+    # decoder's causal bias still changes within 10 tokens (the strip).
+    config = config.replace(relative_attention_max_distance=9)
+    buckets = relative_position_bucket(np.arange(-44, 45), bidirectional=True,
+                                       num_buckets=config.relative_attention_num_buckets,
+                                       max_distance=9)
+    encoder_bias = RelativeBias.of_buckets(jnp.zeros((1, config.relative_attention_num_buckets)),
+                                           buckets, 45, 45)
+    assert _band_width(encoder_bias, 4, 45, 45) == 22
+    blocked = dict(attention_blocked_min_length=8, attention_query_block=4)
     return config.replace(attention_blocked_min_length=None), config.replace(**blocked), params
 
 

@@ -12,9 +12,14 @@ functions here with the same inputs and the same meaning:
   nothing of size [H, Q, K] is ever written to memory: the relative position
   bias comes per block from a strip [H, query_block, ~Q + K] built from the
   bucket table, the mask per block from the key padding, the packing segment
-  ids and causality. With `key_block`, the keys are blocked too, with a
-  running maximum and sum per query row (the online softmax of
-  flash-attention; Milakov & Gimelshein 2018, Dao et al. 2022).
+  ids and causality. T5's bias stops changing beyond a distance (91 tokens
+  for 32 buckets up to 128): where that is known (`RelativeBias.of_buckets`),
+  only a band of keys near each block gets its exact bias from a narrow
+  strip, and the keys beyond get one of two constants per head from their
+  index, so no bias of the block's size crosses memory either. With
+  `key_block`, the keys are blocked too, with a running maximum and sum per
+  query row (the online softmax of flash-attention; Milakov & Gimelshein
+  2018, Dao et al. 2022).
 
 At 2048 tokens the dense form spends most of its time carrying the [H, Q, K]
 logits, bias, mask and weights through memory; see `bench/kernels.py`.
@@ -52,6 +57,21 @@ class RelativeBias:
     bias_of_offset_HxO: Array
     query_length: int = flax.struct.field(pytree_node=False)
     key_length: int = flax.struct.field(pytree_node=False)
+    # A distance S from which the bias no longer changes: every offset >= S has
+    # the bias of S, every offset <= -S that of -S (T5's buckets stop there);
+    # None where unknown. The blocked attention then adds the bias only near
+    # the diagonal (`blocked_attention`).
+    constant_beyond: Optional[int] = flax.struct.field(pytree_node=False, default=None)
+
+    @classmethod
+    def of_buckets(cls, rel_embedding_HxN: Array, bucket_of_offset_O: np.ndarray,
+                   query_length: int, key_length: int) -> "RelativeBias":
+        """The bias of a [query_length, key_length] attention whose offsets
+        -(Q - 1) .. K - 1 fall in `bucket_of_offset_O` (host integers) of the
+        per-head table `rel_embedding_HxN`."""
+        bias_of_offset_HxO = jnp.take(rel_embedding_HxN, jnp.asarray(bucket_of_offset_O), axis=1)
+        return cls(bias_of_offset_HxO.astype(jnp.float32), query_length, key_length,
+                   _constant_distance(np.asarray(bucket_of_offset_O), query_length))
 
     def dense(self) -> Array:
         """The float32 bias [1, H, Q, K] of the whole attention."""
@@ -77,6 +97,60 @@ class RelativeBias:
                             - (num_query_blocks - 1) * query_block)
         return jnp.take(self.bias_of_offset_HxO, offset_index_RxW, axis=1,
                         mode="clip").astype(jnp.float32)
+
+    def band(self, query_block: int, num_query_blocks: int, key_length: int, width: int
+             ) -> "BiasBand":
+        """The bias of the `width` keys around each query block, and of the keys
+        beyond them (see `BiasBand`); needs `constant_beyond`."""
+        # Band start minus block start runs from 0 (first block) down to `lowest`.
+        lowest = key_length - width - (num_query_blocks - 1) * query_block
+        base = max(0, -lowest)
+        row_RxW = jnp.arange(query_block)[:, None]
+        column_RxW = jnp.arange(base + width)[None, :]
+        offset_index_RxW = column_RxW - base - row_RxW + (self.query_length - 1)
+        strip_HxRxW = jnp.take(self.bias_of_offset_HxO, offset_index_RxW, axis=1, mode="clip")
+        far_index = np.clip(np.array([-1, 1]) * self.constant_beyond + self.query_length - 1,
+                            0, self.bias_of_offset_HxO.shape[1] - 1)
+        before_H, after_H = (self.bias_of_offset_HxO[:, i] for i in far_index)
+        return BiasBand(strip_HxRxW.astype(jnp.float32), before_H.astype(jnp.float32),
+                        after_H.astype(jnp.float32), base, width, self.constant_beyond)
+
+
+@flax.struct.dataclass
+class BiasBand:
+    """The relative position bias of a query block of R rows starting at q0,
+    held as a band of `width` keys from `start(q0)` (those within
+    `constant_beyond` of some query of the block; `strip_HxRxW`'s window at
+    column `start - q0 + base`) and two constants: the bias of every key
+    before the band (`before_H`) and after it (`after_H`)."""
+
+    strip_HxRxW: Array
+    before_H: Array
+    after_H: Array
+    base: int = flax.struct.field(pytree_node=False)
+    width: int = flax.struct.field(pytree_node=False)
+    constant_beyond: int = flax.struct.field(pytree_node=False)
+
+    def start(self, query_start, key_length: int):
+        """The first key of the band of the queries from `query_start`."""
+        return jnp.clip(query_start - self.constant_beyond, 0, key_length - self.width)
+
+    def window(self, query_start, key_length: int) -> Array:
+        """The exact bias [H, R, width] of the band's keys."""
+        column = self.start(query_start, key_length) - query_start + self.base
+        return jax.lax.dynamic_slice_in_dim(self.strip_HxRxW, column, self.width, axis=2)
+
+
+def _constant_distance(bucket_of_offset_O: np.ndarray, query_length: int) -> int:
+    """The smallest S such that offsets beyond S (and beyond -S) share the
+    bucket of S (of -S)."""
+    def unchanging_from(buckets: np.ndarray) -> int:
+        changes = np.flatnonzero(buckets[1:] != buckets[:-1])
+        return 0 if changes.size == 0 else int(changes[-1]) + 1
+
+    after = bucket_of_offset_O[query_length - 1:]         # offsets 0, 1, ..., K - 1
+    before = bucket_of_offset_O[query_length - 1::-1]     # offsets 0, -1, ..., -(Q - 1)
+    return max(unchanging_from(after), unchanging_from(before))
 
 
 @flax.struct.dataclass
@@ -220,15 +294,24 @@ def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: A
     key_MxBxHxCxV = _blocks(_heads_first(key_BxKxHxV, padded_key, products_dtype), key_block)
     value_MxBxHxCxV = _blocks(_heads_first(value_BxKxHxV, padded_key, products_dtype), key_block)
     mask = mask.padded(padded_query, padded_key)
-    strip_HxRxW = (None if position is None
-                   else position.strip(query_block, num_query_blocks, padded_key))
+    width = _band_width(position, query_block, key_block, padded_key)
+    if width is not None:
+        band = position.band(query_block, num_query_blocks, padded_key, width)
 
-    def one_query_block(inputs) -> Array:
-        block, query_BxHxRxV = inputs
-        logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks, block,
-                                      query_BxHxRxV)
-        return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV, value_MxBxHxCxV,
-                                     products_dtype)
+        def one_query_block(inputs) -> Array:
+            block, query_BxHxRxV = inputs
+            return _banded_query_block(block * query_block, query_BxHxRxV, key_MxBxHxCxV[0],
+                                       value_MxBxHxCxV[0], band, mask, products_dtype)
+    else:
+        strip_HxRxW = (None if position is None
+                       else position.strip(query_block, num_query_blocks, padded_key))
+
+        def one_query_block(inputs) -> Array:
+            block, query_BxHxRxV = inputs
+            logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks,
+                                          block, query_BxHxRxV)
+            return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV,
+                                         value_MxBxHxCxV, products_dtype)
 
     # Rematerialised per block: the backward pass keeps a query block, not its logits.
     context_NxBxHxRxV = jax.lax.map(jax.checkpoint(one_query_block, prevent_cse=False),
@@ -236,6 +319,60 @@ def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: A
     context_BxQxHxV = jnp.transpose(context_NxBxHxRxV, (1, 0, 3, 2, 4)).reshape(
         batch, padded_query, heads, head_dim)
     return context_BxQxHxV[:, :query_length].astype(output_dtype)
+
+
+def _band_width(position: Optional[RelativeBias], query_block: int, key_block: Optional[int],
+                key_length: int) -> Optional[int]:
+    """Keys per band where the bias is added only near the diagonal (its
+    distance is known, all keys of a query block are in one block, and the
+    band is at most half of the keys), else None."""
+    if position is None or position.constant_beyond is None or key_block != key_length:
+        return None
+    width = query_block + 2 * position.constant_beyond
+    return width if 2 * width <= key_length else None
+
+
+def _banded_query_block(query_start, query_BxHxRxV: Array, key_BxHxKxV: Array,
+                        value_BxHxKxV: Array, band: BiasBand, mask: AttentionMask,
+                        products_dtype: jnp.dtype) -> Array:
+    """softmax(logits + bias + mask) @ values of one query block, float32
+    [B, H, R, V], without a bias of size [H, R, K] in memory.
+
+    Outside the band every key's bias is one of two constants per head, which
+    the pass that exponentiates the logits adds from the key's index; the band's
+    logits are taken out, given their exact bias from the strip and
+    exponentiated apart, and their values weighed by a second, narrow product.
+    """
+    rows, key_length = query_BxHxRxV.shape[2], key_BxHxKxV.shape[2]
+    logits_BxHxRxK = jnp.einsum("bhrv,bhkv->bhrk", query_BxHxRxV, key_BxHxKxV,
+                                preferred_element_type=jnp.float32)
+    allowed = mask.allowed(query_start, rows, key_length)
+    mask_BxHxRxK = (jnp.zeros((1, 1, 1, key_length), jnp.float32) if allowed is None
+                    else jnp.where(allowed, 0.0, MASKED_LOGIT))
+    start = band.start(query_start, key_length)
+    key_K = jnp.arange(key_length)
+    far_bias_1xHx1xK = jnp.where(key_K < start, band.before_H[:, None],
+                                 band.after_H[:, None])[None, :, None, :]
+    in_band_K = (key_K >= start) & (key_K < start + band.width)
+    # -inf, not MASKED_LOGIT: a row with every key masked keeps each key once.
+    far_BxHxRxK = jnp.where(in_band_K, -jnp.inf,
+                            logits_BxHxRxK + far_bias_1xHx1xK + mask_BxHxRxK)
+    near_BxHxRxW = (jax.lax.dynamic_slice_in_dim(logits_BxHxRxK, start, band.width, axis=3)
+                    + band.window(query_start, key_length)[None]
+                    + jax.lax.dynamic_slice_in_dim(mask_BxHxRxK, start, band.width, axis=3))
+    row_max_BxHxRx1 = jnp.maximum(jnp.max(far_BxHxRxK, axis=-1, keepdims=True),
+                                  jnp.max(near_BxHxRxW, axis=-1, keepdims=True))
+    far_weights = jnp.exp(far_BxHxRxK - row_max_BxHxRx1)
+    near_weights = jnp.exp(near_BxHxRxW - row_max_BxHxRx1)
+    near_value_BxHxWxV = jax.lax.dynamic_slice_in_dim(value_BxHxKxV, start, band.width, axis=2)
+    context_BxHxRxV = (
+        jnp.einsum("bhrk,bhkv->bhrv", far_weights.astype(products_dtype), value_BxHxKxV,
+                   preferred_element_type=jnp.float32)
+        + jnp.einsum("bhrw,bhwv->bhrv", near_weights.astype(products_dtype), near_value_BxHxWxV,
+                     preferred_element_type=jnp.float32))
+    total_BxHxRx1 = (jnp.sum(far_weights, axis=-1, keepdims=True)
+                     + jnp.sum(near_weights, axis=-1, keepdims=True))
+    return context_BxHxRxV / total_BxHxRx1
 
 
 def _block_logits(strip_HxRxW: Optional[Array], mask: AttentionMask, num_query_blocks: int,

@@ -65,7 +65,8 @@ class T5Config:
         holding [heads, length, length] logits, bias or mask; None: always
         at once. Same outputs and gradients to float rounding; the default
         is where blocking measured faster (`bench/kernels.py`).
-      attention_query_block: Queries per block of the blocked attention.
+      attention_query_block: Queries per block of the blocked attention
+        (128 measured fastest at 1024 and 2048 tokens on this CPU).
       attention_key_block: Keys per block of the blocked attention, with a
         running softmax maximum and sum (flash-attention); None: all keys
         of a query block at once (faster on CPUs at 2048 tokens).
@@ -96,7 +97,7 @@ class T5Config:
     # 256 tokens, 0.5x at 512 and 0.3x at 2048 (0.4x forward and backward);
     # 32-128 were within noise of 64, key blocks and 256-query blocks slower.
     attention_blocked_min_length: Optional[int] = 256
-    attention_query_block: int = 64
+    attention_query_block: int = 128
     attention_key_block: Optional[int] = None
 
     def __post_init__(self):

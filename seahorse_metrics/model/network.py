@@ -180,8 +180,8 @@ class RelativePositionBias(nn.Module):
         bucket_of_offset = relative_position_bucket(
             offsets, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
             max_distance=self.max_distance)
-        bias_of_offset_HxO = jnp.take(rel_embedding_HxN, jnp.asarray(bucket_of_offset), axis=1)
-        return RelativeBias(bias_of_offset_HxO.astype(jnp.float32), query_length, key_length)
+        return RelativeBias.of_buckets(rel_embedding_HxN, bucket_of_offset, query_length,
+                                       key_length)
 
 
 class Attention(nn.Module):
