@@ -291,7 +291,12 @@ def main(argv=None) -> int:
         print(f"  {rows} tokens: torch_f32 / xla_f32 time {times['torch_f32'] / times['xla_f32']:.2f}, "
               f"xla_bf16 / xla_f32 {times['xla_bf16'] / times['xla_f32']:.2f}, "
               f"torch_s8 / xla_bf16 {times['torch_s8'] / times['xla_bf16']:.2f}")
-    attention_table([int(n) for n in args.lengths.split(",")], args.repeats, peak)
+    # This machine's speed drifts between minutes (a shared host): measure the
+    # peak again and weigh the attention against the larger of the two.
+    again = measure_matmul_peak(repeats=10)["peak"] / 1e9
+    print(f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
+          f"use {max(peak, again):.1f}")
+    attention_table([int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again))
     return 0
 
 
