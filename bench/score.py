@@ -12,7 +12,10 @@ threads everywhere (one per CPU):
   hf_padded    batches of --hf_batch_size in input order, padded to the longest
   hf_sorted    the same batches after sorting by length
   ct2_float32  CTranslate2 `Translator.score_batch`, float32, batches of
-               --ct2_batch_tokens tokens (CTranslate2 sorts by length itself)
+               --ct2_batch_tokens tokens (CTranslate2 sorts by length itself),
+               as many computing side by side as there are cores, one core
+               each (`inter_threads`; measured faster here than all cores on
+               one batch: --ct2_threads_per_batch 2 gives the other)
   ct2_int8     the same with int8 weights and int8 GEMMs (`compute_type="int8"`)
   ours         `seahorse_metrics.Scorer`, float32 (length buckets, compiled
                once per shape)
@@ -23,7 +26,8 @@ threads everywhere (one per CPU):
   ours_int8_packed  both
   ours_ct2_float32  our front end (the same buckets, batches and tokenisation)
                on the ctranslate2 engine (`engine="ctranslate2"`): the
-               checkpoint converted by CTranslate2's converter, float32
+               checkpoint converted by CTranslate2's converter, float32, with
+               the same threads per batch as the raw variants
   ours_ct2_int8     the same with `quantize="int8"` (CTranslate2's int8 GEMMs)
 
 The weights are written once as a Hugging Face `MT5ForConditionalGeneration`
@@ -103,6 +107,9 @@ def parse_args(argv=None):
     parser.add_argument("--hf_batch_size", type=int, default=8)
     parser.add_argument("--ct2_batch_tokens", type=int, default=2048,
                         help="CTranslate2's tokens per batch (default 2048, as ours).")
+    parser.add_argument("--ct2_threads_per_batch", type=int, default=1,
+                        help="CTranslate2's threads per batch, raw and ours (default 1: "
+                             "batches side by side, one core each).")
     parser.add_argument("--batch_size", type=int, default=32, help="Our most rows per batch.")
     parser.add_argument("--max_batch_tokens", type=int, default=None,
                         help="Our tokens per batch (default: the library's).")
@@ -165,7 +172,7 @@ def hf_model(hf_dir: str):
     return transformers.MT5ForConditionalGeneration.from_pretrained(hf_dir).eval()
 
 
-def ct2_translators(hf_dir: str, work_dir: str, threads: int) -> dict:
+def ct2_translators(hf_dir: str, work_dir: str, threads: int, threads_per_batch: int) -> dict:
     """CTranslate2 translators converted from `hf_dir`: {variant: Translator}."""
     try:
         import ctranslate2
@@ -186,8 +193,9 @@ def ct2_translators(hf_dir: str, work_dir: str, threads: int) -> dict:
             raise SystemExit(f"bench/score.py: converting {hf_dir} to CTranslate2 "
                              f"{compute_type} failed:\n{done.stderr[-3000:]}")
         translators[name] = (ctranslate2.Translator(
-            output_dir, device="cpu", compute_type=compute_type, inter_threads=1,
-            intra_threads=threads), ct2_vocabulary(output_dir))
+            output_dir, device="cpu", compute_type=compute_type,
+            inter_threads=max(1, threads // threads_per_batch),
+            intra_threads=min(threads, threads_per_batch)), ct2_vocabulary(output_dir))
     return translators
 
 
@@ -323,7 +331,8 @@ def our_scorers(args, config, params, vocab_path, hf_dir: str, threads: int) -> 
         quantize = options.pop("quantize", None)
         if options.pop("engine", "jax") == "ctranslate2":
             engine_options = {"cache_dir": os.path.join(os.path.dirname(hf_dir), "ct2_cache"),
-                              "threads": threads}
+                              "threads": threads,
+                              "threads_per_batch": args.ct2_threads_per_batch}
             start = time.perf_counter()
             scorers[name] = Scorer.load(hf_dir, vocab=vocab_path, max_input_length=args.max_length,
                                         batch_size=args.batch_size, bucket_lengths=buckets,
@@ -356,7 +365,8 @@ def build_setup(args, threads: int, work_dir: str) -> Setup:
     params = random_params(config, args.seed)
     hf_dir = os.path.join(work_dir, "hf")
     export_hf(hf_dir, config, params, vocab_path)
-    translators = {} if args.skip_ct2 else ct2_translators(hf_dir, work_dir, threads)
+    translators = ({} if args.skip_ct2
+                   else ct2_translators(hf_dir, work_dir, threads, args.ct2_threads_per_batch))
     scorers = our_scorers(args, config, params, vocab_path, hf_dir, threads)
     del params
     premises, hypotheses = make_inputs(args.n, args.min_length, args.max_length,

@@ -79,6 +79,52 @@ def test_float32_scores_equal_jax_for_v1_1_and_v1_0_in_every_mode(
     assert jax_scorer.metadata()["engine"] == "jax"
 
 
+class _CallTimes:
+    """A translator whose translate_batch calls are timed (start, end)."""
+
+    def __init__(self, translator):
+        self.translator, self.calls = translator, []
+
+    def translate_batch(self, *args, **kwargs):
+        import time
+
+        start = time.perf_counter()
+        result = self.translator.translate_batch(*args, **kwargs)
+        self.calls.append((start, time.perf_counter()))
+        return result
+
+
+def _most_at_once(calls) -> int:
+    events = sorted([(start, 1) for start, _ in calls] + [(end, -1) for _, end in calls])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
+def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, engine_options, pairs):
+    """threads_per_batch=1 (the default) on 2 threads: two batches compute at
+    once, with the scores of one batch on both threads."""
+    premises, hypotheses = pairs
+    scores, most = {}, {}
+    for per_batch in (2, 1):
+        scorer = MultiScorer.load(
+            {"m": tiny_hf_dir}, engine="ctranslate2", batch_size=2,
+            engine_options={**engine_options, "threads_per_batch": per_batch}, **SHAPES)
+        runner = scorer.runners[0]
+        assert runner.batches_at_once == 2 // per_batch
+        runner.translator = _CallTimes(runner.translator)
+        scores[per_batch] = scorer.score(premises, hypotheses)["m"]
+        assert len(runner.translator.calls) == len(premises) // 2
+        most[per_batch] = _most_at_once(runner.translator.calls)
+    assert most == {2: 1, 1: 2}
+    np.testing.assert_allclose(scores[1], scores[2], rtol=1e-6)
+    with pytest.raises(ValueError, match="threads_per_batch"):
+        Scorer.load(tiny_hf_dir, engine="ctranslate2",
+                    engine_options={**engine_options, "threads_per_batch": 0})
+
+
 def sample_pairs(count):
     """The bundled sample's validation summaries with their articles."""
     import json

@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -58,9 +59,12 @@ COMPUTE_TYPES = {None: "float32", "float32": "float32", "int8": "int8"}
 ENGINE_FILE = "seahorse_engine.json"
 _CONVERTING_PREFIX = ".converting-"
 _VOCABULARY_FILES = ("shared_vocabulary.json", "target_vocabulary.json")
-# Every CTranslate2 call of the process goes through one worker: several
-# metrics' translators would otherwise each start all their threads at once.
-_CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctranslate2")
+# Every CTranslate2 call of the process goes through these workers, one per
+# usable core: several metrics' translators would otherwise each start all
+# their threads at once. A call computes on `threads_per_batch` cores, so as
+# many batches as cores / threads_per_batch compute at once.
+_CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
+                                               thread_name_prefix="ctranslate2")
 
 
 class EngineNotInstalled(ImportError):
@@ -247,7 +251,7 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
 
 
 # ---------------------------------------------------------------- loading
-ENGINE_OPTIONS = ("cache_dir", "threads", "convert_in_child")
+ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child")
 
 
 def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
@@ -287,9 +291,11 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
       vocab_path: Its SentencePiece vocabulary.
       quantize: None (float32) or "int8".
       engine_options: `cache_dir` (where conversions are kept), `threads`
-        (CPU threads of CTranslate2), `convert_in_child` (default True: the
-        converter runs in a child process; False runs it here, quicker for
-        small models).
+        (CPU threads of CTranslate2), `threads_per_batch` (default 1: batches
+        compute side by side, one core each, which `bench/score.py` measured
+        faster than all cores on one batch), `convert_in_child` (default
+        True: the converter runs in a child process; False runs it here,
+        quicker for small models).
 
     Returns:
       (the model's `EngineModel`, its `ConvertedModel`) for `MultiScorer(models=...)`.
@@ -311,7 +317,8 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
                                    options.get("convert_in_child", True))
     quantized = None if compute_type == "float32" else compute_type
     return (EngineModel(config.replace(dtype="float32", quantize=quantized)),
-            ConvertedModel(model_dir, compute_type, options.get("threads")))
+            ConvertedModel(model_dir, compute_type, options.get("threads"),
+                           options.get("threads_per_batch", 1)))
 
 
 def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: Any, mesh: Any,
@@ -384,11 +391,13 @@ class ConvertedModel:
       model_dir: The converted model directory.
       compute_type: "float32" or "int8".
       threads: CPU threads of CTranslate2 (None: every usable core).
+      threads_per_batch: Of those, the threads one batch computes on.
     """
 
     model_dir: str
     compute_type: str
     threads: Optional[int] = None
+    threads_per_batch: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,6 +435,7 @@ class CTranslate2Runner:
       compute_type: "float32" or "int8".
       token_ids: Vocabulary ids read at the first step.
       engine: "ctranslate2".
+      batches_at_once: Batches that compute at the same time.
     """
 
     engine = "ctranslate2"
@@ -433,7 +443,8 @@ class CTranslate2Runner:
     data_parallel = 1
 
     def __init__(self, model_dir: str, config: Any, tokenizer, token_ids: Sequence[int],
-                 compute_type: str = "float32", threads: Optional[int] = None):
+                 compute_type: str = "float32", threads: Optional[int] = None,
+                 threads_per_batch: int = 1):
         """Loads a converted model.
 
         Args:
@@ -443,9 +454,12 @@ class CTranslate2Runner:
           token_ids: Vocabulary ids whose log-probabilities are read.
           compute_type: "float32" or "int8".
           threads: CPU threads of CTranslate2 (default: every usable core).
+          threads_per_batch: Threads of one batch; threads / threads_per_batch
+            batches compute at once (CTranslate2's `inter_threads`).
 
         Raises:
-          ValueError: if the converted vocabulary does not match `tokenizer`.
+          ValueError: if the converted vocabulary does not match `tokenizer`,
+            or threads_per_batch is not a whole number of at least 1.
         """
         ctranslate2 = require_ctranslate2()
         self.model_dir = model_dir
@@ -456,9 +470,17 @@ class CTranslate2Runner:
         vocabulary = read_vocabulary(model_dir)
         check_vocabulary(vocabulary, tokenizer, model_dir)
         self._pieces = np.asarray(vocabulary, dtype=object)
+        if isinstance(threads_per_batch, bool) or not isinstance(threads_per_batch, int) or (
+                threads_per_batch < 1):
+            raise ValueError(f"threads_per_batch must be a whole number >= 1, got "
+                             f"{threads_per_batch!r}")
         threads = threads or len(os.sched_getaffinity(0))
-        self.translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
-                                                 inter_threads=1, intra_threads=threads)
+        intra_threads = min(threads_per_batch, threads)
+        self.batches_at_once = max(1, threads // intra_threads)
+        self._computing = threading.BoundedSemaphore(self.batches_at_once)
+        self.translator = ctranslate2.Translator(
+            model_dir, device="cpu", compute_type=compute_type,
+            inter_threads=self.batches_at_once, intra_threads=intra_threads)
         self.params = None  # The weights live in the translator.
 
     @classmethod
@@ -466,7 +488,7 @@ class CTranslate2Runner:
            token_ids: Sequence[int]) -> "CTranslate2Runner":
         """The runner of a `load_converted` model."""
         return cls(converted.model_dir, config, tokenizer, token_ids, converted.compute_type,
-                   converted.threads)
+                   converted.threads, converted.threads_per_batch)
 
     def put(self, tokens: np.ndarray) -> np.ndarray:
         """The host batch as it is (CTranslate2 reads it from the host)."""
@@ -504,9 +526,10 @@ class CTranslate2Runner:
             return log_probs_BxN
         # Padding only follows the real tokens (the batch plan writes ids from the left).
         source = [self._pieces[tokens_BxL[r, :lengths_B[r]]].tolist() for r in rows]
-        results = self.translator.translate_batch(
-            source, beam_size=1, max_decoding_length=1, min_decoding_length=0,
-            max_input_length=0, return_logits_vocab=True)
+        with self._computing:
+            results = self.translator.translate_batch(
+                source, beam_size=1, max_decoding_length=1, min_decoding_length=0,
+                max_input_length=0, return_logits_vocab=True)
         # In float32, as CTranslate2 gives them and our JAX softmax takes them:
         # 0.19 ms a row at mT5's 250k vocabulary against 1.75 ms in float64.
         logits_RxV = np.stack([np.asarray(result.logits[0][0]) for result in results])

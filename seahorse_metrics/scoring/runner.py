@@ -181,7 +181,11 @@ class ModelRunner:
       params: Parameters placed on the mesh.
       mesh: The device mesh.
       token_ids: Vocabulary ids read at the first step, e.g. ("1", "0")'s.
+      batches_at_once: Batches that compute at the same time (one: a batch
+        takes the whole mesh).
     """
+
+    batches_at_once = 1
 
     def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
                  mesh: Optional[Mesh] = None,

@@ -209,8 +209,8 @@ class WindowScorer:
             stats.batches += 1
             stats.real_tokens += batch.real_tokens
             stats.batch_tokens += batch.tokens.size
-            # One batch queued behind the one computing keeps the devices busy.
-            if len(in_flight) > 1:
+            # One batch queued behind those computing keeps the devices busy.
+            if len(in_flight) > max(runner.batches_at_once for runner in self.runners):
                 yield self._finish(*in_flight.popleft())
         while in_flight:
             yield self._finish(*in_flight.popleft())
