@@ -23,7 +23,8 @@ that implementation's alone:
           raw CTranslate2: the directory converted by its converter
           (`TransformersConverter`, timed in a process of its own), then a
           `Translator` (float32, or int8 GEMMs) scoring the target `▁1` with
-          `score_batch`, one pair per batch
+          `score_batch`, one pair per batch, pairs side by side on one core
+          each (`--ct2_threads_per_batch`, as ours)
   ours_ct2_float32, ours_ct2_int8
           `Scorer.load(dir, engine="ctranslate2"[, quantize="int8"])`: our
           front end on CTranslate2; the first load converts (in the library's
@@ -73,6 +74,9 @@ def parse_args(argv=None):
     parser.add_argument("--skip_hf", action="store_true", help="Skip Hugging Face PyTorch.")
     parser.add_argument("--skip_ct2", action="store_true",
                         help="Skip CTranslate2, raw and ours (`pip install -e '.[cpu]'`).")
+    parser.add_argument("--ct2_threads_per_batch", type=int, default=1,
+                        help="CTranslate2's threads per pair, raw and ours (default 1: pairs "
+                             "side by side, one core each).")
     parser.add_argument("--quick", action="store_true",
                         help="The code path, quickly: --size small --pairs 2 --length 512.")
     parser.add_argument("--json", default=None, help="Also write the figures here.")
@@ -209,7 +213,8 @@ def convert_ct2(args) -> dict:
 
 
 def run_ct2(args) -> dict:
-    """Raw CTranslate2: a Translator scoring the target `▁1`, one pair per batch."""
+    """Raw CTranslate2: a Translator scoring the target `▁1`, one pair per
+    batch, as many side by side as `--ct2_threads_per_batch` leaves cores for."""
     import ctranslate2
 
     from seahorse_metrics.data.inputs import encode_pair
@@ -219,19 +224,21 @@ def run_ct2(args) -> dict:
         premises, hypotheses = json.load(handle)
     baseline = peak_rss_bytes()
     start = time.perf_counter()
-    translator = ctranslate2.Translator(args.ct2_dir, device="cpu", compute_type=args.compute_type,
-                                        inter_threads=1, intra_threads=os.cpu_count() or 1)
+    threads = os.cpu_count() or 1
+    translator = ctranslate2.Translator(
+        args.ct2_dir, device="cpu", compute_type=args.compute_type,
+        inter_threads=max(1, threads // args.ct2_threads_per_batch),
+        intra_threads=min(threads, args.ct2_threads_per_batch))
     result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
               "rss_peak_loading": peak_rss_bytes()}
     tokenizer = SentencePieceTokenizer(os.path.join(args.model_dir, "spiece.model"))
     one = [tokenizer.id_to_piece(target_token_ids(tokenizer)[0])]
     start = time.perf_counter()
-    log_p = []
-    for premise, hypothesis in zip(premises, hypotheses):
-        ids = encode_pair(tokenizer, premise, hypothesis, args.length).ids
-        source = [tokenizer.id_to_piece(i) for i in ids]
-        scored = translator.score_batch([source], [one], max_input_length=0)
-        log_p.append(float(scored[0].log_probs[0]))
+    sources = [[tokenizer.id_to_piece(i) for i in encode_pair(tokenizer, p, h, args.length).ids]
+               for p, h in zip(premises, hypotheses)]
+    scored = translator.score_batch(sources, [one] * len(sources), max_batch_size=1,
+                                    max_input_length=0)
+    log_p = [float(result.log_probs[0]) for result in scored]
     seconds = time.perf_counter() - start
     result.update(score_s=seconds, examples_per_s=len(premises) / seconds,
                   rss_peak_scoring=peak_rss_bytes(), log_p=log_p)
@@ -251,7 +258,8 @@ def run_ours_ct2(args) -> dict:
     start = time.perf_counter()
     scorer = Scorer.load(args.model_dir, engine="ctranslate2",
                          quantize=None if args.compute_type == "float32" else args.compute_type,
-                         engine_options={"cache_dir": args.cache_dir},
+                         engine_options={"cache_dir": args.cache_dir,
+                                         "threads_per_batch": args.ct2_threads_per_batch},
                          max_input_length=args.length, bucket_lengths=(args.length,), batch_size=1)
     result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
               "rss_peak_loading": peak_rss_bytes()}
@@ -290,7 +298,8 @@ def make_pairs(count: int, length: int) -> tuple[list[str], list[str]]:
 def child(args, role: str, **extra) -> dict:
     """Runs this script as `role` in a fresh process; returns its JSON result."""
     command = [sys.executable, os.path.abspath(__file__), "--role", role, "--size", args.size,
-               "--dtype", args.dtype, "--length", str(args.length), "--model_dir", args.model_dir]
+               "--dtype", args.dtype, "--length", str(args.length), "--model_dir", args.model_dir,
+               "--ct2_threads_per_batch", str(args.ct2_threads_per_batch)]
     for name, value in extra.items():
         if value is True:
             command.append(f"--{name}")
