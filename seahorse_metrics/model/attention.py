@@ -293,32 +293,45 @@ def blocked_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: A
                               query_block)
     key_MxBxHxCxV = _blocks(_heads_first(key_BxKxHxV, padded_key, products_dtype), key_block)
     value_MxBxHxCxV = _blocks(_heads_first(value_BxKxHxV, padded_key, products_dtype), key_block)
-    mask = mask.padded(padded_query, padded_key)
-    width = _band_width(position, query_block, key_block, padded_key)
-    if width is not None:
-        band = position.band(query_block, num_query_blocks, padded_key, width)
-
-        def one_query_block(inputs) -> Array:
-            block, query_BxHxRxV = inputs
-            return _banded_query_block(block * query_block, query_BxHxRxV, key_MxBxHxCxV[0],
-                                       value_MxBxHxCxV[0], band, mask, products_dtype)
-    else:
-        strip_HxRxW = (None if position is None
-                       else position.strip(query_block, num_query_blocks, padded_key))
-
-        def one_query_block(inputs) -> Array:
-            block, query_BxHxRxV = inputs
-            logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks,
-                                          block, query_BxHxRxV)
-            return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV,
-                                         value_MxBxHxCxV, products_dtype)
-
+    one_query_block = _query_block_attention(
+        position, mask.padded(padded_query, padded_key), query_block, num_query_blocks,
+        key_block, key_MxBxHxCxV, value_MxBxHxCxV, products_dtype)
     # Rematerialised per block: the backward pass keeps a query block, not its logits.
     context_NxBxHxRxV = jax.lax.map(jax.checkpoint(one_query_block, prevent_cse=False),
                                     (jnp.arange(num_query_blocks), query_NxBxHxRxV))
     context_BxQxHxV = jnp.transpose(context_NxBxHxRxV, (1, 0, 3, 2, 4)).reshape(
         batch, padded_query, heads, head_dim)
     return context_BxQxHxV[:, :query_length].astype(output_dtype)
+
+
+def _query_block_attention(position: Optional[RelativeBias], mask: AttentionMask,
+                           query_block: int, num_query_blocks: int, key_block: int,
+                           key_MxBxHxCxV: Array, value_MxBxHxCxV: Array,
+                           products_dtype: jnp.dtype):
+    """The function of (block index, queries [B, H, R, V]) giving that query
+    block's float32 attention output [B, H, R, V]: with the bias in a band
+    where `_band_width` allows it, else with the bias from the strip."""
+    key_length = key_MxBxHxCxV.shape[0] * key_block
+    width = _band_width(position, query_block, key_block, key_length)
+    if width is not None:
+        band = position.band(query_block, num_query_blocks, key_length, width)
+
+        def banded(inputs) -> Array:
+            block, query_BxHxRxV = inputs
+            return _banded_query_block(block * query_block, query_BxHxRxV, key_MxBxHxCxV[0],
+                                       value_MxBxHxCxV[0], band, mask, products_dtype)
+        return banded
+
+    strip_HxRxW = (None if position is None
+                   else position.strip(query_block, num_query_blocks, key_length))
+
+    def from_strip(inputs) -> Array:
+        block, query_BxHxRxV = inputs
+        logits_of = functools.partial(_block_logits, strip_HxRxW, mask, num_query_blocks, block,
+                                      query_BxHxRxV)
+        return _softmax_times_values(logits_of, query_block, key_MxBxHxCxV, value_MxBxHxCxV,
+                                     products_dtype)
+    return from_strip
 
 
 def _band_width(position: Optional[RelativeBias], query_block: int, key_block: Optional[int],
