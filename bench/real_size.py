@@ -219,16 +219,15 @@ def run_ct2(args) -> dict:
 
     from seahorse_metrics.data.inputs import encode_pair
     from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+    from seahorse_metrics.engines.ctranslate2 import thread_split
 
     with open(args.inputs, encoding="utf-8") as handle:
         premises, hypotheses = json.load(handle)
     baseline = peak_rss_bytes()
     start = time.perf_counter()
-    threads = os.cpu_count() or 1
-    translator = ctranslate2.Translator(
-        args.ct2_dir, device="cpu", compute_type=args.compute_type,
-        inter_threads=max(1, threads // args.ct2_threads_per_batch),
-        intra_threads=min(threads, args.ct2_threads_per_batch))
+    inter_threads, intra_threads = thread_split(os.cpu_count(), args.ct2_threads_per_batch)
+    translator = ctranslate2.Translator(args.ct2_dir, device="cpu", compute_type=args.compute_type,
+                                        inter_threads=inter_threads, intra_threads=intra_threads)
     result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
               "rss_peak_loading": peak_rss_bytes()}
     tokenizer = SentencePieceTokenizer(os.path.join(args.model_dir, "spiece.model"))

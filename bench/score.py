@@ -179,6 +179,8 @@ def ct2_translators(hf_dir: str, work_dir: str, threads: int, threads_per_batch:
     except ImportError:
         raise SystemExit('bench/score.py: CTranslate2 is not installed; run '
                          '`pip install -e ".[bench]"` or pass --skip_ct2') from None
+    from seahorse_metrics.engines.ctranslate2 import thread_split
+
     translators = {}
     for name, compute_type in CT2_VARIANTS.items():
         output_dir = os.path.join(work_dir, name)
@@ -192,10 +194,10 @@ def ct2_translators(hf_dir: str, work_dir: str, threads: int, threads_per_batch:
         if done.returncode:
             raise SystemExit(f"bench/score.py: converting {hf_dir} to CTranslate2 "
                              f"{compute_type} failed:\n{done.stderr[-3000:]}")
+        inter_threads, intra_threads = thread_split(threads, threads_per_batch)
         translators[name] = (ctranslate2.Translator(
-            output_dir, device="cpu", compute_type=compute_type,
-            inter_threads=max(1, threads // threads_per_batch),
-            intra_threads=min(threads, threads_per_batch)), ct2_vocabulary(output_dir))
+            output_dir, device="cpu", compute_type=compute_type, inter_threads=inter_threads,
+            intra_threads=intra_threads), ct2_vocabulary(output_dir))
     return translators
 
 

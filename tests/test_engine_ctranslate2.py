@@ -80,10 +80,10 @@ def test_float32_scores_equal_jax_for_v1_1_and_v1_0_in_every_mode(
 
 
 class _CallTimes:
-    """A translator whose translate_batch calls are timed (start, end)."""
+    """A translator whose translate_batch calls are timed (start, end) into `calls`."""
 
-    def __init__(self, translator):
-        self.translator, self.calls = translator, []
+    def __init__(self, translator, calls: list):
+        self.translator, self.calls = translator, calls
 
     def translate_batch(self, *args, **kwargs):
         import time
@@ -103,26 +103,36 @@ def _most_at_once(calls) -> int:
     return most
 
 
-def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, engine_options, pairs):
-    """threads_per_batch=1 (the default) on 2 threads: two batches compute at
-    once, with the scores of one batch on both threads."""
+def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, v1_0_dir, engine_options,
+                                                    pairs, tmp_path):
+    """On 2 threads, threads_per_batch=1 (the default) computes two batches at
+    once, with the scores of one batch on both threads; the compute slots are
+    the process's, so two metrics at 2 threads a batch never overlap."""
     premises, hypotheses = pairs
     scores, most = {}, {}
     for per_batch in (2, 1):
         scorer = MultiScorer.load(
-            {"m": tiny_hf_dir}, engine="ctranslate2", batch_size=2,
+            {"m": tiny_hf_dir, "v1_0": v1_0_dir}, engine="ctranslate2", batch_size=2,
             engine_options={**engine_options, "threads_per_batch": per_batch}, **SHAPES)
-        runner = scorer.runners[0]
-        assert runner.batches_at_once == 2 // per_batch
-        runner.translator = _CallTimes(runner.translator)
-        scores[per_batch] = scorer.score(premises, hypotheses)["m"]
-        assert len(runner.translator.calls) == len(premises) // 2
-        most[per_batch] = _most_at_once(runner.translator.calls)
+        calls = []
+        for runner in scorer.runners:
+            assert runner.batches_at_once == 2 // per_batch
+            runner.translator = _CallTimes(runner.translator, calls)
+        scores[per_batch] = scorer.score(premises, hypotheses)
+        assert len(calls) == 2 * len(premises) // 2  # two metrics, batches of 2
+        most[per_batch] = _most_at_once(calls)
     assert most == {2: 1, 1: 2}
-    np.testing.assert_allclose(scores[1], scores[2], rtol=1e-6)
-    with pytest.raises(ValueError, match="threads_per_batch"):
-        Scorer.load(tiny_hf_dir, engine="ctranslate2",
-                    engine_options={**engine_options, "threads_per_batch": 0})
+    for name in ("m", "v1_0"):
+        np.testing.assert_allclose(scores[1][name], scores[2][name], rtol=1e-6)
+    # Refused in one line before anything is converted.
+    cache = tmp_path / "untouched_cache"
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="engine option threads_per_batch") as error:
+            Scorer.load(tiny_hf_dir, engine="ctranslate2",
+                        engine_options={**engine_options, "cache_dir": str(cache),
+                                        "threads_per_batch": bad})
+        assert "\n" not in str(error.value)
+    assert not cache.exists() or not any(cache.iterdir())
 
 
 def sample_pairs(count):

@@ -59,12 +59,37 @@ COMPUTE_TYPES = {None: "float32", "float32": "float32", "int8": "int8"}
 ENGINE_FILE = "seahorse_engine.json"
 _CONVERTING_PREFIX = ".converting-"
 _VOCABULARY_FILES = ("shared_vocabulary.json", "target_vocabulary.json")
-# Every CTranslate2 call of the process goes through these workers, one per
-# usable core: several metrics' translators would otherwise each start all
-# their threads at once. A call computes on `threads_per_batch` cores, so as
-# many batches as cores / threads_per_batch compute at once.
+# Every CTranslate2 call of the process goes through these workers, and
+# computes only while it holds one of the process's compute slots (shared by
+# every metric's translator, or each would start all its threads at once):
+# `threads / threads_per_batch` slots, one core count of work each.
 _CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
                                                thread_name_prefix="ctranslate2")
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def thread_split(threads: Optional[int], threads_per_batch: int = 1) -> tuple[int, int]:
+    """CTranslate2's (inter_threads, intra_threads): batches computing side by
+    side, and the threads of each, for `threads` in all (None: every usable
+    core) and `threads_per_batch` threads per batch.
+
+    Raises:
+      ValueError: naming `threads_per_batch` unless it is a whole number >= 1.
+    """
+    if isinstance(threads_per_batch, bool) or not isinstance(threads_per_batch, int) or (
+            threads_per_batch < 1):
+        raise ValueError(f"engine option threads_per_batch must be a whole number >= 1, got "
+                         f"{threads_per_batch!r}")
+    threads = threads or len(os.sched_getaffinity(0))
+    intra_threads = min(threads_per_batch, threads)
+    return max(1, threads // intra_threads), intra_threads
+
+
+def _compute_slots(count: int) -> threading.BoundedSemaphore:
+    """The process's `count` compute slots, one semaphore per count."""
+    with _SLOTS_LOCK:
+        return _SLOTS.setdefault(count, threading.BoundedSemaphore(count))
 
 
 class EngineNotInstalled(ImportError):
@@ -311,6 +336,7 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     if unknown:
         raise ValueError(f"unknown engine options {unknown}; choose from {ENGINE_OPTIONS}")
     compute_type = compute_type_of(quantize)
+    thread_split(options.get("threads"), options.get("threads_per_batch", 1))  # checked early
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
     model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
@@ -461,6 +487,7 @@ class CTranslate2Runner:
           ValueError: if the converted vocabulary does not match `tokenizer`,
             or threads_per_batch is not a whole number of at least 1.
         """
+        inter_threads, intra_threads = thread_split(threads, threads_per_batch)
         ctranslate2 = require_ctranslate2()
         self.model_dir = model_dir
         self.compute_type = compute_type
@@ -470,17 +497,11 @@ class CTranslate2Runner:
         vocabulary = read_vocabulary(model_dir)
         check_vocabulary(vocabulary, tokenizer, model_dir)
         self._pieces = np.asarray(vocabulary, dtype=object)
-        if isinstance(threads_per_batch, bool) or not isinstance(threads_per_batch, int) or (
-                threads_per_batch < 1):
-            raise ValueError(f"threads_per_batch must be a whole number >= 1, got "
-                             f"{threads_per_batch!r}")
-        threads = threads or len(os.sched_getaffinity(0))
-        intra_threads = min(threads_per_batch, threads)
-        self.batches_at_once = max(1, threads // intra_threads)
-        self._computing = threading.BoundedSemaphore(self.batches_at_once)
+        self.batches_at_once = inter_threads
+        self._computing = _compute_slots(inter_threads)
         self.translator = ctranslate2.Translator(
             model_dir, device="cpu", compute_type=compute_type,
-            inter_threads=self.batches_at_once, intra_threads=intra_threads)
+            inter_threads=inter_threads, intra_threads=intra_threads)
         self.params = None  # The weights live in the translator.
 
     @classmethod

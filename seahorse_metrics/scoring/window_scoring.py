@@ -201,6 +201,7 @@ class WindowScorer:
         """
         stats = stats if stats is not None else ScoringStats()
         in_flight = collections.deque()
+        computing_at_once = max(runner.batches_at_once for runner in self.runners)
         for window, batch in self._batches(windows, stats):
             if batch is None:  # The window's examples that cannot be scored.
                 yield window.failed
@@ -210,7 +211,7 @@ class WindowScorer:
             stats.real_tokens += batch.real_tokens
             stats.batch_tokens += batch.tokens.size
             # One batch queued behind those computing keeps the devices busy.
-            if len(in_flight) > max(runner.batches_at_once for runner in self.runners):
+            if len(in_flight) > computing_at_once:
                 yield self._finish(*in_flight.popleft())
         while in_flight:
             yield self._finish(*in_flight.popleft())
