@@ -3,6 +3,7 @@
     python -m seahorse_metrics.demo                  # trains demo_output/metrics/q1..q6
     python bench/int8_agreement.py                   # their test split, float32 vs int8
     python bench/int8_agreement.py --engine ctranslate2   # the same on CTranslate2
+    python bench/int8_agreement.py --engine ctranslate2 --int8_smoothing 0   # unsmoothed
 
 Scores every pair of --input with every metric of --metrics twice, float32
 and `quantize="int8"` (with --packing, both packed), and prints per metric
@@ -36,6 +37,12 @@ def parse_args(argv=None):
     parser.add_argument("--engine", choices=("jax", "ctranslate2"), default="jax",
                         help="The model call of both modes (ctranslate2: `pip install -e '.[cpu]'`).")
     parser.add_argument("--limit", type=int, default=None, help="Score only the first N pairs.")
+    parser.add_argument("--int8_smoothing", type=float, default=None,
+                        help="ctranslate2 engine: SmoothQuant's alpha before int8 conversion "
+                             "(default the engine's, 0.5; 0 converts unsmoothed).")
+    parser.add_argument("--calibration", default=None,
+                        help="ctranslate2 engine: the smoothing's calibration pairs (JSON lines; "
+                             "default the bundled corpus).")
     return parser.parse_args(argv)
 
 
@@ -53,6 +60,14 @@ def read_pairs(path: str, limit):
     with open(path, encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     return records[:limit] if limit else records
+
+
+def engine_options(args):
+    """The ctranslate2 engine's smoothing options the command line sets."""
+    if args.engine != "ctranslate2":
+        return None
+    options = {"int8_smoothing": args.int8_smoothing, "calibration": args.calibration}
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def main(argv=None) -> int:
@@ -73,13 +88,15 @@ def main(argv=None) -> int:
     scores, speed = {}, {}
     for mode in ("float32", "int8"):
         scorer = MultiScorer.load(paths, quantize=None if mode == "float32" else mode,
-                                  packing=args.packing, engine=args.engine)
+                                  packing=args.packing, engine=args.engine,
+                                  engine_options=engine_options(args))
         scorer.score(premises[:8], hypotheses[:8])  # compile the common shapes first
         start = time.perf_counter()
         scores[mode] = scorer.score(premises, hypotheses, show_progress=False)
         speed[mode] = len(records) / (time.perf_counter() - start)
     print(f"{len(records)} pairs from {args.input}; {len(paths)} metrics"
-          f"{', packed' if args.packing else ''}; engine {args.engine}; examples/s (all metrics): "
+          f"{', packed' if args.packing else ''}; engine {args.engine} "
+          f"{engine_options(args) or ''}; examples/s (all metrics): "
           f"float32 {speed['float32']:.1f}, int8 {speed['int8']:.1f}")
     print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'auc f32':>8} {'auc int8':>9}")
     worst = 1.0

@@ -186,7 +186,7 @@ def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_v
 
     # A conversion killed half-way leaves only a temporary directory: a later
     # run removes it (its process is gone) and converts afresh.
-    def killed(checkpoint, vocab_path, output_dir, compute_type):
+    def killed(checkpoint, vocab_path, output_dir, compute_type, smoothing=None):
         os.makedirs(output_dir)
         open(os.path.join(output_dir, "model.bin"), "wb").write(b"torn")
         raise KeyboardInterrupt

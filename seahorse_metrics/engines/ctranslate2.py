@@ -140,15 +140,19 @@ def cache_directory(cache_dir: Optional[str] = None) -> str:
 
 
 # ------------------------------------------------------------- conversion
-def conversion_key(checkpoint: str, vocab_path: str, compute_type: str) -> str:
+def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
+                   smoothing: Optional[dict] = None) -> str:
     """The cache entry's name: content of checkpoint and vocabulary, compute
-    type and CTranslate2 version."""
+    type, CTranslate2 version, and the int8 smoothing recipe (its
+    calibration file by content, not by path) when there is one."""
     from seahorse_metrics.checkpoints.content import content_digest
 
     ctranslate2 = require_ctranslate2()
-    payload = json.dumps({"checkpoint": content_digest(checkpoint),
-                          "vocabulary": content_digest(vocab_path), "compute_type": compute_type,
-                          "ctranslate2": ctranslate2.__version__}, sort_keys=True)
+    entry = {"checkpoint": content_digest(checkpoint), "vocabulary": content_digest(vocab_path),
+             "compute_type": compute_type, "ctranslate2": ctranslate2.__version__}
+    if smoothing is not None:
+        entry["smoothing"] = {k: v for k, v in smoothing.items() if k != "calibration"}
+    payload = json.dumps(entry, sort_keys=True)
     return f"{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}-{compute_type}"
 
 
@@ -174,8 +178,8 @@ def _process_alive(pid: int) -> bool:
 
 
 def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float32",
-                    cache_dir: Optional[str] = None,
-                    in_child: bool = True) -> tuple[str, bool]:
+                    cache_dir: Optional[str] = None, in_child: bool = True,
+                    smoothing: Optional[dict] = None) -> tuple[str, bool]:
     """The CTranslate2 conversion of a checkpoint, converting it on first use.
 
     Args:
@@ -184,6 +188,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
       compute_type: "float32" or "int8" (the weights are stored so).
       cache_dir: The cache directory (default: see the module docstring).
       in_child: Run the converter in a child process (False: in this one).
+      smoothing: The int8 smoothing recipe (`smoothing.recipe`), or None.
 
     Returns:
       (model directory, whether it was converted by this call).
@@ -195,7 +200,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     """
     cache_dir = cache_directory(cache_dir)
     os.makedirs(cache_dir, exist_ok=True)
-    key = conversion_key(checkpoint, vocab_path, compute_type)
+    key = conversion_key(checkpoint, vocab_path, compute_type, smoothing)
     final = os.path.join(cache_dir, key)
     if os.path.isdir(final):
         return final, False
@@ -206,9 +211,9 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         output_dir = os.path.join(staging, "model")
         if in_child:
             _convert_in_child(checkpoint, vocab_path, output_dir, compute_type,
-                              os.path.join(cache_dir, f"{key}.failed.log"))
+                              os.path.join(cache_dir, f"{key}.failed.log"), smoothing)
         else:
-            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type)
+            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing)
         try:
             os.rename(output_dir, final)
         except OSError as error:  # Another process finished the same conversion first.
@@ -226,12 +231,14 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
 
 
 def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
-                      log_path: str) -> None:
+                      log_path: str, smoothing: Optional[dict] = None) -> None:
     """Runs `convert_checkpoint` in a child process (its memory leaves with it);
     if it fails, its output goes to `log_path` and its last error line into
     the `ConversionError`."""
     command = [sys.executable, "-m", __name__, "--checkpoint", checkpoint, "--vocab", vocab_path,
                "--output_dir", output_dir, "--compute_type", compute_type]
+    if smoothing is not None:
+        command += ["--smoothing", json.dumps(smoothing)]
     environment = dict(os.environ)
     environment.setdefault("JAX_PLATFORMS", "cpu")  # It only reads and writes files.
     done = subprocess.run(command, capture_output=True, text=True, env=environment)
@@ -246,20 +253,21 @@ def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute
 
 
 def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
-                       compute_type: str) -> None:
+                       compute_type: str, smoothing: Optional[dict] = None) -> None:
     """Converts a checkpoint with CTranslate2's `TransformersConverter`, in this process.
 
     The checkpoint is read in float32 and written as a Hugging Face
     directory next to `output_dir` (`export_hf`, with a tokenizer config
     that adds no sentinel pieces, so the vocabulary is the SentencePiece
-    model's, padded by the converter to the model's rows), then converted.
+    model's, padded by the converter to the model's rows), then converted;
+    with a `smoothing` recipe, the model the converter loads is smoothed
+    first (`engines.smoothing`), on the recipe's calibration pairs.
     """
     require_ctranslate2()
     os.environ.setdefault("USE_TF", "0")  # transformers must not import TensorFlow.
-    from ctranslate2.converters import TransformersConverter
-
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.checkpoints.hf import export_hf
+    from seahorse_metrics.engines import smoothing as smoothing_lib
 
     config, params = load_checkpoint(checkpoint, dtype="float32")
     parent = os.path.dirname(os.path.abspath(output_dir))
@@ -268,15 +276,17 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
         del params
         with open(os.path.join(hf_dir, "tokenizer_config.json"), "w", encoding="utf-8") as handle:
             json.dump({"extra_ids": 0, "legacy": True}, handle)
-        TransformersConverter(hf_dir, low_cpu_mem_usage=True).convert(
-            output_dir, quantization=compute_type)
+        converter = smoothing_lib.converter(hf_dir, vocab_path, smoothing)
+        converter.convert(output_dir, quantization=compute_type)
     with open(os.path.join(output_dir, ENGINE_FILE), "w", encoding="utf-8") as handle:
         json.dump({"checkpoint": os.path.abspath(checkpoint), "compute_type": compute_type,
-                   "config": config.to_dict()}, handle, indent=2)
+                   "smoothing": converter.smoothing_report, "config": config.to_dict()},
+                  handle, indent=2)
 
 
 # ---------------------------------------------------------------- loading
-ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child")
+ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child",
+                  "int8_smoothing", "calibration", "calibration_pairs")
 
 
 def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
@@ -320,7 +330,8 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
         compute side by side, one core each, which `bench/score.py` measured
         faster than all cores on one batch), `convert_in_child` (default
         True: the converter runs in a child process; False runs it here,
-        quicker for small models).
+        quicker for small models); with int8, `int8_smoothing`,
+        `calibration` and `calibration_pairs` (see `smoothing.recipe`).
 
     Returns:
       (the model's `EngineModel`, its `ConvertedModel`) for `MultiScorer(models=...)`.
@@ -330,6 +341,7 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
       ValueError: for an unknown engine option or quantization.
     """
     from seahorse_metrics.checkpoints import checkpoint_config
+    from seahorse_metrics.engines import smoothing as smoothing_lib
 
     options = dict(engine_options or {})
     unknown = sorted(set(options) - set(ENGINE_OPTIONS))
@@ -337,10 +349,11 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
         raise ValueError(f"unknown engine options {unknown}; choose from {ENGINE_OPTIONS}")
     compute_type = compute_type_of(quantize)
     thread_split(options.get("threads"), options.get("threads_per_batch", 1))  # checked early
+    smoothing = smoothing_lib.recipe(compute_type, options)
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
     model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
-                                   options.get("convert_in_child", True))
+                                   options.get("convert_in_child", True), smoothing)
     quantized = None if compute_type == "float32" else compute_type
     return (EngineModel(config.replace(dtype="float32", quantize=quantized)),
             ConvertedModel(model_dir, compute_type, options.get("threads"),
@@ -567,8 +580,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--vocab", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--compute_type", required=True, choices=sorted(set(COMPUTE_TYPES.values())))
+    parser.add_argument("--smoothing", type=json.loads, default=None,
+                        help="The int8 smoothing recipe, as JSON (see `smoothing.recipe`).")
     args = parser.parse_args(argv)
-    convert_checkpoint(args.checkpoint, args.vocab, args.output_dir, args.compute_type)
+    convert_checkpoint(args.checkpoint, args.vocab, args.output_dir, args.compute_type,
+                       args.smoothing)
     return 0
 
 

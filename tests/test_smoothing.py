@@ -1,0 +1,141 @@
+"""Smoothing for int8 before CTranslate2 converts a model (SmoothQuant).
+
+The folds keep the float model's outputs and cover every linear layer; on a
+model whose activations carry an outlier channel, int8 scores without
+smoothing stray from float32 and with it they come back; the engine options
+are checked before converting, enter the cache key and are recorded.
+"""
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fixtures import scoring_reference as ref
+from fixtures import tiny_model
+from seahorse_metrics import Scorer
+from seahorse_metrics.engines import ctranslate2 as engine
+from seahorse_metrics.engines import smoothing
+
+pytest.importorskip("ctranslate2")
+torch = pytest.importorskip("torch")
+
+SHAPES = dict(max_input_length=64, bucket_lengths=(32, 64), long_summaries="cut",
+              normalize="full")
+OUTLIER = 40.0  # How much larger channel 0 of every attention input is made.
+
+
+def _logits(model, token_ids):
+    start = torch.tensor([[model.config.decoder_start_token_id]])
+    with torch.no_grad():
+        return np.stack([model(input_ids=torch.tensor([ids]), decoder_input_ids=start)
+                         .logits[0, 0].numpy() for ids in token_ids])
+
+
+@pytest.fixture(scope="module")
+def token_ids(tiny_vocab_path):
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+    premises, hypotheses = ref.random_pairs(6, seed=2, max_words=40)
+    return smoothing.calibration_ids(SentencePieceTokenizer(tiny_vocab_path),
+                                     list(zip(premises, hypotheses)), max_length=64)
+
+
+@pytest.mark.parametrize("variant", ["v1_1", "v1_0"])
+def test_folds_keep_the_model_and_cover_every_linear_layer(tiny_hf_model, token_ids, variant):
+    if variant == "v1_1":
+        model = copy.deepcopy(tiny_hf_model)
+    else:  # relu feed-forward (wi folds into wo), lm_head tied to the embeddings
+        model = tiny_model.build_hf_model(tiny_model.tiny_t5_v1_0_config(), model_type="t5",
+                                          seed=3)
+    before = _logits(model, token_ids)
+    weights = {name: p.detach().clone() for name, p in model.named_parameters()}
+    report = smoothing.smooth_model(model, token_ids, alpha=0.5)
+    np.testing.assert_allclose(_logits(model, token_ids), before, rtol=1e-5, atol=1e-5)
+    linear = {name for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear)}
+    readers = {name for fold in smoothing.folds(model.config) for name in fold.readers}
+    assert readers == (linear if variant == "v1_1" else linear - {"lm_head"})
+    changed = {name for name, p in model.named_parameters()
+               if not torch.equal(p, weights[name])}
+    assert {f"{name}.weight" for name in readers} <= changed
+    assert report["folds"] == len(smoothing.folds(model.config))
+    assert report["inputs"] == len(token_ids) and report["tokens"] > 100
+
+
+def _with_outlier_channel(model):
+    """The same function, with channel 0 of every self-attention input OUTLIER
+    times larger (its norm scale up, q/k/v's column down), as trained T5s have."""
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if name.endswith("layer.0"):
+                module.layer_norm.weight[0] *= OUTLIER
+                for projection in (module.SelfAttention.q, module.SelfAttention.k,
+                                   module.SelfAttention.v):
+                    projection.weight[:, 0] /= OUTLIER
+    return model
+
+
+def test_smoothing_brings_int8_back_to_float32_on_an_outlier_channel(
+        tiny_hf_model, tiny_vocab_path, tmp_path):
+    checkpoint = tiny_model.save_hf_model(_with_outlier_channel(tiny_hf_model),
+                                          str(tmp_path / "outlier"), vocab_path=tiny_vocab_path)
+    premises, hypotheses = ref.random_pairs(24, seed=7, max_words=50)
+    options = {"cache_dir": str(tmp_path / "cache"), "convert_in_child": False}
+    reference = Scorer.load(checkpoint, **SHAPES).score(premises, hypotheses)
+
+    def log_error(quantize, **extra):
+        scores = Scorer.load(checkpoint, engine="ctranslate2", quantize=quantize,
+                             engine_options={**options, **extra}, **SHAPES
+                             ).score(premises, hypotheses)
+        return np.abs(np.log(scores) - np.log(reference)).mean()
+
+    assert log_error(None) < 1e-5  # the outlier model is the same model in float32
+    plain, smoothed = log_error("int8", int8_smoothing=0), log_error("int8")
+    assert smoothed < plain / 3, (plain, smoothed)
+
+
+def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tmp_path):
+    cache = str(tmp_path / "cache")
+    for options, words in (({"int8_smoothing": 1.5}, "int8_smoothing"),
+                           ({"int8_smoothing": True}, "int8_smoothing"),
+                           ({"calibration_pairs": 0}, "calibration_pairs"),
+                           ({"calibration": str(tmp_path / "none.jsonl")}, "none.jsonl")):
+        with pytest.raises(ValueError, match=words):
+            engine.load_converted(tiny_hf_dir, tiny_vocab_path, "int8",
+                                  {"cache_dir": cache, **options})
+    assert not os.path.exists(cache)  # refused before converting
+
+    assert smoothing.recipe("float32", {"int8_smoothing": 0.5}) is None
+    assert smoothing.recipe("int8", {"int8_smoothing": 0}) is None
+    recipe = smoothing.recipe("int8", {})
+    assert recipe["alpha"] == 0.5 and recipe["pairs"] == smoothing.DEFAULT_PAIRS
+    keys = {engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", r)
+            for r in (None, recipe, smoothing.recipe("int8", {"int8_smoothing": 0.7}))}
+    assert len(keys) == 3
+
+    # A calibration file enters the key by content; a bad row is named by line.
+    calibration = tmp_path / "pairs.jsonl"
+    calibration.write_text('{"article": "a cat sat on the mat", "summary": "a cat"}\n\n'
+                           '{"text": "the dog ran", "hypothesis": "a dog"}\n')
+    mine = smoothing.recipe("int8", {"calibration": str(calibration)})
+    assert smoothing.calibration_pairs(str(calibration), 5) == [
+        ("a cat sat on the mat", "a cat"), ("the dog ran", "a dog")]
+    moved = tmp_path / "moved.jsonl"
+    moved.write_text(calibration.read_text())
+    assert engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", mine) == \
+        engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", smoothing.recipe(
+            "int8", {"calibration": str(moved)}))
+    calibration.write_text('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n')
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: no text field summary / hypothesis"):
+        smoothing.calibration_pairs(str(calibration), 2)
+
+    # The library's default: converted in a child process, smoothing recorded.
+    model_dir, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
+                                                  smoothing=recipe)
+    record = json.load(open(os.path.join(model_dir, engine.ENGINE_FILE), encoding="utf-8"))
+    assert converted and record["smoothing"]["alpha"] == 0.5
+    assert record["smoothing"]["inputs"] == smoothing.DEFAULT_PAIRS
+    assert record["smoothing"]["calibration"] == smoothing.DEFAULT_CALIBRATION
