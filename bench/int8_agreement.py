@@ -7,7 +7,7 @@
 
 Scores every pair of --input with every metric of --metrics twice, float32
 and `quantize="int8"` (with --packing, both packed), and prints per metric
-the Spearman rank correlation of the two, the largest score difference,
+the Spearman rank correlation of the two, the largest and mean score difference,
 the ROC-AUC of each against the human labels where the input has them
 (boolean `q1`..`q6` fields, as `seahorse-metrics prepare` writes), and each
 mode's examples/s (busy machines make those noisy). Ends with
@@ -98,7 +98,8 @@ def main(argv=None) -> int:
           f"{', packed' if args.packing else ''}; engine {args.engine} "
           f"{engine_options(args) or ''}; examples/s (all metrics): "
           f"float32 {speed['float32']:.1f}, int8 {speed['int8']:.1f}")
-    print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'auc f32':>8} {'auc int8':>9}")
+    print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'mean |diff|':>12} {'auc f32':>8} "
+          f"{'auc int8':>9}")
     worst = 1.0
     for name in paths:
         a, b = scores["float32"][name], scores["int8"][name]
@@ -110,7 +111,8 @@ def main(argv=None) -> int:
         if keep and len({labels[i] for i in keep}) == 2:
             y = [labels[i] for i in keep]
             auc = [f"{roc_auc_score(y, s[keep]):.4f}" for s in (a, b)]
-        print(f"{name:<8} {rho:9.5f} {np.abs(a - b).max():11.2e} {auc[0]:>8} {auc[1]:>9}")
+        print(f"{name:<8} {rho:9.5f} {np.abs(a - b).max():11.2e} {np.abs(a - b).mean():12.2e} "
+              f"{auc[0]:>8} {auc[1]:>9}")
     print(f"min spearman: {worst:.5f}")
     return 0
 

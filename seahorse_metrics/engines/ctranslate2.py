@@ -12,7 +12,10 @@ converted once with CTranslate2's own converter (`TransformersConverter`,
 from the Hugging Face directory `checkpoints.hf.export_hf` writes), in a
 child process so that its copies of the weights leave with it, into a cache
 directory keyed by the checkpoint's content, the vocabulary, the compute
-type and the CTranslate2 version: a second run loads the conversion. A
+type and the CTranslate2 version: a second run loads the conversion. An
+int8 conversion is smoothed first (`engines.smoothing`, SmoothQuant on
+calibration pairs; the float model is unchanged), which brings its ranks
+closer to float32's; the recipe is part of the cache key. A
 conversion is written to a temporary directory and renamed into place when
 complete, so one that was killed is never used (its leftovers are removed
 by the next run on this machine once the process that wrote them is gone).

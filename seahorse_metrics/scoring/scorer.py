@@ -480,7 +480,8 @@ class Scorer:
           calibration, calibration_metric: A calibration file and the metric of
             it to use (`.calibration.apply(scores)`, `<score_field>_calibrated`).
           engine_options: With `engine="ctranslate2"`: cache_dir, threads,
-            convert_in_child (see `engines.ctranslate2.load_converted`).
+            threads_per_batch, convert_in_child, and for int8 int8_smoothing,
+            calibration, calibration_pairs (see `engines.ctranslate2.load_converted`).
           **kwargs: engine ("jax", or "ctranslate2": `seahorse_metrics.engines`),
             normalize ("full"|"pair"), truncation ("summary_first"|"joint"),
             long_inputs ("truncate"|"chunk"), chunk_overlap,
