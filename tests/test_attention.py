@@ -248,6 +248,23 @@ def test_config_blocking_fields():
             config.replace(**{field: value})
 
 
+def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):
+    """A checkpoint stores the attention blocks it was trained with; the
+    scorer's loader computes with the library's defaults."""
+    from seahorse_metrics.checkpoints import save_checkpoint
+    from seahorse_metrics.scoring.loading import load_model
+
+    _, blocked_config, params = tiny
+    path = save_checkpoint(str(tmp_path / "old"), blocked_config.replace(attention_key_block=2),
+                           params)
+    model, _ = load_model(path, "float32", mesh=None)
+    default = get_config("tiny")
+    assert (model.config.attention_blocked_min_length, model.config.attention_query_block,
+            model.config.attention_key_block) == (default.attention_blocked_min_length,
+                                                  default.attention_query_block, None)
+    assert model.config.relative_attention_max_distance == 9  # what the model is stays
+
+
 def test_cudnn_only_for_16_bit_attention_without_dropout_on_gpus():
     from seahorse_metrics.model.attention import uses_cudnn
 

@@ -23,6 +23,12 @@ QUANTIZATIONS = ("int8",)
 REMAT_POLICIES = ("none", "minimal", "full")
 
 
+# How attention is computed (blocked from which length, block sizes), not
+# what the network is.
+ATTENTION_COMPUTATION = ("attention_blocked_min_length", "attention_query_block",
+                         "attention_key_block")
+
+
 @dataclasses.dataclass(frozen=True)
 class T5Config:
     """Sizes and constants of one T5 network (v1.1 / mT5 by default, or v1.0).
@@ -145,6 +151,15 @@ class T5Config:
     def replace(self, **overrides: Any) -> "T5Config":
         """Returns a copy with the given fields changed."""
         return dataclasses.replace(self, **overrides)
+
+    def with_default_attention(self) -> "T5Config":
+        """A copy computing attention as this library's defaults do
+        (`ATTENTION_COMPUTATION`): what a checkpoint stored there is how its
+        training ran, not what the model is, and the outputs are the same to
+        float rounding; the scorer loads checkpoints so."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)
+                    if f.name in ATTENTION_COMPUTATION}
+        return self.replace(**defaults)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the fields as a JSON-serialisable dict."""

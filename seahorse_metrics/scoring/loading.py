@@ -53,7 +53,9 @@ def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None,
 
     param_dtype = "float32" if quantize else dtype
     config, params = load_checkpoint(path, dtype=param_dtype, mesh=mesh)
-    model = EncoderDecoderModel(config.replace(dtype=dtype, quantize=quantize))
+    # A checkpoint trained with other attention blocks is scored with today's.
+    model = EncoderDecoderModel(config.with_default_attention().replace(dtype=dtype,
+                                                                        quantize=quantize))
     if quantize is not None:
         from seahorse_metrics.model.quantize import quantize_params
 
