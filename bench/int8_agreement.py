@@ -40,7 +40,7 @@ def parse_args(argv=None):
     parser.add_argument("--int8_smoothing", type=float, default=None,
                         help="ctranslate2 engine: SmoothQuant's alpha before int8 conversion "
                              "(default the engine's, 0.5; 0 converts unsmoothed).")
-    parser.add_argument("--calibration", default=None,
+    parser.add_argument("--smoothing_data", default=None,
                         help="ctranslate2 engine: the smoothing's calibration pairs (JSON lines; "
                              "default the bundled corpus).")
     return parser.parse_args(argv)
@@ -66,7 +66,7 @@ def engine_options(args):
     """The ctranslate2 engine's smoothing options the command line sets."""
     if args.engine != "ctranslate2":
         return None
-    options = {"int8_smoothing": args.int8_smoothing, "calibration": args.calibration}
+    options = {"int8_smoothing": args.int8_smoothing, "smoothing_data": args.smoothing_data}
     return {name: value for name, value in options.items() if value is not None}
 
 

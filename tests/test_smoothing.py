@@ -96,13 +96,22 @@ def test_smoothing_brings_int8_back_to_float32_on_an_outlier_channel(
     plain, smoothed = log_error("int8", int8_smoothing=0), log_error("int8")
     assert smoothed < plain / 3, (plain, smoothed)
 
+    # What produced the scores names the conversion, so a run resumes only with
+    # the same smoothing (the JAX engine's metadata has no conversions).
+    described = [Scorer.load(checkpoint, engine="ctranslate2", quantize="int8",
+                             engine_options={**options, "int8_smoothing": alpha}, **SHAPES
+                             ).metadata() for alpha in (0, 0.5, 0.5)]
+    names = [d["conversions"]["score"] for d in described]
+    assert names[0] != names[1] == names[2] and names[1].endswith("-int8")
+    assert "conversions" not in Scorer.load(checkpoint, **SHAPES).metadata()
+
 
 def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tmp_path):
     cache = str(tmp_path / "cache")
     for options, words in (({"int8_smoothing": 1.5}, "int8_smoothing"),
                            ({"int8_smoothing": True}, "int8_smoothing"),
-                           ({"calibration_pairs": 0}, "calibration_pairs"),
-                           ({"calibration": str(tmp_path / "none.jsonl")}, "none.jsonl")):
+                           ({"smoothing_pairs": 0}, "smoothing_pairs"),
+                           ({"smoothing_data": str(tmp_path / "none.jsonl")}, "none.jsonl")):
         with pytest.raises(ValueError, match=words):
             engine.load_converted(tiny_hf_dir, tiny_vocab_path, "int8",
                                   {"cache_dir": cache, **options})
@@ -120,14 +129,14 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     calibration = tmp_path / "pairs.jsonl"
     calibration.write_text('{"article": "a cat sat on the mat", "summary": "a cat"}\n\n'
                            '{"text": "the dog ran", "hypothesis": "a dog"}\n')
-    mine = smoothing.recipe("int8", {"calibration": str(calibration)})
+    mine = smoothing.recipe("int8", {"smoothing_data": str(calibration)})
     assert smoothing.calibration_pairs(str(calibration), 5) == [
         ("a cat sat on the mat", "a cat"), ("the dog ran", "a dog")]
     moved = tmp_path / "moved.jsonl"
     moved.write_text(calibration.read_text())
     assert engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", mine) == \
         engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", smoothing.recipe(
-            "int8", {"calibration": str(moved)}))
+            "int8", {"smoothing_data": str(moved)}))
     calibration.write_text('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n')
     with pytest.raises(ValueError, match=r"pairs.jsonl:2: no text field summary / hypothesis"):
         smoothing.calibration_pairs(str(calibration), 2)

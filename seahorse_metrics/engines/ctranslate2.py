@@ -145,9 +145,8 @@ def cache_directory(cache_dir: Optional[str] = None) -> str:
 # ------------------------------------------------------------- conversion
 def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
                    smoothing: Optional[dict] = None) -> str:
-    """The cache entry's name: content of checkpoint and vocabulary, compute
-    type, CTranslate2 version, and the int8 smoothing recipe (its
-    calibration file by content, not by path) when there is one."""
+    """The cache entry's name: content of checkpoint and vocabulary, compute type,
+    CTranslate2 version, and any int8 smoothing recipe (its file by content)."""
     from seahorse_metrics.checkpoints.content import content_digest
 
     ctranslate2 = require_ctranslate2()
@@ -289,7 +288,7 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
 
 # ---------------------------------------------------------------- loading
 ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child",
-                  "int8_smoothing", "calibration", "calibration_pairs")
+                  "int8_smoothing", "smoothing_data", "smoothing_pairs")
 
 
 def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
@@ -334,7 +333,7 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
         faster than all cores on one batch), `convert_in_child` (default
         True: the converter runs in a child process; False runs it here,
         quicker for small models); with int8, `int8_smoothing`,
-        `calibration` and `calibration_pairs` (see `smoothing.recipe`).
+        `smoothing_data` and `smoothing_pairs` (see `smoothing.recipe`).
 
     Returns:
       (the model's `EngineModel`, its `ConvertedModel`) for `MultiScorer(models=...)`.
@@ -394,6 +393,12 @@ def engine_runners(models: Mapping[str, tuple], tokenizer,
 def engine_name(runner: Any) -> str:
     """The engine of a scorer's model call ("jax" for `ModelRunner`)."""
     return getattr(runner, "engine", "jax")
+
+
+def conversion_name(runner: "CTranslate2Runner") -> str:
+    """The runner's cache entry: a digest of what makes its scores (see
+    `conversion_key`), the same on every machine."""
+    return os.path.basename(os.path.normpath(runner.model_dir))
 
 
 # ------------------------------------------------------------- model call

@@ -5,7 +5,7 @@
     report = smooth_model(hf_model, ids, alpha=0.5)  # in place, same outputs in float
 
     # What the ctranslate2 engine does for quantize="int8" (engine options
-    # int8_smoothing, calibration, calibration_pairs):
+    # int8_smoothing, smoothing_data, smoothing_pairs):
     converter(hf_dir, vocab_path, recipe("int8", engine_options)).convert(out, quantization="int8")
 
 CTranslate2's int8 products quantize the activations too, one scale per
@@ -220,8 +220,8 @@ def calibration_ids(tokenizer: Any, pairs: Sequence[tuple[str, str]],
 def recipe(compute_type: str, options: Mapping[str, Any]) -> Optional[dict]:
     """How an int8 conversion is smoothed, from the ctranslate2 engine
     options `int8_smoothing` (SmoothQuant's alpha, default 0.5; 0 turns it
-    off), `calibration` (a JSON-lines file of article/summary pairs; default
-    the bundled corpus) and `calibration_pairs` (default 64); None for
+    off), `smoothing_data` (a JSON-lines file of article/summary pairs;
+    default the bundled corpus) and `smoothing_pairs` (default 64); None for
     float32 or alpha 0. The calibration file enters the recipe by content.
 
     Raises:
@@ -232,13 +232,13 @@ def recipe(compute_type: str, options: Mapping[str, Any]) -> Optional[dict]:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
         raise ValueError(f"engine option int8_smoothing must be a number from 0 (off) to 1, "
                          f"got {alpha!r}")
-    pairs = options.get("calibration_pairs", DEFAULT_PAIRS)
+    pairs = options.get("smoothing_pairs", DEFAULT_PAIRS)
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
-        raise ValueError(f"engine option calibration_pairs must be a positive integer, "
+        raise ValueError(f"engine option smoothing_pairs must be a positive integer, "
                          f"got {pairs!r}")
-    path = options.get("calibration") or DEFAULT_CALIBRATION
+    path = options.get("smoothing_data") or DEFAULT_CALIBRATION
     if not os.path.isfile(path):
-        raise ValueError(f"engine option calibration: no file {path}")
+        raise ValueError(f"engine option smoothing_data: no file {path}")
     if compute_type != "int8" or alpha == 0:
         return None
     digest = hashlib.sha256()

@@ -48,7 +48,7 @@ from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
-from seahorse_metrics.engines.ctranslate2 import engine_name, engine_runners
+from seahorse_metrics.engines.ctranslate2 import conversion_name, engine_name, engine_runners
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring.job import InputFields, ScoringOptions
 from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
@@ -268,8 +268,10 @@ class MultiScorer:
             runner.precompile(shapes)
 
     def metadata(self) -> dict:
-        """What produced the scores: settings, checkpoints, vocabulary, batching."""
-        return {
+        """What produced the scores: settings, checkpoints, vocabulary, batching
+        (and on the ctranslate2 engine, each metric's conversion, so a run
+        resumes only with the same int8 smoothing and CTranslate2 version)."""
+        described = {
             "score": 'P("1") at the first decoder step',
             "normalize": self.settings.normalize,
             "settings": self.settings.to_dict(),
@@ -289,6 +291,10 @@ class MultiScorer:
                          "data_parallel": self.runners[0].data_parallel,
                          "packing": self.packing},
         }
+        if described["engine"] == "ctranslate2":
+            described["conversions"] = {name: conversion_name(runner)
+                                        for name, runner in zip(self.names, self.runners)}
+        return described
 
     # ----------------------------------------------------------- scoring
     def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
@@ -481,7 +487,7 @@ class Scorer:
             it to use (`.calibration.apply(scores)`, `<score_field>_calibrated`).
           engine_options: With `engine="ctranslate2"`: cache_dir, threads,
             threads_per_batch, convert_in_child, and for int8 int8_smoothing,
-            calibration, calibration_pairs (see `engines.ctranslate2.load_converted`).
+            smoothing_data, smoothing_pairs (see `engines.ctranslate2.load_converted`).
           **kwargs: engine ("jax", or "ctranslate2": `seahorse_metrics.engines`),
             normalize ("full"|"pair"), truncation ("summary_first"|"joint"),
             long_inputs ("truncate"|"chunk"), chunk_overlap,
