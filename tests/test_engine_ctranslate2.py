@@ -249,9 +249,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     cache = tmp_path / "ct2_cache"
     monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
     premises, hypotheses = ref.random_pairs(30, seed=11)
-    source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
-                              for p, h in zip(premises, hypotheses)))
+    source = ref.write_pairs(tmp_path / "in.jsonl", premises, hypotheses)
     command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
                "ctranslate2", "--normalize", "pair", "--threshold", "0.5"] + CLI_SHAPES
     full = str(tmp_path / "full.jsonl")

@@ -148,3 +148,35 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     assert converted and record["smoothing"]["alpha"] == 0.5
     assert record["smoothing"]["inputs"] == smoothing.DEFAULT_PAIRS
     assert record["smoothing"]["calibration"] == smoothing.DEFAULT_CALIBRATION
+
+
+def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch, capsys):
+    """`--engine_option KEY=VALUE` reaches the ctranslate2 engine (here: the
+    smoothing's exponent and pairs, recorded by the conversion); an unknown
+    option, or any with the JAX engine, is refused in one line."""
+    from seahorse_metrics.cli import main as cli_main
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    premises, hypotheses = ref.random_pairs(6, seed=3)
+    source = ref.write_pairs(tmp_path / "in.jsonl", premises, hypotheses)
+    command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
+               "ctranslate2", "--quantize", "int8", "--max_input_length", "64",
+               "--long_summaries", "cut", "--no_progress",
+               "--engine_option", "int8_smoothing=0.7", "--engine_option", "smoothing_pairs=8",
+               "--engine_option", "convert_in_child=false"]
+    assert cli_main(command + ["--output", str(tmp_path / "out.jsonl")]) == 0
+    (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
+    record = json.load(open(cache / entry / engine.ENGINE_FILE, encoding="utf-8"))
+    assert record["smoothing"]["alpha"] == 0.7 and record["smoothing"]["inputs"] == 8
+    meta = json.load(open(tmp_path / "out.jsonl.meta.json", encoding="utf-8"))
+    assert entry in json.dumps(meta)
+    capsys.readouterr()
+
+    jax_command = [w for w in command if w not in ("ctranslate2", "--engine")]
+    for words, extra in ((["int8_smoothing", "ctranslate2 engine's"], []),
+                         (["unknown engine options", "colour"], ["--engine_option", "colour=red"])):
+        chosen = (jax_command if "ctranslate2 engine's" in words else command) + extra
+        assert cli_main(chosen + ["--output", str(tmp_path / "x.jsonl")]) == 2
+        error = capsys.readouterr().err
+        assert all(word in error for word in words) and error.count("\n") == 1, error

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+from typing import Any
 
 from seahorse_metrics import compilation_cache
 from seahorse_metrics.scoring.job import (InputFields, ScoringOptions, check_output_path,
@@ -187,6 +189,12 @@ def _add_device_options(parser) -> None:
                              "--quantize int8 with CTranslate2's int8 kernels; the checkpoint is "
                              "converted once into ~/.cache/seahorse-metrics/ctranslate2, or "
                              "$SEAHORSE_METRICS_CTRANSLATE2_CACHE; pip install -e '.[cpu]').")
+    parser.add_argument("--engine_option", action="append", type=engine_option, default=[],
+                        metavar="KEY=VALUE",
+                        help="An option of --engine ctranslate2, repeatable: threads, "
+                             "threads_per_batch, cache_dir, and for --quantize int8 "
+                             "int8_smoothing (0 turns the smoothing off), smoothing_data "
+                             "(JSON-lines pairs to calibrate it on), smoothing_pairs.")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="Parameter and compute dtype (default float32). bfloat16 loads the "
                              "weights in half the memory; norms, softmax and logits stay "
@@ -207,6 +215,18 @@ def _add_device_options(parser) -> None:
                              "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
                              "for one device (default: every local device on data).")
     compilation_cache.add_arguments(parser)
+
+
+def engine_option(text: str) -> tuple[str, Any]:
+    """argparse type of --engine_option: KEY=VALUE, the value read as JSON
+    when it is JSON (numbers, true/false) and as a string otherwise."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
 
 
 def mesh_spec(text: str) -> str:
@@ -273,7 +293,8 @@ def scorer_options(args) -> ScoringOptions:
                           sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
                           quantize=args.quantize, packing=args.packing,
-                          engine=args.engine, scan_layers=args.scan_layers)
+                          engine=args.engine, scan_layers=args.scan_layers,
+                          engine_options=dict(args.engine_option) or None)
 
 
 def input_fields(args) -> InputFields:

@@ -62,7 +62,8 @@ class ScoringOptions:
     question_template (None: the checkpoints' own, else the default) (inputs);
     batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
     compiler_options (batches and programs); engine ("jax" or "ctranslate2":
-    the model call, see `seahorse_metrics.engines`).
+    the model call, see `seahorse_metrics.engines`) and engine_options (the
+    ctranslate2 engine's, `engines.ctranslate2.load_converted`).
     """
 
     vocab: Optional[str] = None
@@ -85,12 +86,14 @@ class ScoringOptions:
     compiler_options: Optional[Mapping[str, Any]] = None
     engine: str = "jax"
     scan_layers: bool = False
+    engine_options: Optional[Mapping[str, Any]] = None
 
     def __post_init__(self):
         if self.bucket_lengths is not None:
             object.__setattr__(self, "bucket_lengths", tuple(int(b) for b in self.bucket_lengths))
-        if self.compiler_options is not None:
-            object.__setattr__(self, "compiler_options", dict(self.compiler_options))
+        for name in ("compiler_options", "engine_options"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, dict(getattr(self, name)))
 
     @classmethod
     def of(cls, options: Optional["ScoringOptions"] = None, **changes) -> "ScoringOptions":
@@ -110,6 +113,8 @@ class ScoringOptions:
         values = dataclasses.asdict(self)
         if values["bucket_lengths"] is not None:
             values["bucket_lengths"] = list(values["bucket_lengths"])
+        if values["engine_options"] is None:  # Absent, as before the field existed.
+            del values["engine_options"]
         return values
 
     @classmethod
@@ -126,7 +131,7 @@ class ScoringOptions:
         question template only when set)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
-                                    "scan_layers")}
+                                    "scan_layers", "engine_options")}
         if self.question_template is not None:
             values["question_template"] = self.question_template
         return values

@@ -71,11 +71,20 @@ def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: Scorin
                 mesh: Any, engine_options: Optional[Mapping[str, Any]] = None) -> tuple[dict, Any]:
     """name -> (model, parameters) of each checkpoint on `options.engine`,
     and the mesh they are scored on (None on an engine other than JAX, whose
-    converted models `engines.ctranslate2.converted_models` gives)."""
+    converted models `engines.ctranslate2.converted_models` gives, with
+    `options.engine_options` updated by `engine_options`).
+
+    Raises:
+      ValueError: for engine options with the JAX engine.
+    """
+    merged = {**(options.engine_options or {}), **(engine_options or {})}
     if options.engine != "jax":
         from seahorse_metrics.engines.ctranslate2 import converted_models
 
-        return converted_models(checkpoints, vocab_path, options, mesh, engine_options), None
+        return converted_models(checkpoints, vocab_path, options, mesh, merged), None
+    if merged:
+        raise ValueError(f"engine options ({', '.join(sorted(merged))}) are the ctranslate2 "
+                         "engine's; drop them, or score with engine ctranslate2")
     mesh = mesh_or_default(mesh)
     return {name: load_model(path, options.dtype, mesh, options.quantize, options.scan_layers)
             for name, path in checkpoints.items()}, mesh
