@@ -171,6 +171,11 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
     assert record["smoothing"]["alpha"] == 0.7 and record["smoothing"]["inputs"] == 8
     meta = json.load(open(tmp_path / "out.jsonl.meta.json", encoding="utf-8"))
     assert entry in json.dumps(meta)
+    # Beam workers (here in this process) get the same options: no other conversion.
+    assert cli_main(command + ["--output", str(tmp_path / "beam.jsonl"), "--runner",
+                               "DirectRunner", "--merge",
+                               "--direct_running_mode=in_memory"]) == 0
+    assert [name for name in os.listdir(cache) if not name.startswith(".")] == [entry]
     capsys.readouterr()
 
     jax_command = [w for w in command if w not in ("ctranslate2", "--engine")]
