@@ -137,9 +137,21 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     assert engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", mine) == \
         engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", smoothing.recipe(
             "int8", {"smoothing_data": str(moved)}))
-    calibration.write_text('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n')
-    with pytest.raises(ValueError, match=r"pairs.jsonl:2: no text field summary / hypothesis"):
-        smoothing.calibration_pairs(str(calibration), 2)
+    for text, error in (('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n',
+                         r"pairs.jsonl:2: no text field summary / hypothesis"),
+                        ('{"article": "a cat", "summary": "a cat"}\n{"article": \n',
+                         r"pairs.jsonl:2: not a JSON row"),
+                        ('["a cat", "a cat"]\n', r"pairs.jsonl:1: not a JSON object"),
+                        ("\n\n", r"pairs.jsonl has no pairs")):
+        calibration.write_text(text)
+        with pytest.raises(ValueError, match=error):
+            smoothing.calibration_pairs(str(calibration), 2)
+    # Through the engine: refused at conversion, the line named, nothing cached.
+    with pytest.raises(ValueError, match=r"pairs.jsonl has no pairs"):
+        engine.load_converted(tiny_hf_dir, tiny_vocab_path, "int8",
+                              {"cache_dir": cache, "convert_in_child": False,
+                               "smoothing_data": str(calibration)})
+    assert [name for name in os.listdir(cache) if not name.startswith(".")] == []
 
     # The library's default: converted in a child process, smoothing recorded.
     model_dir, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
@@ -178,6 +190,11 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
     assert [name for name in os.listdir(cache) if not name.startswith(".")] == [entry]
     capsys.readouterr()
 
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        cli_main(command + ["--output", str(tmp_path / "x.jsonl"), "--engine_option", "colour"])
+    assert exited.value.code == 2
+    assert "expected KEY=VALUE, got 'colour'" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x.jsonl")
     jax_command = [w for w in command if w not in ("ctranslate2", "--engine")]
     for words, extra in ((["int8_smoothing", "ctranslate2 engine's"], []),
                          (["unknown engine options", "colour"], ["--engine_option", "colour=red"])):

@@ -178,9 +178,12 @@ def calibration_pairs(path: Optional[str] = None, count: int = DEFAULT_PAIRS
     (gzipped if it ends in .gz; fields article, text or premise, and summary
     or hypothesis); default the bundled multilingual corpus.
 
+    Only the picked rows are parsed (a sample of a large file is read whole
+    as lines, not as JSON).
+
     Raises:
-      ValueError: naming the file and line of a row that is not JSON or
-        lacks a field, or a file without pairs.
+      ValueError: naming the file and line of a picked row that is not a
+        JSON object or lacks a field, or a file without pairs.
     """
     path = path or DEFAULT_CALIBRATION
     opener = gzip.open if path.endswith(".gz") else open
@@ -198,10 +201,11 @@ def _pair(path: str, number: int, line: str) -> tuple[str, str]:
         row = json.loads(line)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}:{number}: not a JSON row ({error})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{path}:{number}: not a JSON object")
     fields = []
     for names in (PREMISE_FIELDS, HYPOTHESIS_FIELDS):
-        found = [row[name] for name in names if isinstance(row, dict)
-                 and isinstance(row.get(name), str)]
+        found = [row[name] for name in names if isinstance(row.get(name), str)]
         if not found:
             raise ValueError(f"{path}:{number}: no text field {' / '.join(names)}")
         fields.append(found[0])
