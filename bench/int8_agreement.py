@@ -30,7 +30,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--metrics", default="demo_output/metrics",
                         help="A folder of metric checkpoints (one subfolder each; default the "
-                             "demo's) or a comma-separated list of checkpoints.")
+                             "demo's), one checkpoint, or a comma-separated list of [NAME=]DIR "
+                             "(named by the directory, or its parent for a best/).")
     parser.add_argument("--input", default="demo_output/prepared/test.jsonl",
                         help="JSONL with article and summary fields (default the demo's test split).")
     parser.add_argument("--packing", action="store_true", help="Pack inputs in both modes.")
@@ -47,13 +48,35 @@ def parse_args(argv=None):
 
 
 def metric_paths(spec: str) -> dict[str, str]:
-    """{name: checkpoint} from a folder of metrics or a comma-separated list."""
-    if "," not in spec and os.path.isdir(spec) and not os.path.isfile(
-            os.path.join(spec, "config.json")):
+    """{name: checkpoint} from a folder of metrics (one subfolder each, its
+    `best/` where there is one) or a comma-separated list of `[NAME=]DIR`
+    (unnamed: the directory's name, its parent's for a `best/`).
+
+    Raises:
+      ValueError: for two metrics of one name (the second would replace the
+        first in the table).
+    """
+    from seahorse_metrics.checkpoints import detect_format
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
+
+    def is_checkpoint(path: str) -> bool:
+        try:
+            return bool(detect_format(path))
+        except FileNotFoundError:
+            return False
+
+    if "," not in spec and os.path.isdir(spec) and not is_checkpoint(spec):
         names = sorted(n for n in os.listdir(spec) if os.path.isdir(os.path.join(spec, n)))
         return {n: os.path.join(spec, n, "best") if os.path.isdir(os.path.join(spec, n, "best"))
                 else os.path.join(spec, n) for n in names}
-    return {os.path.basename(os.path.normpath(p)): p for p in spec.split(",")}
+
+    def named(path: str) -> str:
+        if "=" in path and not os.path.exists(path):
+            return path
+        parts = os.path.normpath(path).split(os.sep)
+        name = parts[-2] if parts[-1] == "best" and len(parts) > 1 else parts[-1]
+        return f"{name}={path}"
+    return checkpoint_names([named(p) for p in spec.split(",") if p])
 
 
 def read_pairs(path: str, limit):
