@@ -285,3 +285,21 @@ def test_an_interrupted_export_leaves_the_output_as_it_was(run_dir, tmp_path, mo
         export_checkpoint(run_dir, "t5x", str(output), overwrite=True, step=9)
     assert sorted(os.listdir(output)) == before
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]
+
+
+def test_a_training_run_is_scored_and_evaluated_by_its_best_checkpoint(run_dir, tmp_path):
+    """A MODEL_DIR (no checkpoint itself) means its best/ to the Scorer and to
+    `evaluate --metric checkpoint:`, as to export above."""
+    from seahorse_metrics import MultiScorer
+    from seahorse_metrics.evaluation.metrics import CheckpointMetric, parse_metric_spec
+
+    best = os.path.join(run_dir, "best")
+    scorer = MultiScorer.load([run_dir, best])
+    assert set(scorer.checkpoints) == {f"score_{os.path.basename(run_dir)}", "score_best"}
+    assert set(scorer.checkpoints.values()) == {best}
+    scores = scorer.score(["a b c d e", "f g h"], ["a b", "x y"])
+    np.testing.assert_array_equal(*scores.values())
+    assert CheckpointMetric(parse_metric_spec(f"checkpoint:{run_dir}"), None).path == best
+    # A directory that is neither a checkpoint nor a run is still named as such.
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        MultiScorer.load([str(tmp_path)])

@@ -44,7 +44,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.layout import BEST_DIR, VOCAB_FILE, best_step, find_vocabulary
+from seahorse_metrics.checkpoints.layout import VOCAB_FILE, best_step, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
 from seahorse_metrics.model.config import T5Config
@@ -358,26 +358,11 @@ def _source(checkpoint: str, vocab: Optional[str]) -> tuple[str, Optional[str]]:
     and the vocabulary to ship with it."""
     from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 
-    checkpoint = _best_of_model_dir(resolve_checkpoint(checkpoint))
+    checkpoint = resolve_checkpoint(checkpoint)
     vocab_path = vocab if vocab is not None else _checkpoint_vocabulary(checkpoint)
     if vocab_path is not None and not os.path.isfile(vocab_path):
         raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     return checkpoint, vocab_path
-
-
-def _best_of_model_dir(path: str) -> str:
-    """`path`, or `path/best` when `path` is a training run's MODEL_DIR."""
-    from seahorse_metrics.checkpoints import detect_format
-
-    best = os.path.join(path, BEST_DIR)
-    try:
-        detect_format(path)
-    except FileNotFoundError:
-        if os.path.isdir(best):
-            logger.info("%s is a training run; exporting its best checkpoint %s", path, best)
-            return best
-        raise
-    return path
 
 
 def _checkpoint_vocabulary(checkpoint: str) -> Optional[str]:

@@ -2,7 +2,8 @@
 
 `resolve_checkpoint` is the one place the Scorer, `score --checkpoint`,
 `evaluate --metric checkpoint:` and `export --checkpoint` turn what the user
-wrote into a directory. A path that exists is used as it is; otherwise a
+wrote into a directory. A path that exists is used as it is (a training
+run's MODEL_DIR, which is no checkpoint itself, by its `best/`); otherwise a
 string shaped like a hub id (`org/name`, optionally `org/name@revision`) goes
 through `huggingface_hub.snapshot_download`, so its cache (`HF_HOME`,
 `HF_HUB_CACHE`), offline mode (`HF_HUB_OFFLINE=1`), endpoint and token
@@ -33,11 +34,13 @@ def resolve_checkpoint(spec: str) -> str:
 
     Args:
       spec: A local checkpoint path (returned unchanged, existing or not, so the
-        loader reports what is wrong with it), or a hub id such as
-        `google/seahorse-large-q4` or `google/seahorse-large-q4@<revision>`.
+        loader reports what is wrong with it; a training run's MODEL_DIR gives
+        its `best/`), or a hub id such as `google/seahorse-large-q4` or
+        `google/seahorse-large-q4@<revision>`.
 
     Returns:
-      The directory: `spec` itself, or the hub snapshot in the local cache.
+      The directory: `spec` itself, its `best/`, or the hub snapshot in the
+      local cache.
 
     Raises:
       FileNotFoundError: if `spec` is a hub-id-shaped string that is neither a
@@ -45,13 +48,30 @@ def resolve_checkpoint(spec: str) -> str:
         does not have it).
     """
     if not is_hub_id(spec):
-        return spec
+        return _best_of_run(spec)
     match = _HUB_ID.match(spec)
     repo, revision = match.group("repo"), match.group("revision")
     path = _snapshot(spec, repo, revision, _COMMON_FILES + _WEIGHT_CHOICES[0])
     if not _has_weights(path):
         path = _snapshot(spec, repo, revision, _COMMON_FILES + _WEIGHT_CHOICES[1])
     logger.info("hub id %s -> %s", spec, path)
+    return path
+
+
+def _best_of_run(path: str) -> str:
+    """`path`, or `path/best` when `path` is a training run's MODEL_DIR (no
+    checkpoint itself, with a `best/`)."""
+    from seahorse_metrics.checkpoints import detect_format
+    from seahorse_metrics.checkpoints.layout import BEST_DIR
+
+    best = os.path.join(path, BEST_DIR)
+    if not os.path.isdir(best):
+        return path
+    try:
+        detect_format(path)
+    except FileNotFoundError:
+        logger.info("%s is a training run: using its best checkpoint %s", path, best)
+        return best
     return path
 
 
