@@ -277,3 +277,64 @@ def test_cudnn_only_for_16_bit_attention_without_dropout_on_gpus():
     assert not uses_cudnn("gpu", jnp.bfloat16, 256, deterministic=True)
     assert not uses_cudnn("gpu", jnp.bfloat16, 60, deterministic=True)
     assert jax.default_backend() == "cpu"  # so every other test here runs the XLA path
+
+
+def _right_padded(length: int) -> AttentionMask:
+    """Key padding of two rows: all `length` tokens, and 5 fewer."""
+    return AttentionMask(jnp.asarray(np.arange(length)[None, :] < np.array([[length],
+                                                                            [length - 5]])))
+
+
+def test_cudnn_call_equals_dense_attention_with_the_xla_implementation():
+    """`cudnn_attention`'s arguments (bias orientation, key counts, causal flag,
+    packed segments) mean today's attention: the same call with
+    implementation="xla" runs on CPU."""
+    from seahorse_metrics.model.attention import cudnn_attention
+
+    length = 24
+    (q, k, v, table), packed = _attention_inputs(length, causal=False)
+    (_, _, _, causal_table), _ = _attention_inputs(length, causal=True)
+    position = RelativeBias(table, length, length)
+    cases = {"key padding": (position, _right_padded(length)),
+             "causal": (RelativeBias(causal_table, length, length),
+                        AttentionMask(None, causal=True)),
+             "no bias": (None, _right_padded(length)),
+             "packed": (position, packed)}
+    for name, (bias, mask) in cases.items():
+        want = weighted_values(dense_weights(q, k, bias, mask, jnp.float32), v, jnp.float32,
+                               jnp.float32, False)
+        got = cudnn_attention(q, k, v, bias, mask, jnp.float32, jnp.float32,
+                              implementation="xla")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_gpu_scoring_lowers_every_attention_to_cudnn(monkeypatch):
+    """Abstract lowering for CUDA (no GPU here): bfloat16 scoring of an
+    mT5-small-shaped network at 2048 tokens puts each of its 24 attentions in
+    cuDNN's fused kernel, with the bias at [1, H, Q, K] and the padding as key
+    counts (mask PADDING), never as a [B, H, Q, K] array."""
+    import re
+
+    from jax._src.cudnn import fused_attention_stablehlo
+    from seahorse_metrics.model import network
+
+    # CPU jaxlib has no cuDNN to ask its version of; lowering needs only a number.
+    monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 90800)
+    monkeypatch.setattr(network.jax, "default_backend", lambda: "gpu")
+    config = get_config("mt5-small").replace(dtype="bfloat16")
+    model = EncoderDecoderModel(config)
+    batch, length = 2, 2048
+    batch_shapes = {"encoder_input_tokens": jax.ShapeDtypeStruct((batch, length), jnp.int32),
+                    "decoder_input_tokens": jax.ShapeDtypeStruct((batch, 1), jnp.int32)}
+    logits = jax.jit(lambda params, batch: model._logits(params, batch, None))
+    text = logits.trace(model.abstract_params(), batch_shapes).lower(
+        lowering_platforms=("cuda",)).as_text()
+    calls = re.findall(r"custom_call @__cudnn\$fmha(\w*)\((.*?)\).*?mask_type\\22: \\22(\w+)"
+                       r".*?: \((.*?)\) ->", text)
+    assert len(calls) == config.num_encoder_layers + 2 * config.num_decoder_layers
+    biases = [operands for kind, _, _, operands in calls if "Bias" in kind]
+    assert len(biases) == config.num_encoder_layers + config.num_decoder_layers  # self
+    heads = config.num_heads
+    assert all(f"tensor<1x{heads}x{length}x{length}xbf16>" in o for o in biases[:config.num_encoder_layers])
+    assert f"x{batch}x{heads}x{length}x{length}" not in text  # no bias per row
+    assert {mask for _, _, mask, _ in calls} == {"PADDING", "CAUSAL"}

@@ -455,8 +455,8 @@ def uses_cudnn(platform: str, products_dtype: jnp.dtype, head_dim: int,
     cuDNN's kernel takes T5's additive bias, but only in 16-bit products,
     with heads of at most 128 (a multiple of 8) and without dropout (the
     jax.nn interface has none): so on GPUs, bfloat16 or int8 scoring and
-    evaluation use it. Not measured yet (no GPU was at hand); the CPU path is
-    the XLA one.
+    evaluation use it. Not measured yet (no GPU was at hand): on CPU, the
+    tests lower it for CUDA and run the same call with XLA's implementation.
     """
     return (platform == "gpu" and jnp.dtype(products_dtype) in (jnp.bfloat16, jnp.float16)
             and head_dim <= 128 and head_dim % 8 == 0 and deterministic)
@@ -464,15 +464,30 @@ def uses_cudnn(platform: str, products_dtype: jnp.dtype, head_dim: int,
 
 def cudnn_attention(query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
                     position: Optional[RelativeBias], mask: AttentionMask,
-                    products_dtype: jnp.dtype, output_dtype: jnp.dtype) -> Array:
-    """The attention through cuDNN's fused kernel; see `uses_cudnn`. The bias is
-    the [1, H, Q, K] relative position bias (cuDNN reads it, XLA does not
-    keep the logits)."""
+                    products_dtype: jnp.dtype, output_dtype: jnp.dtype,
+                    implementation: str = "cudnn") -> Array:
+    """The attention through cuDNN's fused kernel; see `uses_cudnn`.
+
+    The bias is the [1, H, Q, K] relative position bias (cuDNN reads it, XLA
+    does not keep the logits). Without packing, the key padding goes in as
+    each row's number of keys and causality as cuDNN's own causal mask, so
+    nothing of size [B, H, Q, K] is made; that takes rows padded at the end,
+    as every batch of this project is. Packed segments go in as a boolean
+    mask, which JAX folds into a [B, H, Q, K] bias. `implementation="xla"`
+    runs the same call on any platform (the tests' CPU check of it).
+    """
     query_length, key_length = query_BxQxHxV.shape[1], key_BxKxHxV.shape[1]
-    allowed = mask.allowed(0, query_length, key_length)
+    key_lengths_B, allowed = None, None
+    if mask.query_segment_BxQ is not None:
+        allowed = mask.allowed(0, query_length, key_length)
+    elif mask.key_is_token_BxK is not None:
+        # At least one key: a row of padding only attends to its first key, not
+        # to none (which would divide by zero).
+        key_lengths_B = jnp.maximum(jnp.sum(mask.key_is_token_BxK, axis=1, dtype=jnp.int32), 1)
     context_BxQxHxV = jax.nn.dot_product_attention(
         query_BxQxHxV.astype(products_dtype), key_BxKxHxV.astype(products_dtype),
         value_BxKxHxV.astype(products_dtype),
         bias=None if position is None else position.dense().astype(products_dtype),
-        mask=allowed, scale=1.0, implementation="cudnn")
+        mask=allowed, scale=1.0, is_causal=mask.causal and allowed is None,
+        key_value_seq_lengths=key_lengths_B, implementation=implementation)
     return context_BxQxHxV.astype(output_dtype)
