@@ -140,8 +140,8 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     for text, error in (('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n',
                          r"pairs.jsonl:2: no text field summary / hypothesis"),
                         ('{"article": "a cat", "summary": "a cat"}\n{"article": \n',
-                         r"pairs.jsonl:2: not a JSON row"),
-                        ('["a cat", "a cat"]\n', r"pairs.jsonl:1: not a JSON object"),
+                         r"pairs.jsonl:2: invalid JSON"),
+                        ('["a cat", "a cat"]\n', r"pairs.jsonl:1: expected a JSON object, got list"),
                         ("\n\n", r"pairs.jsonl has no pairs")):
         calibration.write_text(text)
         with pytest.raises(ValueError, match=error):

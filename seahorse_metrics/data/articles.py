@@ -22,12 +22,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib
-import json
 import logging
 import os
 from typing import Any, Collection, Iterable, Mapping, Optional, Protocol, runtime_checkable
 
 from seahorse_metrics.data.seahorse import gem_config, gem_split, source_of_gem_id
+from seahorse_metrics.data.tables import json_object
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +148,9 @@ class LocalArticleSource:
 
     def _read_jsonl(self) -> Iterable[tuple[int, str, str]]:
         for line_number, line in self._lines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{self.path}:{line_number}: invalid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{self.path}:{line_number}: expected a JSON object")
+            record, error = json_object(line)
+            if error is not None:
+                raise ValueError(f"{self.path}:{line_number}: {error}")
             for field in ("gem_id", self.text_field):
                 if not isinstance(record.get(field), str):
                     raise ValueError(

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 import os
 import re
 from typing import Iterator, Optional
 
 from seahorse_metrics.data.records import QUESTIONS, RatedPair
-from seahorse_metrics.data.tables import text_lines
+from seahorse_metrics.data.tables import json_object, text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -348,12 +347,9 @@ def iter_prepared(path: str | os.PathLike) -> Iterator[dict]:
     for line_number, line in text_lines(path):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ReleaseFormatError(f"{path}:{line_number}: invalid JSON ({err.msg})") from None
-        if not isinstance(record, dict):
-            raise ReleaseFormatError(f"{path}:{line_number}: expected a JSON object")
+        record, error = json_object(line)
+        if error is not None:
+            raise ReleaseFormatError(f"{path}:{line_number}: {error}")
         missing = [k for k in PREPARED_FIELDS if k not in record]
         if missing:
             raise ReleaseFormatError(

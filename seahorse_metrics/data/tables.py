@@ -453,18 +453,24 @@ def delimited_line(cells: Sequence[str], delimiter: str) -> str:
 
 
 # ------------------------------------------------------------------ JSON
+def json_object(text: str) -> tuple[Optional[dict], Optional[str]]:
+    """One JSON-lines row: (its object, None), or (None, why it is not one)."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        return None, f"invalid JSON ({error.msg})"
+    if not isinstance(record, dict):
+        return None, f"expected a JSON object, got {type(record).__name__}"
+    return record, None
+
+
 def _jsonl_rows(path: str, encoding: str, report: TableReport) -> Iterator[TableRow]:
     row = 0
     for number, text in _counting(text_lines(path, encoding), report):
         if not text.strip():
             report.blank_lines += 1
             continue
-        try:
-            record, error = json.loads(text), None
-        except json.JSONDecodeError as decode_error:
-            record, error = None, f"invalid JSON ({decode_error.msg})"
-        if error is None and not isinstance(record, dict):
-            record, error = None, f"expected a JSON object, got {type(record).__name__}"
+        record, error = json_object(text)
         item = TableRow(row, number, number, record, error)
         report.count_row(item, False)
         yield item

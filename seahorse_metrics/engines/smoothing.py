@@ -40,12 +40,13 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import json
 import logging
 import os
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.data.tables import json_object
 
 logger = logging.getLogger(__name__)
 
@@ -197,12 +198,9 @@ def calibration_pairs(path: Optional[str] = None, count: int = DEFAULT_PAIRS
 
 def _pair(path: str, number: int, line: str) -> tuple[str, str]:
     """(article, summary) of one calibration row, or a ValueError naming it."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}:{number}: not a JSON row ({error})") from None
-    if not isinstance(row, dict):
-        raise ValueError(f"{path}:{number}: not a JSON object")
+    row, error = json_object(line)
+    if error is not None:
+        raise ValueError(f"{path}:{number}: {error}")
     fields = []
     for names in (PREMISE_FIELDS, HYPOTHESIS_FIELDS):
         found = [row[name] for name in names if isinstance(row.get(name), str)]
