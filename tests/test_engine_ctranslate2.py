@@ -14,6 +14,7 @@ import pytest
 from fixtures import scoring_reference as ref
 from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
+from seahorse_metrics.engines import conversion
 from seahorse_metrics.engines import ctranslate2 as engine
 
 pytest.importorskip("ctranslate2")  # In the test extra; a bare install still runs the rest.
@@ -173,14 +174,14 @@ def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_v
                                                              tmp_path, monkeypatch):
     cache = str(tmp_path / "cache")
     # (The score command's test converts in the child process, the default.)
-    first, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+    first, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
                                               in_child=False)
-    assert converted and os.path.isfile(os.path.join(first, engine.ENGINE_FILE))
-    again, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+    assert converted and os.path.isfile(os.path.join(first, conversion.ENGINE_FILE))
+    again, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
                                               in_child=False)
     assert again == first and not converted
     # int8 is another entry of the cache.
-    int8, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
+    int8, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
                                              in_child=False)
     assert converted and int8 != first and int8.endswith("-int8")
 
@@ -192,15 +193,15 @@ def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_v
         raise KeyboardInterrupt
 
     other = str(tmp_path / "other_cache")
-    monkeypatch.setattr(engine, "convert_checkpoint", killed)
+    monkeypatch.setattr(conversion, "convert_checkpoint", killed)
     with pytest.raises(KeyboardInterrupt):
-        engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other, in_child=False)
+        conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other, in_child=False)
     monkeypatch.undo()
     assert os.listdir(other) == []
     dead_pid = 2 ** 22 + 12345  # above Linux's pid_max: no such process
-    leftover = os.path.join(other, f"{engine._CONVERTING_PREFIX}{dead_pid}-x", "model")
+    leftover = os.path.join(other, f"{conversion._CONVERTING_PREFIX}{dead_pid}-x", "model")
     os.makedirs(leftover)
-    path, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other,
+    path, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other,
                                              in_child=False)
     assert converted and os.listdir(other) == [os.path.basename(path)]
 
@@ -247,7 +248,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     from seahorse_metrics.cli import main as cli_main
 
     cache = tmp_path / "ct2_cache"
-    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    monkeypatch.setenv(conversion.CACHE_ENV_VAR, str(cache))
     premises, hypotheses = ref.random_pairs(30, seed=11)
     source = ref.write_pairs(tmp_path / "in.jsonl", premises, hypotheses)
     command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
@@ -278,7 +279,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     monkeypatch.setattr(engine.CTranslate2Runner, "_first_step_log_probs", interrupted)
     assert cli_main(command + ["--output", resumed]) == 130
     monkeypatch.undo()
-    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    monkeypatch.setenv(conversion.CACHE_ENV_VAR, str(cache))
     assert not os.path.exists(resumed)
     jax_command = [word for word in command if word != "ctranslate2"]
     jax_command[jax_command.index("--engine")] = "--no_progress"
@@ -314,8 +315,8 @@ def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
     broken.mkdir()
     (broken / "config.json").write_text('{"d_model": "wide"}')
     cache = tmp_path / "cache"
-    with pytest.raises(engine.ConversionError, match="to CTranslate2 float32 failed: ") as caught:
-        engine.converted_model(str(broken), tiny_vocab_path, "float32", cache_dir=str(cache))
+    with pytest.raises(conversion.ConversionError, match="to CTranslate2 float32 failed: ") as caught:
+        conversion.converted_model(str(broken), tiny_vocab_path, "float32", cache_dir=str(cache))
     message = str(caught.value)
     assert "\n" not in message and "Traceback" not in message
     log = message.rsplit("the converter's output: ", 1)[1].rstrip(")")
@@ -323,8 +324,8 @@ def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
     assert sorted(os.listdir(cache)) == [os.path.basename(log)]  # nothing half-converted kept
     # The command line: one line, status 2. The command checks a checkpoint
     # before converting it, so the child is handed the broken one instead.
-    convert_in_child = engine._convert_in_child
-    monkeypatch.setattr(engine, "_convert_in_child",
+    convert_in_child = conversion._convert_in_child
+    monkeypatch.setattr(conversion, "_convert_in_child",
                         lambda checkpoint, *rest: convert_in_child(str(broken), *rest))
     monkeypatch.setenv("SEAHORSE_METRICS_CTRANSLATE2_CACHE", str(cache))
     pairs, output = tmp_path / "pairs.jsonl", tmp_path / "scores.jsonl"

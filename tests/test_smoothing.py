@@ -15,6 +15,7 @@ import pytest
 from fixtures import scoring_reference as ref
 from fixtures import tiny_model
 from seahorse_metrics import Scorer
+from seahorse_metrics.engines import conversion
 from seahorse_metrics.engines import ctranslate2 as engine
 from seahorse_metrics.engines import smoothing
 
@@ -121,7 +122,7 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     assert smoothing.recipe("int8", {"int8_smoothing": 0}) is None
     recipe = smoothing.recipe("int8", {})
     assert recipe["alpha"] == 0.5 and recipe["pairs"] == smoothing.DEFAULT_PAIRS
-    keys = {engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", r)
+    keys = {conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", r)
             for r in (None, recipe, smoothing.recipe("int8", {"int8_smoothing": 0.7}))}
     assert len(keys) == 3
 
@@ -134,8 +135,8 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
         ("a cat sat on the mat", "a cat"), ("the dog ran", "a dog")]
     moved = tmp_path / "moved.jsonl"
     moved.write_text(calibration.read_text())
-    assert engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", mine) == \
-        engine.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", smoothing.recipe(
+    assert conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", mine) == \
+        conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", smoothing.recipe(
             "int8", {"smoothing_data": str(moved)}))
     for text, error in (('{"article": "a cat", "summary": "a cat"}\n{"article": "x"}\n',
                          r"pairs.jsonl:2: no text field summary / hypothesis"),
@@ -154,9 +155,9 @@ def test_options_are_checked_keyed_and_recorded(tiny_hf_dir, tiny_vocab_path, tm
     assert [name for name in os.listdir(cache) if not name.startswith(".")] == []
 
     # The library's default: converted in a child process, smoothing recorded.
-    model_dir, converted = engine.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
+    model_dir, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
                                                   smoothing=recipe)
-    record = json.load(open(os.path.join(model_dir, engine.ENGINE_FILE), encoding="utf-8"))
+    record = json.load(open(os.path.join(model_dir, conversion.ENGINE_FILE), encoding="utf-8"))
     assert converted and record["smoothing"]["alpha"] == 0.5
     assert record["smoothing"]["inputs"] == smoothing.DEFAULT_PAIRS
     assert record["smoothing"]["calibration"] == smoothing.DEFAULT_CALIBRATION
@@ -169,7 +170,7 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
     from seahorse_metrics.cli import main as cli_main
 
     cache = tmp_path / "cache"
-    monkeypatch.setenv(engine.CACHE_ENV_VAR, str(cache))
+    monkeypatch.setenv(conversion.CACHE_ENV_VAR, str(cache))
     premises, hypotheses = ref.random_pairs(6, seed=3)
     source = ref.write_pairs(tmp_path / "in.jsonl", premises, hypotheses)
     command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
@@ -179,7 +180,7 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
                "--engine_option", "convert_in_child=false"]
     assert cli_main(command + ["--output", str(tmp_path / "out.jsonl")]) == 0
     (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
-    record = json.load(open(cache / entry / engine.ENGINE_FILE, encoding="utf-8"))
+    record = json.load(open(cache / entry / conversion.ENGINE_FILE, encoding="utf-8"))
     assert record["smoothing"]["alpha"] == 0.7 and record["smoothing"]["inputs"] == 8
     meta = json.load(open(tmp_path / "out.jsonl.meta.json", encoding="utf-8"))
     assert entry in json.dumps(meta)

@@ -7,18 +7,9 @@
     runner = CTranslate2Runner.of(converted, model.config, tokenizer, (one_id, zero_id))
     log_probs = np.asarray(runner(runner.put(tokens)))   # float32 [rows, 2]
 
-A checkpoint (ours, Hugging Face, T5X; hub ids resolved by the caller) is
-converted once with CTranslate2's own converter (`TransformersConverter`,
-from the Hugging Face directory `checkpoints.hf.export_hf` writes), in a
-child process so that its copies of the weights leave with it, into a cache
-directory keyed by the checkpoint's content, the vocabulary, the compute
-type and the CTranslate2 version: a second run loads the conversion. An
-int8 conversion is smoothed first (`engines.smoothing`, SmoothQuant on
-calibration pairs; the float model is unchanged), which brings its ranks
-closer to float32's; the recipe is part of the cache key. A
-conversion is written to a temporary directory and renamed into place when
-complete, so one that was killed is never used (its leftovers are removed
-by the next run on this machine once the process that wrote them is gone).
+A checkpoint is converted once, by CTranslate2's own converter, into a
+cache keyed by its content (`engines.conversion`; int8 conversions are
+smoothed first, `engines.smoothing`).
 
 The model call runs each padded batch the scorer built (its buckets and
 windows) as one CTranslate2 batch: the encoder over the real tokens, one
@@ -28,39 +19,24 @@ reads them. CTranslate2 reads token strings: ids are turned into the
 vocabulary's pieces, after checking that the converted vocabulary maps
 every piece back to the same id. Packed batches and device meshes are JAX's
 and are refused.
-
-The cache directory is, in order: the `cache_dir` argument, the environment
-variable `SEAHORSE_METRICS_CTRANSLATE2_CACHE`, and
-`$XDG_CACHE_HOME/seahorse-metrics/ctranslate2` (default `~/.cache/...`).
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
-import errno
-import hashlib
 import json
 import logging
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.engines.conversion import (  # noqa: F401 (the engine's errors)
+    ConversionError, EngineNotInstalled, compute_type_of, converted_model, require_ctranslate2)
+
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install -e '.[cpu]'"
-CACHE_ENV_VAR = "SEAHORSE_METRICS_CTRANSLATE2_CACHE"
-# quantize option -> CTranslate2 compute type (weights stored and multiplied so).
-COMPUTE_TYPES = {None: "float32", "float32": "float32", "int8": "int8"}
-ENGINE_FILE = "seahorse_engine.json"
-_CONVERTING_PREFIX = ".converting-"
 _VOCABULARY_FILES = ("shared_vocabulary.json", "target_vocabulary.json")
 # Every CTranslate2 call of the process goes through these workers, and
 # computes only while it holds one of the process's compute slots (shared by
@@ -93,197 +69,6 @@ def _compute_slots(count: int) -> threading.BoundedSemaphore:
     """The process's `count` compute slots, one semaphore per count."""
     with _SLOTS_LOCK:
         return _SLOTS.setdefault(count, threading.BoundedSemaphore(count))
-
-
-class EngineNotInstalled(ImportError):
-    """CTranslate2 (or its converter's transformers/torch) is not installed."""
-
-
-class ConversionError(ValueError):
-    """CTranslate2's converter could not convert a checkpoint (the command
-    line reports it in one line; the converter's whole output is in a log
-    file the message names)."""
-
-
-def require_ctranslate2():
-    """Imports CTranslate2.
-
-    Raises:
-      EngineNotInstalled: with the install command, when it is missing.
-    """
-    try:
-        import ctranslate2
-    except ImportError:
-        raise EngineNotInstalled(
-            f"the ctranslate2 engine needs CTranslate2: run `{INSTALL_HINT}` "
-            "(CTranslate2's CPU wheels and its converter's transformers and torch)") from None
-    return ctranslate2
-
-
-def compute_type_of(quantize: Optional[str]) -> str:
-    """The CTranslate2 compute type of a `quantize` option (None -> float32).
-
-    Raises:
-      ValueError: for a quantization CTranslate2 is not used with here.
-    """
-    if quantize not in COMPUTE_TYPES:
-        raise ValueError(f"quantize={quantize!r} is not available with the ctranslate2 engine; "
-                         "choose none or int8")
-    return COMPUTE_TYPES[quantize]
-
-
-def cache_directory(cache_dir: Optional[str] = None) -> str:
-    """Where conversions are kept (see the module docstring)."""
-    if cache_dir:
-        return cache_dir
-    if os.environ.get(CACHE_ENV_VAR):
-        return os.environ[CACHE_ENV_VAR]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "seahorse-metrics", "ctranslate2")
-
-
-# ------------------------------------------------------------- conversion
-def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
-                   smoothing: Optional[dict] = None) -> str:
-    """The cache entry's name: content of checkpoint and vocabulary, compute type,
-    CTranslate2 version, and any int8 smoothing recipe (its file by content)."""
-    from seahorse_metrics.checkpoints.content import content_digest
-
-    ctranslate2 = require_ctranslate2()
-    entry = {"checkpoint": content_digest(checkpoint), "vocabulary": content_digest(vocab_path),
-             "compute_type": compute_type, "ctranslate2": ctranslate2.__version__}
-    if smoothing is not None:
-        entry["smoothing"] = {k: v for k, v in smoothing.items() if k != "calibration"}
-    payload = json.dumps(entry, sort_keys=True)
-    return f"{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}-{compute_type}"
-
-
-def _remove_abandoned(cache_dir: str) -> None:
-    """Removes temporary conversions whose process is gone (killed runs)."""
-    for name in os.listdir(cache_dir):
-        if not name.startswith(_CONVERTING_PREFIX):
-            continue
-        pid = name[len(_CONVERTING_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _process_alive(int(pid)):
-            logger.info("removing %s, left by a conversion that did not finish", name)
-            shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float32",
-                    cache_dir: Optional[str] = None, in_child: bool = True,
-                    smoothing: Optional[dict] = None) -> tuple[str, bool]:
-    """The CTranslate2 conversion of a checkpoint, converting it on first use.
-
-    Args:
-      checkpoint: A local checkpoint directory `load_checkpoint` reads.
-      vocab_path: Its SentencePiece vocabulary.
-      compute_type: "float32" or "int8" (the weights are stored so).
-      cache_dir: The cache directory (default: see the module docstring).
-      in_child: Run the converter in a child process (False: in this one).
-      smoothing: The int8 smoothing recipe (`smoothing.recipe`), or None.
-
-    Returns:
-      (model directory, whether it was converted by this call).
-
-    Raises:
-      EngineNotInstalled: without CTranslate2.
-      ConversionError: if the conversion in a child fails (its last error
-        line included; its whole output kept in `<cache_dir>/<key>.failed.log`).
-    """
-    cache_dir = cache_directory(cache_dir)
-    os.makedirs(cache_dir, exist_ok=True)
-    key = conversion_key(checkpoint, vocab_path, compute_type, smoothing)
-    final = os.path.join(cache_dir, key)
-    if os.path.isdir(final):
-        return final, False
-    _remove_abandoned(cache_dir)
-    staging = tempfile.mkdtemp(prefix=f"{_CONVERTING_PREFIX}{os.getpid()}-", dir=cache_dir)
-    try:
-        start = time.perf_counter()
-        output_dir = os.path.join(staging, "model")
-        if in_child:
-            _convert_in_child(checkpoint, vocab_path, output_dir, compute_type,
-                              os.path.join(cache_dir, f"{key}.failed.log"), smoothing)
-        else:
-            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing)
-        try:
-            os.rename(output_dir, final)
-        except OSError as error:  # Another process finished the same conversion first.
-            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(final):
-                raise
-            return final, False
-        stale_log = os.path.join(cache_dir, f"{key}.failed.log")
-        if os.path.exists(stale_log):
-            os.remove(stale_log)
-        logger.info("converted %s to CTranslate2 %s in %.1f s: %s", checkpoint, compute_type,
-                    time.perf_counter() - start, final)
-        return final, True
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
-                      log_path: str, smoothing: Optional[dict] = None) -> None:
-    """Runs `convert_checkpoint` in a child process (its memory leaves with it);
-    if it fails, its output goes to `log_path` and its last error line into
-    the `ConversionError`."""
-    command = [sys.executable, "-m", __name__, "--checkpoint", checkpoint, "--vocab", vocab_path,
-               "--output_dir", output_dir, "--compute_type", compute_type]
-    if smoothing is not None:
-        command += ["--smoothing", json.dumps(smoothing)]
-    environment = dict(os.environ)
-    environment.setdefault("JAX_PLATFORMS", "cpu")  # It only reads and writes files.
-    done = subprocess.run(command, capture_output=True, text=True, env=environment)
-    if not done.returncode and os.path.isfile(os.path.join(output_dir, ENGINE_FILE)):
-        return
-    with open(log_path, "w", encoding="utf-8") as handle:
-        handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
-    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-    reason = lines[-1] if lines else f"exit status {done.returncode}, no output"
-    raise ConversionError(f"converting {checkpoint} to CTranslate2 {compute_type} failed: "
-                          f"{reason} (the converter's output: {log_path})")
-
-
-def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
-                       compute_type: str, smoothing: Optional[dict] = None) -> None:
-    """Converts a checkpoint with CTranslate2's `TransformersConverter`, in this process.
-
-    The checkpoint is read in float32 and written as a Hugging Face
-    directory next to `output_dir` (`export_hf`, with a tokenizer config
-    that adds no sentinel pieces, so the vocabulary is the SentencePiece
-    model's, padded by the converter to the model's rows), then converted;
-    with a `smoothing` recipe, the model the converter loads is smoothed
-    first (`engines.smoothing`), on the recipe's calibration pairs.
-    """
-    require_ctranslate2()
-    os.environ.setdefault("USE_TF", "0")  # transformers must not import TensorFlow.
-    from seahorse_metrics.checkpoints import load_checkpoint
-    from seahorse_metrics.checkpoints.hf import export_hf
-    from seahorse_metrics.engines import smoothing as smoothing_lib
-
-    config, params = load_checkpoint(checkpoint, dtype="float32")
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    with tempfile.TemporaryDirectory(prefix=".hf-", dir=parent) as hf_dir:
-        export_hf(hf_dir, config, params, vocab_path=vocab_path)
-        del params
-        with open(os.path.join(hf_dir, "tokenizer_config.json"), "w", encoding="utf-8") as handle:
-            json.dump({"extra_ids": 0, "legacy": True}, handle)
-        converter = smoothing_lib.converter(hf_dir, vocab_path, smoothing)
-        converter.convert(output_dir, quantization=compute_type)
-    with open(os.path.join(output_dir, ENGINE_FILE), "w", encoding="utf-8") as handle:
-        json.dump({"checkpoint": os.path.abspath(checkpoint), "compute_type": compute_type,
-                   "smoothing": converter.smoothing_report, "config": config.to_dict()},
-                  handle, indent=2)
 
 
 # ---------------------------------------------------------------- loading
@@ -397,7 +182,7 @@ def engine_name(runner: Any) -> str:
 
 def conversion_name(runner: "CTranslate2Runner") -> str:
     """The runner's cache entry: a digest of what makes its scores (see
-    `conversion_key`), the same on every machine."""
+    `conversion.conversion_key`), the same on every machine."""
     return os.path.basename(os.path.normpath(runner.model_dir))
 
 
@@ -580,21 +365,3 @@ class CTranslate2Runner:
         log_probs_BxN[rows] = logits_RxV[:, self.token_ids] - log_z_Rx1
         return log_probs_BxN
 
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """The child process of `converted_model`: one `convert_checkpoint` call."""
-    parser = argparse.ArgumentParser(description="Converts a checkpoint for the ctranslate2 engine.")
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--vocab", required=True)
-    parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--compute_type", required=True, choices=sorted(set(COMPUTE_TYPES.values())))
-    parser.add_argument("--smoothing", type=json.loads, default=None,
-                        help="The int8 smoothing recipe, as JSON (see `smoothing.recipe`).")
-    args = parser.parse_args(argv)
-    convert_checkpoint(args.checkpoint, args.vocab, args.output_dir, args.compute_type,
-                       args.smoothing)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
