@@ -2,6 +2,8 @@
 and gradients: per function at lengths that do and do not divide into blocks,
 with packing segments, padding, causality, key blocks and dropout; in the
 network in float32 (loss and gradients), bfloat16 and int8; and under remat.
+The scorer's single decoder step folds its cross-attention's keys and values
+into the queries (`folded_attention`), with the same logits.
 """
 import flax.linen as nn
 import jax
@@ -11,7 +13,8 @@ import pytest
 
 from seahorse_metrics.model import EncoderDecoderModel, T5Config, get_config
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, _band_width,
-                                              blocked_attention, dense_weights, weighted_values)
+                                              blocked_attention, dense_weights, folded_attention,
+                                              weighted_values)
 from seahorse_metrics.model.network import Attention, relative_position_bucket
 
 HEADS, HEAD_DIM = 2, 8
@@ -157,6 +160,56 @@ def test_attention_module_blocked_under_remat_with_dropout():
     for got, want in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want_grads)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-5)
 
+
+
+def test_folded_cross_attention_equals_projected_keys_and_values():
+    """Carrying the queries to the inputs' width (W_k q . x, then the weighed
+    inputs times W_v) gives the attention of the projected keys and values,
+    with key padding and with packed segments; bfloat16 products stay close."""
+    rng = np.random.default_rng(7)
+    batch, queries, keys, depth = 2, 3, 37, 24
+    inputs = jnp.asarray(rng.standard_normal((batch, keys, depth)), jnp.float32)
+    w_key, w_value = (jnp.asarray(rng.standard_normal((depth, HEADS * HEAD_DIM)) / depth ** 0.5,
+                                  jnp.float32) for _ in range(2))
+    query = jnp.asarray(rng.standard_normal((batch, queries, HEADS, HEAD_DIM)), jnp.float32)
+    key, value = ((inputs @ w).reshape(batch, keys, HEADS, HEAD_DIM) for w in (w_key, w_value))
+    is_token = np.ones((batch, keys), bool)
+    is_token[1, 30:] = False
+    key_segments = np.where(is_token, 1 + (np.arange(keys) >= 12), 0)
+    masks = {"padding": AttentionMask(jnp.asarray(is_token)),
+             "packed": AttentionMask(jnp.asarray(is_token), jnp.asarray([[1, 2, 2], [1, 1, 2]]),
+                                     jnp.asarray(key_segments))}
+    for name, mask in masks.items():
+        want = weighted_values(dense_weights(query, key, None, mask, jnp.float32), value,
+                               jnp.float32, jnp.float32, False)
+        got = folded_attention(query, inputs, w_key, w_value, mask, jnp.float32, jnp.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+        half = jax.jit(folded_attention, static_argnums=(5, 6))(
+            query, inputs, w_key, w_value, mask, jnp.bfloat16, jnp.float32)
+        np.testing.assert_allclose(half, want, rtol=0.05, atol=0.05, err_msg=name)
+
+
+def test_the_scoring_step_folds_cross_attention_with_the_same_logits(tiny, monkeypatch):
+    """One decoder query without dropout (the scorer's first step) folds every
+    cross-attention and gives the unfolded network's logits (dropout on at
+    rate 0); head_dim queries, and training, project keys and values."""
+    from seahorse_metrics.model import network
+
+    config, _, params = tiny
+    model = EncoderDecoderModel(config.replace(dropout_rate=0.0))
+    folded, folds = network.folded_attention, []
+    monkeypatch.setattr(network, "folded_attention",
+                        lambda *args: folds.append(args[0].shape) or folded(*args))
+    tokens = np.random.default_rng(3).integers(3, 512, (2, 45)).astype(np.int32)
+    tokens[1, 33:] = 0
+    step = {"encoder_input_tokens": tokens, "decoder_input_tokens": np.zeros((2, 1), np.int32)}
+    one_step = model._logits(params, step, None)
+    assert folds == [(2, 1, config.num_heads, config.d_kv)] * config.num_decoder_layers
+    unfolded = model._logits(params, step, jax.random.PRNGKey(0))
+    np.testing.assert_allclose(one_step, unfolded, rtol=1e-5, atol=1e-5)
+    wide = dict(step, decoder_input_tokens=np.zeros((2, config.d_kv), np.int32))
+    model._logits(params, wide, None)
+    assert len(folds) == config.num_decoder_layers
 
 # ----------------------------------------------------------------- network
 def _packed_batch(vocab: int = 512):
@@ -310,9 +363,10 @@ def test_cudnn_call_equals_dense_attention_with_the_xla_implementation():
 
 def test_gpu_scoring_lowers_every_attention_to_cudnn(monkeypatch):
     """Abstract lowering for CUDA (no GPU here): bfloat16 scoring of an
-    mT5-small-shaped network at 2048 tokens puts each of its 24 attentions in
-    cuDNN's fused kernel, with the bias at [1, H, Q, K] and the padding as key
-    counts (mask PADDING), never as a [B, H, Q, K] array."""
+    mT5-small-shaped network at 2048 tokens puts each of its 16 self-attentions
+    in cuDNN's fused kernel, with the bias at [1, H, Q, K] and the padding as
+    key counts (mask PADDING), never as a [B, H, Q, K] array; the single
+    decoder step's cross-attentions are folded (`folded_attention`)."""
     import re
 
     from jax._src.cudnn import fused_attention_stablehlo
@@ -331,9 +385,9 @@ def test_gpu_scoring_lowers_every_attention_to_cudnn(monkeypatch):
         lowering_platforms=("cuda",)).as_text()
     calls = re.findall(r"custom_call @__cudnn\$fmha(\w*)\((.*?)\).*?mask_type\\22: \\22(\w+)"
                        r".*?: \((.*?)\) ->", text)
-    assert len(calls) == config.num_encoder_layers + 2 * config.num_decoder_layers
+    assert len(calls) == config.num_encoder_layers + config.num_decoder_layers
     biases = [operands for kind, _, _, operands in calls if "Bias" in kind]
-    assert len(biases) == config.num_encoder_layers + config.num_decoder_layers  # self
+    assert len(biases) == config.num_encoder_layers + config.num_decoder_layers  # all biased
     heads = config.num_heads
     assert all(f"tensor<1x{heads}x{length}x{length}xbf16>" in o for o in biases[:config.num_encoder_layers])
     assert f"x{batch}x{heads}x{length}x{length}" not in text  # no bias per row

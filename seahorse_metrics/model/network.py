@@ -33,8 +33,8 @@ import numpy as np
 
 from seahorse_metrics.model import stacks
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
-                                              cudnn_attention, dense_weights, uses_cudnn,
-                                              weighted_values)
+                                              cudnn_attention, dense_weights, folded_attention,
+                                              uses_cudnn, weighted_values)
 from seahorse_metrics.model.config import T5Config
 
 Array = jax.Array
@@ -193,7 +193,8 @@ class Attention(nn.Module):
     `attention.dense_weights`. Both give the same outputs and gradients to
     float rounding; the blocked form never holds [H, Q, K] arrays. On GPUs,
     16-bit attention without dropout goes to cuDNN's fused kernel instead
-    (`attention.uses_cudnn`; not measured yet).
+    (`attention.uses_cudnn`; not measured yet). The scorer's first decoder
+    step folds its cross-attention's keys and values into the queries (`folds`).
     """
 
     num_heads: int
@@ -243,10 +244,16 @@ class Attention(nn.Module):
             y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
             return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
-        context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
-                                       project(inputs_kv_BxKxD, w_key_DxI),
-                                       project(inputs_kv_BxKxD, w_value_DxI),
-                                       position, mask, deterministic, dropout_rng)
+        if self.folds(inputs_kv_BxKxD is not inputs_q_BxQxD, position, query_length,
+                      w_key_DxI, deterministic):
+            context_BxQxHxV = folded_attention(
+                project(inputs_q_BxQxD, w_query_DxI), inputs_kv_BxKxD, w_key_DxI, w_value_DxI,
+                mask, self._products_dtype(), self.dtype)
+        else:
+            context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
+                                           project(inputs_kv_BxKxD, w_key_DxI),
+                                           project(inputs_kv_BxKxD, w_value_DxI),
+                                           position, mask, deterministic, dropout_rng)
         context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
         context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
         return dense(context_BxQxI, w_out_IxD, self.dtype)
@@ -278,6 +285,13 @@ class Attention(nn.Module):
                                  query_block=self.query_block, key_block=self.key_block,
                                  products_dtype=self._products_dtype(), output_dtype=self.dtype,
                                  value_scale_BxHx1xK=value_scale_BxHx1xK)
+
+    def folds(self, cross: bool, position: Optional[RelativeBias], query_length: int,
+              w_key_DxI: Union[Array, QuantizedKernel], deterministic: bool) -> bool:
+        """Whether `attention.folded_attention` runs: cross-attention without
+        bias or dropout, float kernels, fewer queries than the head width."""
+        return (cross and position is None and deterministic
+                and not isinstance(w_key_DxI, QuantizedKernel) and query_length < self.head_dim)
 
     def blocked(self, query_length: int) -> bool:
         """Whether queries of this length are attended in blocks."""
