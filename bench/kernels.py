@@ -40,6 +40,12 @@ FLOPs over the wall time) and the same share by CPU time (FLOPs per CPU
 second against the peak product's), and the largest difference from the
 dense output. Run it under different `XLA_FLAGS` (e.g.
 `--xla_cpu_use_onednn=true`) to compare XLA:CPU's options.
+
+Last, the whole first-step scoring program of mT5-small (random weights, a
+fifth of one row padded) at a few batch shapes, with the decoder's
+cross-attention folded (`attention.folded_attention`, what the network runs)
+and with its keys and values projected (`Attention.folds` patched off, a
+program of its own), timed in alternating rounds.
 """
 from __future__ import annotations
 
@@ -67,12 +73,14 @@ def parse_args(argv=None):
                         help="Token rows per product (default 512,2048).")
     parser.add_argument("--lengths", default="512,1024,2048",
                         help="Tokens of the timed self-attentions (default 512,1024,2048).")
+    parser.add_argument("--folded_shapes", default="4x512,16x128,8x256,1x2048",
+                        help="Batch shapes (rows x tokens) of the folded cross-attention A/B.")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--quick", action="store_true",
                         help="Proves the script runs: 512 rows and tokens, 2 repeats.")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.lengths, args.repeats = "512", "512", 2
+        args.rows, args.lengths, args.repeats, args.folded_shapes = "512", "512", 2, "2x128"
     return args
 
 
@@ -266,6 +274,48 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
           f"{config.attention_key_block}")
 
 
+def folded_table(shapes, rounds: int = 5) -> None:
+    """Prints, per batch shape, the first-step scoring program's best and
+    median time with the cross-attention folded and projected, and their
+    largest relative difference."""
+    import jax
+
+    from seahorse_metrics.model import network
+    from seahorse_metrics.model.config import get_config
+    from seahorse_metrics.model.model import EncoderDecoderModel
+    from score import random_params
+
+    config = get_config("mt5_small", dropout_rate=0.0)
+    params = jax.device_put(random_params(config, 0))
+    folds = network.Attention.folds
+    print("first-step scoring program (mT5-small), cross-attention folded vs projected:")
+    for rows, length in shapes:
+        tokens = np.random.default_rng(0).integers(5, 1000, (rows, length)).astype(np.int32)
+        tokens[0, length - length // 5:] = 0
+        programs = {}
+        for name in ("projected", "folded"):
+            # Another config (scoring has no dropout), so another compiled program.
+            model = EncoderDecoderModel(config.replace(dropout_rate=0.1 * (name == "projected")))
+            network.Attention.folds = folds if name == "folded" else (lambda *_: False)
+            try:
+                probs = np.asarray(model.first_token_probs(params, tokens, (259, 260)))
+            finally:
+                network.Attention.folds = folds
+            programs[name] = (model, probs)
+        times = {name: [] for name in programs}
+        for _ in range(rounds):
+            for name, (model, _) in programs.items():
+                times[name].append(best_time(lambda: jax.block_until_ready(
+                    model.first_token_probs(params, tokens, (259, 260))), 3))
+        (_, want), (_, got) = programs["projected"], programs["folded"]
+        best = {name: min(t) * 1e3 for name, t in times.items()}
+        median = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+        print(f"  {rows} x {length}: projected {best['projected']:.1f} ms (median "
+              f"{median['projected']:.1f}), folded {best['folded']:.1f} ms (median "
+              f"{median['folded']:.1f}): {best['projected'] / best['folded']:.2f}x, relative "
+              f"difference {float(np.max(np.abs(got - want) / np.abs(want))):.1e}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import jax
@@ -297,6 +347,7 @@ def main(argv=None) -> int:
     print(f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
           f"use {max(peak, again):.1f}")
     attention_table([int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again))
+    folded_table([tuple(int(x) for x in shape.split("x")) for shape in args.folded_shapes.split(",")])
     return 0
 
 
