@@ -256,8 +256,8 @@ def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array, w_key_DxI: Array
 
     q . (x W_k) = (W_k q) . x and sum_k a_k (x_k W_v) = (sum_k a_k x_k) W_v,
     so the queries are carried to the inputs' width once and the inputs are
-    never projected: 4 * Q * H * K * D multiply-adds instead of the
-    projections' 4 * K * D * H * V, which is less while Q < V (the scorer's
+    never projected: 2 * Q * H * K * D multiply-adds instead of the
+    projections' 2 * K * D * H * V, which is less while Q < V (the scorer's
     first decoder step has Q = 1). The same arithmetic in another order:
     equal to `dense_weights` and `weighted_values` on the projections to
     float rounding.

@@ -235,7 +235,8 @@ class Attention(nn.Module):
         w_out_IxD = kernel((inner, embed), ("joined_kv", "embed"), projection_init, name="out")()
 
         batch, query_length = inputs_q_BxQxD.shape[:2]
-        inputs_kv_BxKxD = inputs_q_BxQxD if inputs_kv_BxKxD is None else inputs_kv_BxKxD
+        cross = inputs_kv_BxKxD is not None
+        inputs_kv_BxKxD = inputs_kv_BxKxD if cross else inputs_q_BxQxD
 
         # Separate products (not one fused qkv kernel) keep each kernel's
         # 'joined_kv' sharding intact under model parallelism.
@@ -244,8 +245,7 @@ class Attention(nn.Module):
             y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
             return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
-        if self.folds(inputs_kv_BxKxD is not inputs_q_BxQxD, position, query_length,
-                      w_key_DxI, deterministic):
+        if self.folds(cross, position, query_length, w_key_DxI, deterministic):
             context_BxQxHxV = folded_attention(
                 project(inputs_q_BxQxD, w_query_DxI), inputs_kv_BxKxD, w_key_DxI, w_value_DxI,
                 mask, self._products_dtype(), self.dtype)
