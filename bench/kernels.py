@@ -45,7 +45,8 @@ Last, the whole first-step scoring program of mT5-small (random weights, a
 fifth of one row padded) at a few batch shapes, with the decoder's
 cross-attention folded (`attention.folded_attention`, what the network runs)
 and with its keys and values projected (`Attention.folds` patched off, a
-program of its own), timed in alternating rounds.
+program of its own), timed in alternating rounds; in float32, then with int8
+kernels (`--quantize int8`'s network).
 """
 from __future__ import annotations
 
@@ -274,21 +275,25 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
           f"{config.attention_key_block}")
 
 
-def folded_table(shapes, rounds: int = 5) -> None:
+def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
     """Prints, per batch shape, the first-step scoring program's best and
     median time with the cross-attention folded and projected, and their
-    largest relative difference."""
+    largest relative difference (int8 kernels with `quantize="int8"`)."""
     import jax
 
     from seahorse_metrics.model import network
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.model.model import EncoderDecoderModel
+    from seahorse_metrics.model.quantize import quantize_params
     from score import random_params
 
-    config = get_config("mt5_small", dropout_rate=0.0)
-    params = jax.device_put(random_params(config, 0))
+    config = get_config("mt5_small", dropout_rate=0.0, quantize=quantize)
+    params = random_params(config.replace(quantize=None), 0)
+    params = jax.device_put(quantize_params(EncoderDecoderModel(config), params) if quantize
+                            else params)
     folds = network.Attention.folds
-    print("first-step scoring program (mT5-small), cross-attention folded vs projected:")
+    print(f"first-step scoring program (mT5-small, {quantize or 'float32'} kernels), "
+          "cross-attention folded vs projected:")
     for rows, length in shapes:
         tokens = np.random.default_rng(0).integers(5, 1000, (rows, length)).astype(np.int32)
         tokens[0, length - length // 5:] = 0
@@ -347,7 +352,9 @@ def main(argv=None) -> int:
     print(f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
           f"use {max(peak, again):.1f}")
     attention_table([int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again))
-    folded_table([tuple(int(x) for x in shape.split("x")) for shape in args.folded_shapes.split(",")])
+    shapes = [tuple(int(x) for x in shape.split("x")) for shape in args.folded_shapes.split(",")]
+    for quantize in (None, "int8"):
+        folded_table(shapes, quantize)
     return 0
 
 

@@ -24,7 +24,7 @@ T vocabulary, N buckets.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional, Sequence, Union
+from typing import Optional, Union
 
 import flax.linen as nn
 import jax
@@ -36,9 +36,9 @@ from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, block
                                               cudnn_attention, dense_weights, folded_attention,
                                               uses_cudnn, weighted_values)
 from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.model.kernels import Kernel, QuantizedKernel, dense
 
 Array = jax.Array
-Initializer = Callable[..., Array]
 
 def relative_position_bucket(relative_position: np.ndarray, *, bidirectional: bool,
                              num_buckets: int, max_distance: int) -> np.ndarray:
@@ -78,60 +78,6 @@ def relative_position_bucket(relative_position: np.ndarray, *, bidirectional: bo
     log_bucket = np.minimum(log_bucket, num_buckets - 1)
     bucket += np.where(distance < max_exact, distance, log_bucket)
     return bucket.astype(np.int32)
-
-
-class QuantizedKernel(NamedTuple):
-    """An int8 kernel [in, out] and its float32 scale per output channel:
-    the float kernel is approximately `values * scale`."""
-
-    values: Array
-    scale: Array
-
-
-class Kernel(nn.Module):
-    """One named weight in its own submodule, T5X's parameter path
-    (`.../query/kernel`); the caller does the product (`dense`).
-
-    Float32 by default; with `quantize="int8"` the kernel is stored as int8
-    beside a float32 `kernel_scale` per output channel and returned as a
-    `QuantizedKernel`.
-    """
-
-    shape: Sequence[int]
-    axes: Sequence[str]
-    init: Initializer
-    param_name: str = "kernel"
-    quantize: Optional[str] = None
-
-    @nn.compact
-    def __call__(self) -> Union[Array, QuantizedKernel]:
-        if self.quantize is None:
-            return self.param(self.param_name,
-                              nn.with_logical_partitioning(self.init, tuple(self.axes)),
-                              tuple(self.shape), jnp.float32)
-        values = self.param(self.param_name,
-                            nn.with_logical_partitioning(nn.initializers.zeros, tuple(self.axes)),
-                            tuple(self.shape), jnp.int8)
-        scale = self.param(f"{self.param_name}_scale",
-                           nn.with_logical_partitioning(nn.initializers.ones, (self.axes[-1],)),
-                           (self.shape[-1],), jnp.float32)
-        return QuantizedKernel(values, scale)
-
-
-def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype) -> Array:
-    """`x @ kernel` over the last axis of `x`, in the compute dtype.
-
-    An int8 kernel is multiplied in bfloat16 with float32 accumulation (its
-    values are exact in bfloat16; `x` is rounded to it) and then scaled per
-    output channel: XLA:CPU runs bfloat16 products about twice as fast as
-    float32 ones where the CPU has AVX512-BF16, and faster than its int8 ones.
-    """
-    if not isinstance(kernel, QuantizedKernel):
-        return jnp.dot(x, kernel.astype(dtype))
-    y = jax.lax.dot_general(x.astype(jnp.bfloat16), kernel.values.astype(jnp.bfloat16),
-                            (((x.ndim - 1,), (0,)), ((), ())),
-                            preferred_element_type=jnp.float32)
-    return (y * kernel.scale).astype(dtype)
 
 
 class RMSNorm(nn.Module):
@@ -245,10 +191,12 @@ class Attention(nn.Module):
             y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
             return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
-        if self.folds(cross, position, query_length, w_key_DxI, deterministic):
+        if self.folds(cross, position, query_length, deterministic):
+            w_key_DxI, w_value_DxI = (w.dequantized() if isinstance(w, QuantizedKernel) else w
+                                      for w in (w_key_DxI, w_value_DxI))
             context_BxQxHxV = folded_attention(
                 project(inputs_q_BxQxD, w_query_DxI), inputs_kv_BxKxD, w_key_DxI, w_value_DxI,
-                mask, self._products_dtype(), self.dtype)
+                mask, self.dtype, self.dtype)
         else:
             context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
                                            project(inputs_kv_BxKxD, w_key_DxI),
@@ -287,11 +235,11 @@ class Attention(nn.Module):
                                  value_scale_BxHx1xK=value_scale_BxHx1xK)
 
     def folds(self, cross: bool, position: Optional[RelativeBias], query_length: int,
-              w_key_DxI: Union[Array, QuantizedKernel], deterministic: bool) -> bool:
-        """Whether `attention.folded_attention` runs: cross-attention without
-        bias or dropout, float kernels, fewer queries than the head width."""
-        return (cross and position is None and deterministic
-                and not isinstance(w_key_DxI, QuantizedKernel) and query_length < self.head_dim)
+              deterministic: bool) -> bool:
+        """Whether `attention.folded_attention` runs (in the compute dtype, int8
+        kernels dequantized): cross-attention without bias or dropout, fewer
+        queries than the head width."""
+        return cross and position is None and deterministic and query_length < self.head_dim
 
     def blocked(self, query_length: int) -> bool:
         """Whether queries of this length are attended in blocks."""

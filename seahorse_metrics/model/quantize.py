@@ -11,7 +11,7 @@ stored as `kernel` (int8) and `kernel_scale` (float32); every other
 parameter is kept as it is. Symmetric, per output channel, as CTranslate2's
 and FBGEMM's int8 linear layers. The network multiplies the int8 values in
 bfloat16 (exactly representable there) with float32 accumulation and scales
-the result (`network.dense`); its attention products take bfloat16 inputs
+the result (`kernels.dense`); its attention products take bfloat16 inputs
 too. On XLA:CPU that is faster than int8 products: with AVX512-BF16,
 bfloat16 dots run at about twice float32's rate and int8 ones (s8 x s8 ->
 s32) at about 1.45x.
