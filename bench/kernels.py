@@ -220,12 +220,14 @@ def attention_variants(config):
 
 
 def chosen_variant(config, length: int) -> str:
-    """The name in `attention_variants` of what the network runs at `length`."""
-    threshold = config.attention_blocked_min_length
+    """The name in `attention_variants` of what the network's forward pass
+    without dropout (scoring) runs at `length`."""
+    threshold = config.attention_forward_min_length
     if threshold is None or length < threshold:
         return "dense (today)"
     key = f" k{config.attention_key_block}" if config.attention_key_block else ""
-    return f"blocked q{config.attention_query_block}{key}"
+    block = length if length <= 2 * config.attention_query_block else config.attention_query_block
+    return f"blocked q{block}{key}"
 
 
 def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
@@ -270,8 +272,10 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
                   f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
                   f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
                   f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
-    print(f"chosen (T5Config defaults): blocked from {config.attention_blocked_min_length} "
-          f"tokens, {config.attention_query_block} queries per block, key blocks "
+    print(f"chosen (T5Config defaults, scoring): blocked from "
+          f"{config.attention_forward_min_length} tokens (training: from "
+          f"{config.attention_blocked_min_length}), {config.attention_query_block} queries per "
+          f"block (up to twice that as one block when scoring), key blocks "
           f"{config.attention_key_block}")
 
 

@@ -261,8 +261,10 @@ def tiny(tiny_hf_dir):
     encoder_bias = RelativeBias.of_buckets(jnp.zeros((1, config.relative_attention_num_buckets)),
                                            buckets, 45, 45)
     assert _band_width(encoder_bias, 4, 45, 45) == 22
-    blocked = dict(attention_blocked_min_length=8, attention_query_block=4)
-    return config.replace(attention_blocked_min_length=None), config.replace(**blocked), params
+    blocked = dict(attention_blocked_min_length=8, attention_forward_min_length=8,
+                   attention_query_block=4)
+    dense = dict(attention_blocked_min_length=None, attention_forward_min_length=None)
+    return config.replace(**dense), config.replace(**blocked), params
 
 
 def test_network_loss_and_gradients_with_dropout_and_packing(tiny):
@@ -304,9 +306,21 @@ def test_config_blocking_fields():
     assert T5Config.from_dict(config.to_dict()) == config
     assert config.replace(attention_blocked_min_length=None, attention_key_block=64)
     for field, value in (("attention_query_block", 0), ("attention_query_block", None),
-                         ("attention_key_block", -8), ("attention_blocked_min_length", 1.5)):
+                         ("attention_key_block", -8), ("attention_blocked_min_length", 1.5),
+                         ("attention_forward_min_length", 0)):
         with pytest.raises(ValueError, match=field):
             config.replace(**{field: value})
+
+
+def test_passes_without_dropout_block_shorter_queries_and_take_two_blocks_as_one():
+    attention = Attention(HEADS, HEAD_DIM, jnp.float32, dropout_rate=0.1, blocked_min_length=256,
+                          forward_min_length=64, query_block=128)
+    forward = {length: attention.query_block_for(length, True)
+               for length in (32, 64, 192, 256, 257, 2048)}
+    assert forward == {32: None, 64: 64, 192: 192, 256: 256, 257: 128, 2048: 128}
+    training = {length: attention.query_block_for(length, False) for length in (192, 256, 2048)}
+    assert training == {192: None, 256: 128, 2048: 128}
+    assert attention.clone(forward_min_length=None).query_block_for(2048, True) is None
 
 
 def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):
@@ -320,9 +334,10 @@ def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):
                            params)
     model, _ = load_model(path, "float32", mesh=None)
     default = get_config("tiny")
-    assert (model.config.attention_blocked_min_length, model.config.attention_query_block,
-            model.config.attention_key_block) == (default.attention_blocked_min_length,
-                                                  default.attention_query_block, None)
+    assert (model.config.attention_blocked_min_length, model.config.attention_forward_min_length,
+            model.config.attention_query_block, model.config.attention_key_block) == (
+        default.attention_blocked_min_length, default.attention_forward_min_length,
+        default.attention_query_block, None)
     assert model.config.relative_attention_max_distance == 9  # what the model is stays
 
 

@@ -25,8 +25,8 @@ REMAT_POLICIES = ("none", "minimal", "full")
 
 # How attention is computed (blocked from which length, block sizes), not
 # what the network is.
-ATTENTION_COMPUTATION = ("attention_blocked_min_length", "attention_query_block",
-                         "attention_key_block")
+ATTENTION_COMPUTATION = ("attention_blocked_min_length", "attention_forward_min_length",
+                         "attention_query_block", "attention_key_block")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +70,12 @@ class T5Config:
         long is computed per block of queries (`model.attention`), never
         holding [heads, length, length] logits, bias or mask; None: always
         at once. Same outputs and gradients to float rounding; the default
-        is where blocking measured faster (`bench/kernels.py`).
+        is where blocking measured faster (`bench/kernels.py`). For passes
+        with dropout (training).
+      attention_forward_min_length: The same for passes without dropout
+        (scoring, evaluation), which also attend up to twice
+        `attention_query_block` queries as one block
+        (`network.Attention.query_block_for`); None: always at once.
       attention_query_block: Queries per block of the blocked attention
         (128 measured fastest at 1024 and 2048 tokens on this CPU).
       attention_key_block: Keys per block of the blocked attention, with a
@@ -103,6 +108,10 @@ class T5Config:
     # 256 tokens, 0.5x at 512 and 0.3x at 2048 (0.4x forward and backward);
     # 32-128 were within noise of 64, key blocks and 256-query blocks slower.
     attention_blocked_min_length: Optional[int] = 256
+    # Forward only (quiet, 2026-11-25, the scorer's batch shapes): one block
+    # took 0.15-0.7x the dense attention's time at 16 x 64 to 8 x 256 tokens;
+    # forward and backward, 1.2-2.2x (so training keeps its threshold).
+    attention_forward_min_length: Optional[int] = 64
     attention_query_block: int = 128
     attention_key_block: Optional[int] = None
 
@@ -132,8 +141,8 @@ class T5Config:
             raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         if not isinstance(self.scan_layers, bool):
             raise ValueError(f"T5Config.scan_layers must be a bool, got {self.scan_layers!r}")
-        for name in ("attention_blocked_min_length", "attention_query_block",
-                     "attention_key_block"):
+        for name in ("attention_blocked_min_length", "attention_forward_min_length",
+                     "attention_query_block", "attention_key_block"):
             value = getattr(self, name)
             if (value is not None or name == "attention_query_block") and (
                     isinstance(value, bool) or not isinstance(value, int) or value <= 0):
