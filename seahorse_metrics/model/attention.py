@@ -230,8 +230,11 @@ def dense_weights(query_BxQxHxV: Array, key_BxKxHxV: Array, position: Optional[R
                   mask: AttentionMask, products_dtype: jnp.dtype) -> Array:
     """Float32 attention weights [B, H, Q, K] of the whole attention at once
     (logits without scaling, as T5; plus bias and mask; softmax)."""
-    logits_BxHxQxK = jnp.einsum("bqhv,bkhv->bhqk", query_BxQxHxV.astype(products_dtype),
-                                key_BxKxHxV.astype(products_dtype),
+    # Heads first before the product, not inside the einsum: on XLA:CPU at
+    # 64-512 tokens the forward ran 1.0-3.4x faster, with the backward 1.03-1.35x.
+    query_BxHxQxV, key_BxHxKxV = (jnp.transpose(x, (0, 2, 1, 3)).astype(products_dtype)
+                                  for x in (query_BxQxHxV, key_BxKxHxV))
+    logits_BxHxQxK = jnp.einsum("bhqv,bhkv->bhqk", query_BxHxQxV, key_BxHxKxV,
                                 preferred_element_type=jnp.float32)
     if position is not None:
         logits_BxHxQxK = logits_BxHxQxK + position.dense()
@@ -242,10 +245,11 @@ def dense_weights(query_BxQxHxV: Array, key_BxKxHxV: Array, position: Optional[R
 def weighted_values(weights_BxHxQxK: Array, value_BxKxHxV: Array, products_dtype: jnp.dtype,
                     output_dtype: jnp.dtype, accumulate_float32: bool) -> Array:
     """The values averaged by the weights, [B, Q, H, V] in `output_dtype`."""
-    return jnp.einsum("bhqk,bkhv->bqhv", weights_BxHxQxK.astype(products_dtype),
-                      value_BxKxHxV.astype(products_dtype),
-                      preferred_element_type=jnp.float32 if accumulate_float32 else None
-                      ).astype(output_dtype)
+    value_BxHxKxV = jnp.transpose(value_BxKxHxV, (0, 2, 1, 3)).astype(products_dtype)
+    context_BxHxQxV = jnp.einsum("bhqk,bhkv->bhqv", weights_BxHxQxK.astype(products_dtype),
+                                 value_BxHxKxV,
+                                 preferred_element_type=jnp.float32 if accumulate_float32 else None)
+    return jnp.transpose(context_BxHxQxV, (0, 2, 1, 3)).astype(output_dtype)
 
 
 def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array, w_key_DxI: Array,
