@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from seahorse_metrics.model import EncoderDecoderModel, T5Config, get_config
+from seahorse_metrics.model.config import ATTENTION_COMPUTATION
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, _band_width,
                                               blocked_attention, dense_weights, folded_attention,
                                               weighted_values)
@@ -262,7 +263,7 @@ def tiny(tiny_hf_dir):
                                            buckets, 45, 45)
     assert _band_width(encoder_bias, 4, 45, 45) == 22
     blocked = dict(attention_blocked_min_length=8, attention_forward_min_length=8,
-                   attention_query_block=4)
+                   attention_band_min_length=8, attention_query_block=4)
     dense = dict(attention_blocked_min_length=None, attention_forward_min_length=None)
     return config.replace(**dense), config.replace(**blocked), params
 
@@ -307,7 +308,7 @@ def test_config_blocking_fields():
     assert config.replace(attention_blocked_min_length=None, attention_key_block=64)
     for field, value in (("attention_query_block", 0), ("attention_query_block", None),
                          ("attention_key_block", -8), ("attention_blocked_min_length", 1.5),
-                         ("attention_forward_min_length", 0)):
+                         ("attention_forward_min_length", 0), ("attention_band_min_length", -1)):
         with pytest.raises(ValueError, match=field):
             config.replace(**{field: value})
 
@@ -323,6 +324,22 @@ def test_passes_without_dropout_block_shorter_queries_and_take_two_blocks_as_one
     assert attention.clone(forward_min_length=None).query_block_for(2048, True) is None
 
 
+def test_only_passes_without_dropout_add_the_bias_in_a_band(tiny, monkeypatch):
+    _, blocked_config, params = tiny
+    bands = []
+    band = RelativeBias.band
+    monkeypatch.setattr(RelativeBias, "band", lambda *args: bands.append(args[1:]) or band(*args))
+    model = EncoderDecoderModel(blocked_config)
+    batch = _packed_batch()
+    model.logits(params, batch)
+    assert bands == [(4, 12, 45, 22)]  # the encoder's; the decoder's bias never stops changing
+    model.loss(params, batch, jax.random.PRNGKey(0))
+    assert len(bands) == 1
+    model = EncoderDecoderModel(blocked_config.replace(attention_band_min_length=46))
+    model.logits(params, batch)
+    assert len(bands) == 1
+
+
 def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):
     """A checkpoint stores the attention blocks it was trained with; the
     scorer's loader computes with the library's defaults."""
@@ -334,10 +351,9 @@ def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):
                            params)
     model, _ = load_model(path, "float32", mesh=None)
     default = get_config("tiny")
-    assert (model.config.attention_blocked_min_length, model.config.attention_forward_min_length,
-            model.config.attention_query_block, model.config.attention_key_block) == (
-        default.attention_blocked_min_length, default.attention_forward_min_length,
-        default.attention_query_block, None)
+    for field in ATTENTION_COMPUTATION:
+        assert getattr(model.config, field) == getattr(default, field), field
+    assert model.config.attention_key_block is None
     assert model.config.relative_attention_max_distance == 9  # what the model is stays
 
 

@@ -26,7 +26,8 @@ REMAT_POLICIES = ("none", "minimal", "full")
 # How attention is computed (blocked from which length, block sizes), not
 # what the network is.
 ATTENTION_COMPUTATION = ("attention_blocked_min_length", "attention_forward_min_length",
-                         "attention_query_block", "attention_key_block")
+                         "attention_band_min_length", "attention_query_block",
+                         "attention_key_block")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,10 @@ class T5Config:
         (scoring, evaluation), which also attend up to twice
         `attention_query_block` queries as one block
         (`network.Attention.query_block_for`); None: always at once.
+      attention_band_min_length: Passes without dropout whose keys are at
+        least this many add the relative bias only in a band around each
+        query block (`attention.blocked_attention`); shorter ones, and
+        training, take it from a strip. None: never in a band.
       attention_query_block: Queries per block of the blocked attention
         (128 measured fastest at 1024 and 2048 tokens on this CPU).
       attention_key_block: Keys per block of the blocked attention, with a
@@ -112,6 +117,9 @@ class T5Config:
     # took 0.15-0.7x the dense attention's time at 16 x 64 to 8 x 256 tokens;
     # forward and backward, 1.2-2.2x (so training keeps its threshold).
     attention_forward_min_length: Optional[int] = 64
+    # The same session: the strip's forward 1.3-1.4x faster than the band's at
+    # 640-1024 tokens, a tie at 1280, the band 1.07-1.4x faster from 1536.
+    attention_band_min_length: Optional[int] = 1280
     attention_query_block: int = 128
     attention_key_block: Optional[int] = None
 
@@ -142,7 +150,7 @@ class T5Config:
         if not isinstance(self.scan_layers, bool):
             raise ValueError(f"T5Config.scan_layers must be a bool, got {self.scan_layers!r}")
         for name in ("attention_blocked_min_length", "attention_forward_min_length",
-                     "attention_query_block", "attention_key_block"):
+                     "attention_band_min_length", "attention_query_block", "attention_key_block"):
             value = getattr(self, name)
             if (value is not None or name == "attention_query_block") and (
                     isinstance(value, bool) or not isinstance(value, int) or value <= 0):

@@ -150,6 +150,7 @@ class Attention(nn.Module):
     quantize: Optional[str] = None
     blocked_min_length: Optional[int] = None
     forward_min_length: Optional[int] = None
+    band_min_length: Optional[int] = None
     query_block: int = 256
     key_block: Optional[int] = None
 
@@ -231,6 +232,8 @@ class Attention(nn.Module):
             batch, key_length = key_BxKxHxV.shape[:2]
             value_scale_BxHx1xK = dropout(jnp.ones((batch, self.num_heads, 1, key_length),
                                                    jnp.float32), deterministic=False, rng=dropout_rng)
+        if position is not None and not self.bands(key_BxKxHxV.shape[1], deterministic):
+            position = position.replace(constant_beyond=None)  # the bias from the strip
         return blocked_attention(query_BxQxHxV, key_BxKxHxV, value_BxKxHxV, position, mask,
                                  query_block=query_block, key_block=self.key_block,
                                  products_dtype=self._products_dtype(), output_dtype=self.dtype,
@@ -258,6 +261,15 @@ class Attention(nn.Module):
         return query_length if deterministic and query_length <= 2 * self.query_block else (
             self.query_block)
 
+    def bands(self, key_length: int, deterministic: bool) -> bool:
+        """Whether the blocked attention may add the bias in a band (see
+        `attention.blocked_attention`): passes without dropout from
+        `band_min_length` keys. Measured on CPUs, the strip's forward was
+        1.3-1.4x faster at 640-1024 tokens, and with its backward 1.06-1.36x
+        at 640-2048; the band's forward 1.07-1.4x faster from 1536."""
+        return deterministic and self.band_min_length is not None and (
+            key_length >= self.band_min_length)
+
     # Quantized, the two attention products also take bfloat16 inputs
     # (float32 accumulation; the softmax stays float32): 7-15% faster on
     # CPUs with AVX512-BF16, and the int8 kernels' error dominates anyway.
@@ -270,6 +282,7 @@ def _attention(config: T5Config, name: str) -> Attention:
     return Attention(config.num_heads, config.d_kv, jnp.dtype(config.dtype), config.dropout_rate,
                      config.quantize, blocked_min_length=config.attention_blocked_min_length,
                      forward_min_length=config.attention_forward_min_length,
+                     band_min_length=config.attention_band_min_length,
                      query_block=config.attention_query_block,
                      key_block=config.attention_key_block, name=name)
 
