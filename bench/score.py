@@ -56,7 +56,8 @@ float32 matmul peak measured in the same run, checks that every float32
 score agrees with ours to 1e-4 (relative) and reports int8 scores as rank
 correlation and largest difference, prints the two goals (our JAX float32
 >= CTranslate2 float32; our fastest mode, either engine, >= the fastest
-peer), and ends with `ratio: N.NNx`: our fastest variant (either engine)
+peer), times each goal's two variants again back to back for
+`--goal_rounds` rounds (their ratios drift less), and ends with `ratio: N.NNx`: our fastest variant (either engine)
 over the fastest other variant (Hugging Face or raw CTranslate2).
 """
 from __future__ import annotations
@@ -116,6 +117,10 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=2,
                         help="Every variant runs once per round, in rotating order; the best "
                              "round counts (the machine may be shared). Default 2, --quick 1.")
+    parser.add_argument("--goal_rounds", type=int, default=4,
+                        help="After the table, rounds of each goal's two variants back to back "
+                             "(order alternating), whose ratios drift less than the table's "
+                             "(default 4, --quick 1; 0: none).")
     parser.add_argument("--buckets", default=None, help="Our bucket lengths, comma-separated.")
     parser.add_argument("--ours", default=DEFAULT_OURS,
                         help=f"Our variants, comma-separated (of {', '.join(OURS_VARIANTS)}; "
@@ -135,6 +140,7 @@ def parse_args(argv=None):
         parser.error(f"unknown --ours variants {unknown}; choose from {list(OURS_VARIANTS)}")
     if args.quick:
         args.n, args.max_length, args.median_length, args.rounds = 12, 512, 250, 1
+        args.goal_rounds = min(args.goal_rounds, 1)
         args.buckets = args.buckets or "128,256,512"
     return args
 
@@ -451,6 +457,32 @@ def time_variants(runners, rounds: int, n: int, total_flops: float) -> dict[str,
     return results
 
 
+def paired_rounds(runners, pairs, rounds: int, n: int) -> dict:
+    """{(ours, peer): [(ours, peer examples/s) per round]}: the two run back to
+    back, peer first in even rounds (the machine drifts between minutes more
+    than between two runs)."""
+    found = {}
+    for pair in dict.fromkeys(pairs):
+        found[pair] = []
+        for index in range(rounds):
+            speed = {}
+            for name in (pair[::-1] if index % 2 == 0 else pair):
+                start = time.perf_counter()
+                runners[name]()
+                speed[name] = n / (time.perf_counter() - start)
+            found[pair].append((speed[pair[0]], speed[pair[1]]))
+    return found
+
+
+def print_paired(found: dict) -> None:
+    for (ours, peer), speeds in found.items():
+        ratios = [a / b for a, b in speeds]
+        print(f"{ours} vs {peer}, {len(speeds)} rounds back to back (examples/s): "
+              + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in speeds)
+              + f"; median ratio {float(np.median(ratios)):.2f}x, best of each "
+              f"{max(a for a, _ in speeds) / max(b for _, b in speeds):.2f}x")
+
+
 def is_int8(name: str) -> bool:
     return "int8" in name
 
@@ -574,10 +606,15 @@ def main(argv=None) -> int:
           f"{max(setup.lengths)}, {setup.total_flops / args.n / 1e9:.1f} GFLOP per example")
     compile_seconds = precompile_ours(setup)
     peaks = [measure_matmul_peak()]
-    results = time_variants(variant_runners(args, setup), args.rounds, args.n, setup.total_flops)
+    runners = variant_runners(args, setup)
+    results = time_variants(runners, args.rounds, args.n, setup.total_flops)
     peaks.append(measure_matmul_peak())
     checks, summary = agreement(results), ratios(results)
     agree = print_report(args, setup, results, compile_seconds, peaks, checks, summary)
+    pairs = [(summary["best_ours"], summary["best_other"])]
+    if summary["float32_vs_ct2_float32"] is not None:
+        pairs.insert(0, (summary["best_float32"], "ct2_float32"))
+    print_paired(paired_rounds(runners, pairs, args.goal_rounds, args.n))
     print(f"wall time {time.perf_counter() - wall:.0f} s")
     if args.json:
         write_json(args.json, args, results, compile_seconds, peaks, checks, summary)
