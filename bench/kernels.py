@@ -227,7 +227,9 @@ def chosen_variant(config, length: int) -> str:
         return "dense (today)"
     key = f" k{config.attention_key_block}" if config.attention_key_block else ""
     block = length if length <= 2 * config.attention_query_block else config.attention_query_block
-    return f"blocked q{block}{key}"
+    band = config.attention_band_min_length is not None and length >= config.attention_band_min_length
+    strip = " strip" if not key and not band and block in STRIP_BLOCKS else ""
+    return f"blocked q{block}{key}{strip}"
 
 
 def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
@@ -276,7 +278,8 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
           f"{config.attention_forward_min_length} tokens (training: from "
           f"{config.attention_blocked_min_length}), {config.attention_query_block} queries per "
           f"block (up to twice that as one block when scoring), key blocks "
-          f"{config.attention_key_block}")
+          f"{config.attention_key_block}, the bias in a band from "
+          f"{config.attention_band_min_length} tokens (else from the strip)")
 
 
 def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
