@@ -324,20 +324,20 @@ def test_passes_without_dropout_block_shorter_queries_and_take_two_blocks_as_one
     assert attention.clone(forward_min_length=None).query_block_for(2048, True) is None
 
 
-def test_only_passes_without_dropout_add_the_bias_in_a_band(tiny, monkeypatch):
+def test_scoring_adds_the_bias_in_a_band_from_band_min_length_training_always(tiny,
+                                                                              monkeypatch):
     _, blocked_config, params = tiny
     bands = []
     band = RelativeBias.band
     monkeypatch.setattr(RelativeBias, "band", lambda *args: bands.append(args[1:]) or band(*args))
-    model = EncoderDecoderModel(blocked_config)
     batch = _packed_batch()
-    model.logits(params, batch)
+    EncoderDecoderModel(blocked_config).logits(params, batch)
     assert bands == [(4, 12, 45, 22)]  # the encoder's; the decoder's bias never stops changing
-    model.loss(params, batch, jax.random.PRNGKey(0))
+    short_of_it = EncoderDecoderModel(blocked_config.replace(attention_band_min_length=46))
+    short_of_it.logits(params, batch)
     assert len(bands) == 1
-    model = EncoderDecoderModel(blocked_config.replace(attention_band_min_length=46))
-    model.logits(params, batch)
-    assert len(bands) == 1
+    short_of_it.loss(params, batch, jax.random.PRNGKey(0))
+    assert len(bands) == 2
 
 
 def test_checkpoints_are_scored_with_todays_attention_blocks(tiny, tmp_path):

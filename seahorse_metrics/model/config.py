@@ -77,10 +77,11 @@ class T5Config:
         (scoring, evaluation), which also attend up to twice
         `attention_query_block` queries as one block
         (`network.Attention.query_block_for`); None: always at once.
-      attention_band_min_length: Passes without dropout whose keys are at
-        least this many add the relative bias only in a band around each
-        query block (`attention.blocked_attention`); shorter ones, and
-        training, take it from a strip. None: never in a band.
+      attention_band_min_length: Passes without dropout (scoring) whose keys
+        are at least this many add the relative bias only in a band around
+        each query block (`attention.blocked_attention`); shorter ones take
+        it from a strip. Training uses the band wherever it fits. None:
+        scoring never in a band.
       attention_query_block: Queries per block of the blocked attention
         (128 measured fastest at 1024 and 2048 tokens on this CPU).
       attention_key_block: Keys per block of the blocked attention, with a
@@ -118,7 +119,8 @@ class T5Config:
     # forward and backward, 1.2-2.2x (so training keeps its threshold).
     attention_forward_min_length: Optional[int] = 64
     # The same session: the strip's forward 1.3-1.4x faster than the band's at
-    # 640-1024 tokens, a tie at 1280, the band 1.07-1.4x faster from 1536.
+    # 640-1024 tokens, a tie at 1280, the band 1.07-1.4x faster from 1536
+    # (training keeps the band: 0.90x the strip's time for a 2 x 2048 step).
     attention_band_min_length: Optional[int] = 1280
     attention_query_block: int = 128
     attention_key_block: Optional[int] = None
