@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -60,6 +60,19 @@ def check_probabilities(scores, what: str) -> np.ndarray:
         raise ValueError(f"{what}: scores must be probabilities in [0, 1] (got "
                          f"{values.min():.4g} to {values.max():.4g})")
     return values
+
+
+def refuse_unknown_metrics(given: Iterable[str], names: Sequence[str], source: Optional[str],
+                           what: str, hint: str) -> None:
+    """Raises ValueError naming the metrics in `given` that are not among
+    `names` (this run's), the file they came from (`source`), what it holds
+    for them (`what`: "calibration maps", "thresholds") and how to fix it
+    (`hint`)."""
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        where = f"{source}: " if source else ""
+        raise ValueError(f"{where}{what} for unknown metric(s) {unknown}; the metrics of this "
+                         f"run are {list(names)} ({hint})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,12 +137,9 @@ class CalibrationSet:
         Raises:
           ValueError: naming the unknown metrics and the file.
         """
-        unknown = sorted(set(self.metrics) - set(names))
-        if unknown:
-            where = f"{self.source}: " if self.source else ""
-            raise ValueError(f"{where}calibration maps for unknown metric(s) {unknown}; the "
-                             f"metrics of this run are {list(names)} (name them NAME=SPEC, or "
-                             "fit maps for these metrics with `evaluate --calibrate_on`)")
+        refuse_unknown_metrics(self.metrics, names, self.source, "calibration maps",
+                               "name them NAME=SPEC, or fit maps for these metrics with "
+                               "`evaluate --calibrate_on`")
 
     def to_dict(self) -> dict:
         return {"format": CALIBRATION_FORMAT, "method": self.method,

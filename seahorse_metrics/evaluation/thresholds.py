@@ -37,6 +37,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.calibration import refuse_unknown_metrics
 from seahorse_metrics.evaluation import stats
 
 THRESHOLDS_FORMAT = "seahorse-metrics-thresholds/1"
@@ -193,11 +194,8 @@ class ThresholdSet:
         Raises:
           ValueError: naming the unknown metrics and the file.
         """
-        unknown = sorted(set(self.metrics) - set(names))
-        if unknown:
-            where = f"{self.source}: " if self.source else ""
-            raise ValueError(f"{where}thresholds for unknown metric(s) {unknown}; the metrics of "
-                             f"this run are {list(names)} (name them with NAME=SPEC)")
+        refuse_unknown_metrics(self.metrics, names, self.source, "thresholds",
+                               "name them with NAME=SPEC")
 
     def to_dict(self) -> dict:
         return {
