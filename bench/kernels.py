@@ -227,7 +227,8 @@ def chosen_variant(config, length: int) -> str:
         return "dense (today)"
     key = f" k{config.attention_key_block}" if config.attention_key_block else ""
     block = length if length <= 2 * config.attention_query_block else config.attention_query_block
-    band = config.attention_band_min_length is not None and length >= config.attention_band_min_length
+    band_from = config.attention_band_min_length
+    band = band_from is not None and length >= band_from
     strip = " strip" if not key and not band and block in STRIP_BLOCKS else ""
     return f"blocked q{block}{key}{strip}"
 
