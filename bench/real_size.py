@@ -16,6 +16,9 @@ that implementation's alone:
           compile, score the pairs; a fresh compilation cache
   ours    again with that cache warm: load and compile only (the start-up a
           second `score` run sees)
+  ours_int8
+          `Scorer.load(dir, quantize="int8")`: JAX with int8 kernels
+          (float32 models only), load, quantize, compile, score
   hf      `from_pretrained(dir, torch_dtype=...)`, then one forward pass per
           pair with the decoder start token (the fastest HF variant at
           this length in bench/score.py)
@@ -93,6 +96,7 @@ def parse_args(argv=None):
     parser.add_argument("--role", choices=("write", "ours", "hf", "ct2_convert", "ct2", "ours_ct2"),
                         default=None, help=argparse.SUPPRESS)
     parser.add_argument("--compute_type", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--quantize", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ct2_dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--inputs", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cache_dir", default=None, help=argparse.SUPPRESS)
@@ -151,8 +155,8 @@ def run_ours(args) -> dict:
         premises, hypotheses = json.load(handle)
     baseline = peak_rss_bytes()
     start = time.perf_counter()
-    scorer = Scorer.load(args.model_dir, dtype=args.dtype, max_input_length=args.length,
-                         bucket_lengths=(args.length,), batch_size=1)
+    scorer = Scorer.load(args.model_dir, dtype=args.dtype, quantize=args.quantize,
+                         max_input_length=args.length, bucket_lengths=(args.length,), batch_size=1)
     jax.block_until_ready(scorer.params)
     result = {"load_s": time.perf_counter() - start, "rss_baseline": baseline,
               "rss_peak_loading": peak_rss_bytes()}
@@ -330,7 +334,7 @@ def report(figures: dict) -> list[str]:
              f"parameters, {figures['dtype']}: {gb(weights)} of weights in "
              f"{figures['model']['shards']} safetensors shards",
              f"pairs: {figures['pairs']} of {figures['length']} tokens"]
-    for name in ("ours", "hf") + tuple(f"{kind}_{t}" for kind in ("ct2", "ours_ct2")
+    for name in ("ours", "ours_int8", "hf") + tuple(f"{kind}_{t}" for kind in ("ct2", "ours_ct2")
                                         for t in CT2_TYPES):
         run = figures.get(name)
         if run is None:
@@ -360,7 +364,8 @@ def report(figures: dict) -> list[str]:
         if warm is not None:
             lines.append(f"ours_ct2_{compute_type} second start-up: load {warm['load_s']:.1f} s "
                          "(conversion cached)")
-    for name in ("hf", "ct2_float32", "ours_ct2_float32", "ct2_int8", "ours_ct2_int8"):
+    for name in ("hf", "ct2_float32", "ours_ct2_float32", "ours_int8", "ct2_int8",
+                 "ours_ct2_int8"):
         if name in figures:
             gap = max(abs(a - b) for a, b in zip(figures["ours"]["log_p"], figures[name]["log_p"]))
             lines.append(f"max |log P(\"1\") difference|, {name} vs ours: {gap:.2e}")
@@ -398,8 +403,9 @@ def fastest_pair(figures: dict):
 def scoring_run(args, name: str, inputs: str, work: str) -> dict:
     """Scores the pairs again as variant `name` in a fresh process (its
     conversion or compilation cache from the runs above)."""
-    if name == "ours":
-        return child(args, "ours", inputs=inputs, cache_dir=os.path.join(work, "jax_cache"))
+    if name in ("ours", "ours_int8"):
+        return child(args, "ours", inputs=inputs, cache_dir=os.path.join(work, "jax_cache"),
+                     quantize="int8" if name == "ours_int8" else None)
     if name == "hf":
         return child(args, "hf", inputs=inputs)
     compute_type = name.rsplit("_", 1)[1]
@@ -469,6 +475,10 @@ def parent(args) -> int:
         figures["ours"] = child(args, "ours", inputs=inputs, cache_dir=cache)
         print("ours again: load, compile from the cache", flush=True)
         figures["ours_warm"] = child(args, "ours", inputs=inputs, cache_dir=cache, compile_only=True)
+        if args.dtype == "float32":
+            print("ours_int8 (--quantize int8): load, quantize, compile, score", flush=True)
+            figures["ours_int8"] = child(args, "ours", inputs=inputs, cache_dir=cache,
+                                         quantize="int8")
         if not args.skip_hf:
             print("hf: load, score", flush=True)
             figures["hf"] = child(args, "hf", inputs=inputs)
