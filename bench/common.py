@@ -1,6 +1,8 @@
-"""Helpers shared by the benchmarks: the machine's float32 matmul peak, timing."""
+"""Helpers shared by the benchmarks: the machine's float32 matmul peak, timing,
+and which CPU the figures come from."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -58,3 +60,29 @@ def measure_matmul_peak(size: int = 2048, repeats: int = 5) -> dict[str, float]:
     if result:
         result["peak"] = max(result.values())
     return result
+
+
+# The vector extensions that decide the kernels' speed on x86 CPUs.
+_FLAGS = ("avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def machine_line() -> str:
+    """One line naming this machine's CPU: model name, family and model
+    numbers (the same name can hide CPU generations whose float32 peaks
+    differ 2x), usable cores and the vector extensions the kernels use.
+    Every benchmark prints it, so figures of different hosts are not compared."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():
+                    break  # the first processor is enough
+    except OSError:
+        return f"machine: {os.cpu_count()} cores (no /proc/cpuinfo)"
+    flags = set(fields.get("flags", "").split())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"machine: {fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
+            f"model {fields.get('model', '?')}), {cores} usable cores, "
+            + (" ".join(f for f in _FLAGS if f in flags) or "no AVX-512"))

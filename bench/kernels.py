@@ -59,7 +59,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import best_time, measure_matmul_peak  # noqa: E402
+from common import best_time, machine_line, measure_matmul_peak  # noqa: E402
 
 D_MODEL, INNER, D_FF = 512, 384, 1024
 # (name, K, N, products per encoder layer): the layer's kernels [K, N].
@@ -335,6 +335,7 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
+    print(machine_line())
     print(f"machine: {len(os.sched_getaffinity(0))} CPUs, jax {jax.__version__}, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
     peak = measure_matmul_peak()["peak"] / 1e9

@@ -61,6 +61,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import machine_line  # noqa: E402
+
 SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 PRESETS = {"small": "mt5_small", "base": "mt5_base", "large": "mt5_large", "xl": "mt5_xl",
            "xxl": "mt5_xxl"}
@@ -455,6 +459,7 @@ def parent(args) -> int:
     temporary = args.model_dir is None
     args.model_dir = args.model_dir or tempfile.mkdtemp(prefix=f"mt5-{args.size}-")
     work = tempfile.mkdtemp(prefix="real-size-")
+    print(machine_line(), flush=True)
     try:
         complete = os.path.join(args.model_dir, COMPLETE)
         if not os.path.isfile(complete):

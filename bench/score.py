@@ -80,7 +80,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import measure_matmul_peak  # noqa: E402
+from common import machine_line, measure_matmul_peak  # noqa: E402
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "seahorse_metrics", "data", "sample")
@@ -596,6 +596,7 @@ def main(argv=None) -> int:
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     wall = time.perf_counter()
+    print(machine_line())
     print(f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads, CTranslate2 too)")
     with tempfile.TemporaryDirectory(prefix="bench-score-") as work_dir:

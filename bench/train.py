@@ -66,7 +66,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import measure_matmul_peak  # noqa: E402
+from common import machine_line, measure_matmul_peak  # noqa: E402
 from score import random_params  # noqa: E402  (T5-style random weights, numpy)
 
 TARGET_LENGTH = 4
@@ -351,6 +351,7 @@ def main(argv=None) -> int:
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     config = get_config("mt5_small", dropout_rate=args.dropout, num_encoder_layers=args.layers,
                         num_decoder_layers=args.layers)
+    print(machine_line())
     print(f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
           f"torch {torch.__version__} ({threads} threads)")
     print(f"model: mT5-small shape with {args.layers}+{args.layers} layers, vocab {config.vocab_size}, "
