@@ -2,6 +2,8 @@
 rank as the float32 ones do, on random and on trained weights."""
 import json
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +36,34 @@ def test_quantize_kernel_per_output_channel():
     assert scale[3] == 1.0 and not values[:, 3].any()  # an all-zero column
     with pytest.raises(ValueError, match="2-D"):
         quantize_kernel(np.zeros((2, 3, 4)))
+
+
+# A fresh interpreter, so that the heap holds only what the script frees.
+_FREED_HEAP = """
+import numpy as np
+from seahorse_metrics.scoring.loading import release_freed_memory
+
+def rss():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1])
+
+big = np.ones(4 << 20, np.float32)
+del big  # a freed 16 MB block raises glibc's mmap threshold: what follows is heap
+blocks = [np.ones(1 << 20, np.float32) for _ in range(100)]
+keep = np.ones(1 << 20, np.float32)  # above the freed blocks: the heap's top stays
+del blocks
+before = rss()
+print(release_freed_memory(), (before - rss()) // 1024)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; glibc's heap")
+def test_memory_freed_after_quantizing_goes_back_to_the_system():
+    # Scorer.load(..., quantize="int8") calls it after the float32 kernels are freed.
+    result = subprocess.run([sys.executable, "-c", _FREED_HEAP], capture_output=True, text=True,
+                            check=True)
+    returned, megabytes = result.stdout.split()
+    assert returned == "True"
+    assert int(megabytes) > 200, f"only {megabytes} MB of 400 MB freed went back"
 
 
 def test_quantized_params_fit_the_quantized_network(tiny_hf_dir):
