@@ -80,9 +80,9 @@ def machine_line() -> str:
                 if not line.strip():
                     break  # the first processor is enough
     except OSError:
-        return f"machine: {os.cpu_count()} cores (no /proc/cpuinfo)"
+        return f"cpu: {os.cpu_count()} cores (no /proc/cpuinfo)"
     flags = set(fields.get("flags", "").split())
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"machine: {fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
+    return (f"cpu: {fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
             f"model {fields.get('model', '?')}), {cores} usable cores, "
-            + (" ".join(f for f in _FLAGS if f in flags) or "no AVX-512"))
+            + (" ".join(f for f in _FLAGS if f in flags) or "none of " + " ".join(_FLAGS)))
