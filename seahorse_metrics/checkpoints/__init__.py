@@ -20,6 +20,7 @@ from seahorse_metrics.checkpoints.hf import checked_hf_config, export_hf, is_hf_
 from seahorse_metrics.checkpoints.orbax_io import (checked_config, find_checkpoint_dir, is_ours,
                                                    load_ours, save_checkpoint)
 from seahorse_metrics.checkpoints.params import CheckpointError
+from seahorse_metrics.checkpoints.streaming import Convert
 from seahorse_metrics.checkpoints.t5x import (config_from_shapes, find_step_dir, is_t5x, load_t5x,
                                               stored_t5x_tensors)
 from seahorse_metrics.model.config import T5Config
@@ -48,8 +49,8 @@ def detect_format(path: str) -> str:
         "in checkpoint_<step>/)")
 
 
-def load_checkpoint(path: str, dtype: Optional[str] = None,
-                    mesh: Any = None) -> tuple[T5Config, dict]:
+def load_checkpoint(path: str, dtype: Optional[str] = None, mesh: Any = None,
+                    convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
     """Loads any supported checkpoint, tensor by tensor.
 
     Args:
@@ -58,6 +59,10 @@ def load_checkpoint(path: str, dtype: Optional[str] = None,
       mesh: A ('data', 'model') `jax.sharding.Mesh`: each parameter is placed
         on it by its logical axes as it is read (the trainer's and scorer's
         rules). None returns host numpy arrays.
+      convert: Called with (flat name, array) as each parameter is read;
+        what it returns ({flat name: array}) replaces it before the next is
+        read (`model.quantize.kernel_converter`: int8 kernels without the
+        float32 model in memory). See `streaming.materialise`.
 
     Returns:
       (config, params) with params a nested dict shaped as
@@ -70,7 +75,7 @@ def load_checkpoint(path: str, dtype: Optional[str] = None,
         (the message names the file or parameter).
     """
     loaders = {"ours": load_ours, "hf": load_hf, "t5x": load_t5x}
-    return loaders[detect_format(path)](path, dtype=dtype, mesh=mesh)
+    return loaders[detect_format(path)](path, dtype=dtype, mesh=mesh, convert=convert)
 
 
 def checkpoint_config(path: str) -> T5Config:

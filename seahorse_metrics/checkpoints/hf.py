@@ -33,8 +33,8 @@ from seahorse_metrics.checkpoints.layout import VOCAB_FILE
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
                                                  check_layer_claims, check_params, expected_shapes,
                                                  flatten, unflatten)
-from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, ParamSource, StoredTensor,
-                                                    materialise, param_shardings)
+from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, Convert, ParamSource,
+                                                    StoredTensor, materialise, param_shardings)
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -309,7 +309,8 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
     return sources
 
 
-def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None,
+            convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
     """Loads an HF T5/mT5 directory tensor by tensor.
 
     Args:
@@ -317,6 +318,8 @@ def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None) -> tu
       dtype: Parameter dtype ("float32" by default, or "bfloat16").
       mesh: A ('data', 'model') mesh to place the parameters on by their
         logical axes; None returns host numpy arrays.
+      convert: See `streaming.materialise` (int8 scoring quantizes each
+        kernel as it is read).
 
     Returns:
       (config, nested params).
@@ -325,7 +328,7 @@ def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None) -> tu
                             os.path.join(directory, CONFIG_FILE))
     sources = hf_param_sources(config, stored_hf_tensors(directory), directory)
     shardings = None if mesh is None else param_shardings(config, mesh)
-    return config, unflatten(materialise(sources, dtype, directory, shardings))
+    return config, unflatten(materialise(sources, dtype, directory, shardings, convert))
 
 
 # ------------------------------------------------------------------ export

@@ -22,7 +22,7 @@ import numpy as np
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
                                                  check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
-from seahorse_metrics.checkpoints.streaming import param_shardings
+from seahorse_metrics.checkpoints.streaming import Convert, converted, param_shardings
 from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
 
@@ -130,7 +130,8 @@ def _reading_params(params_dir: str):
     return reading(params_dir, "parameter database (manifest.ocdbt and the d/ data files)")
 
 
-def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None,
+              convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
     """Loads our checkpoint (or the latest step under `path`).
 
     Orbax restores each array straight into the requested dtype and, with a
@@ -142,11 +143,12 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple
       dtype: Parameter dtype ("float32" by default, or "bfloat16").
       mesh: A ('data', 'model') mesh to place the parameters on by their
         logical axes; None returns host numpy arrays.
+      convert: See `streaming.materialise`: the parameters are then restored
+        one at a time, each converted before the next is read.
 
     Returns:
       (config, nested params).
     """
-    import jax
     import orbax.checkpoint as ocp
 
     checkpoint_dir = find_checkpoint_dir(path)
@@ -160,22 +162,47 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple
         raise FileNotFoundError(f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing")
     checkpointer = ocp.PyTreeCheckpointer()
     with _reading_params(params_dir):
-        tree = checkpointer.metadata(params_dir).item_metadata.tree
+        stored = flatten(checkpointer.metadata(params_dir).item_metadata.tree)
         # The config's claims against the tensors there, before a network is traced from them.
-        check_layer_claims(config, flatten(tree), os.path.join(checkpoint_dir, CONFIG_FILE))
-        check_params(config, flatten(tree), checkpoint_dir)
+        check_layer_claims(config, stored, os.path.join(checkpoint_dir, CONFIG_FILE))
+        check_params(config, stored, checkpoint_dir)
         # Orbax would read a missing chunk as zeros: every chunk must be there.
         checked_arrays(params_dir)
         target = numpy_dtype("float32" if dtype is None else dtype)
-        if mesh is None:
-            restore_args = jax.tree.map(
-                lambda _: ocp.RestoreArgs(restore_type=np.ndarray, dtype=target), tree)
-        else:
-            shardings = unflatten(param_shardings(config, mesh))
-            restore_args = jax.tree.map(lambda s: ocp.ArrayRestoreArgs(sharding=s, dtype=target),
-                                        shardings)
+        restore_args = _restore_args(config, stored, target, mesh)
         start = time.perf_counter()
-        params = checkpointer.restore(params_dir,
-                                      args=ocp.args.PyTreeRestore(restore_args=restore_args))
+        if convert is None:
+            params = checkpointer.restore(
+                params_dir, args=ocp.args.PyTreeRestore(restore_args=unflatten(restore_args)))
+        else:
+            params = unflatten(_restore_converted(checkpointer, params_dir, stored, restore_args,
+                                                  convert))
     logger.info("loaded %s as %s in %.1f s", checkpoint_dir, target.name, time.perf_counter() - start)
     return config, params
+
+
+def _restore_args(config: T5Config, stored: Mapping[str, Any], target: np.dtype,
+                  mesh: Any) -> dict[str, Any]:
+    """{flat name: Orbax restore args}: host numpy arrays, or arrays sharded on `mesh`."""
+    import orbax.checkpoint as ocp
+
+    if mesh is None:
+        return {name: ocp.RestoreArgs(restore_type=np.ndarray, dtype=target) for name in stored}
+    return {name: ocp.ArrayRestoreArgs(sharding=sharding, dtype=target)
+            for name, sharding in param_shardings(config, mesh).items()}
+
+
+def _restore_converted(checkpointer: Any, params_dir: str, stored: Mapping[str, Any],
+                       restore_args: Mapping[str, Any], convert: Convert) -> dict[str, Any]:
+    """The flat parameters restored one at a time, each converted before the
+    next is read (about 10 ms a call here; a layer at a time held 1.5x as
+    much memory above the converted parameters)."""
+    import orbax.checkpoint as ocp
+
+    placed: dict[str, Any] = {}
+    for name in sorted(stored):
+        part = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(
+            item=unflatten({name: stored[name]}), restore_args=unflatten({name: restore_args[name]}),
+            partial_restore=True))
+        placed.update(converted(name, flatten(part)[name], convert))
+    return placed

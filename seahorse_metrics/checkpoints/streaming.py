@@ -42,6 +42,8 @@ _ALIGNMENT = 64
 _TRANSPOSE_ROWS = 256
 
 Index = tuple[slice, ...]
+# A parameter's conversion as it is loaded: (flat name, array) -> {flat name: array}.
+Convert = Callable[[str, Any], Mapping[str, Any]]
 Box = tuple[tuple[int, int], ...]
 
 
@@ -185,8 +187,24 @@ def _release(arrays: Iterable[Any]) -> None:
             delete()
 
 
+def converted(name: str, array: Any, convert: Optional[Convert]) -> Mapping[str, Any]:
+    """{name: array}, or what `convert` makes of it (the array read is
+    released when `convert` does not keep it)."""
+    if convert is None:
+        return {name: array}
+    try:
+        result = convert(name, array)
+    except BaseException:
+        _release([array])
+        raise
+    if all(value is not array for value in result.values()):
+        _release([array])
+    return result
+
+
 def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin: str,
-                shardings: Optional[Mapping[str, Any]] = None) -> FlatParams:
+                shardings: Optional[Mapping[str, Any]] = None,
+                convert: Optional[Convert] = None) -> FlatParams:
     """Reads every parameter into `dtype` and places it, one at a time.
 
     Args:
@@ -195,6 +213,10 @@ def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin
       dtype: Target dtype name ("float32" when None, or "bfloat16").
       origin: The checkpoint, for the log and progress bar.
       shardings: {flat name: jax Sharding}, or None for host numpy arrays.
+      convert: Called with (flat name, array) as each parameter is placed;
+        what it returns ({flat name: array}) is kept in its place, and the
+        array read is released unless returned. Int8 scoring quantizes
+        each kernel so, before the next is read (`quantize.kernel_converter`).
 
     Returns:
       {flat name: numpy array or jax.Array}.
@@ -217,9 +239,10 @@ def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin
             for name in order:
                 source = sources[name]
                 if shardings is None:
-                    placed[name] = source.read(_full_box(source.shape), target)
+                    array = source.read(_full_box(source.shape), target)
                 else:
-                    placed[name] = _place_sharded(source, target, shardings[name])
+                    array = _place_sharded(source, target, shardings[name])
+                placed.update(converted(name, array, convert))
                 progress.update(math.prod(source.shape) * target.itemsize)
     except BaseException:
         _release(placed.values())

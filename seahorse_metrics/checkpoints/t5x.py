@@ -33,8 +33,8 @@ import numpy as np
 from seahorse_metrics.checkpoints import zarr_chunks
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, numpy_dtype,
                                                  unflatten)
-from seahorse_metrics.checkpoints.streaming import (ParamSource, StoredTensor, materialise,
-                                                    param_shardings)
+from seahorse_metrics.checkpoints.streaming import (Convert, ParamSource, StoredTensor,
+                                                    materialise, param_shardings)
 from seahorse_metrics.checkpoints.t5x_orbax import is_orbax_step_dir, stored_orbax_tensors
 from seahorse_metrics.model.config import T5Config
 
@@ -254,7 +254,8 @@ def _count_layers(flat: Mapping[str, np.ndarray], stack: str, source: str) -> in
     return len(indices)
 
 
-def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[T5Config, dict]:
+def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None,
+             convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
     """Loads a T5X checkpoint (model dir -> latest step, or a step dir) tensor
     by tensor; each TensorStore array is read in blocks (only the box a device
     owns, with a mesh).
@@ -264,6 +265,8 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[
       dtype: Parameter dtype ("float32" by default, or "bfloat16").
       mesh: A ('data', 'model') mesh to place the parameters on by their
         logical axes; None returns host numpy arrays.
+      convert: See `streaming.materialise` (int8 scoring quantizes each
+        kernel as it is read).
 
     Returns:
       (config, nested params).
@@ -279,7 +282,7 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None) -> tuple[
     check_params(config, tensors, step_dir)
     sources = {name: ParamSource(tensor) for name, tensor in tensors.items()}
     shardings = None if mesh is None else param_shardings(config, mesh)
-    return config, unflatten(materialise(sources, dtype, step_dir, shardings))
+    return config, unflatten(materialise(sources, dtype, step_dir, shardings, convert))
 
 
 # --------------------------------------------------------- optimizer state

@@ -18,7 +18,7 @@ s32) at about 1.45x.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -43,6 +43,37 @@ def quantize_kernel(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, scale
 
 
+def kernel_converter(model: EncoderDecoderModel) -> Callable[[str, Any], dict[str, Any]]:
+    """The per-parameter conversion of `quantize_params`, for loading:
+    `load_checkpoint(path, convert=kernel_converter(model))` quantizes each
+    kernel as it is read, so the float32 model is never whole in memory.
+
+    The returned function maps (flat name "a/b/kernel", float array) to
+    {name: int8 values, name + "_scale": scales} for a kernel `model`
+    stores as int8, else to {name: the array} (cast to the network's dtype).
+
+    Raises:
+      ValueError: if `model` is not quantized, or (from the function) for
+        a parameter the network lacks or of another shape.
+    """
+    if model.config.quantize != "int8":
+        raise ValueError(f"the model is not quantized (config.quantize={model.config.quantize!r})")
+    wanted = traverse_util.flatten_dict(model.abstract_params(), sep="/")
+
+    def convert(name: str, value: Any) -> dict[str, Any]:
+        leaf = wanted.get(name)
+        if leaf is None or name.endswith(SCALE_SUFFIX):
+            raise ValueError(f"parameter {name!r} is not one of this network's")
+        if tuple(value.shape) != tuple(leaf.shape):
+            raise ValueError(f"parameter {name!r} has shape {tuple(value.shape)}, the network "
+                             f"wants {tuple(leaf.shape)}")
+        if leaf.dtype == np.int8:
+            values, scale = quantize_kernel(np.asarray(jax.device_get(value)))
+            return {name: values, name + SCALE_SUFFIX: scale}
+        return {name: value if value.dtype == leaf.dtype else value.astype(leaf.dtype)}
+    return convert
+
+
 def quantize_params(model: EncoderDecoderModel, params: Params) -> Params:
     """The float32 `params` of `model`'s network, quantized for `model`.
 
@@ -59,23 +90,13 @@ def quantize_params(model: EncoderDecoderModel, params: Params) -> Params:
     Raises:
       ValueError: if `model` is not quantized or the parameters do not fit it.
     """
-    if model.config.quantize != "int8":
-        raise ValueError(f"the model is not quantized (config.quantize={model.config.quantize!r})")
-    wanted = traverse_util.flatten_dict(model.abstract_params(), sep="/")
+    convert = kernel_converter(model)
     given = traverse_util.flatten_dict(params, sep="/")
     result = {}
-    for name, leaf in wanted.items():
+    for name in traverse_util.flatten_dict(model.abstract_params(), sep="/"):
         if name.endswith(SCALE_SUFFIX):
             continue
         if name not in given:
             raise ValueError(f"the parameters lack {name!r}; are they of this network?")
-        value = given[name]
-        if tuple(value.shape) != tuple(leaf.shape):
-            raise ValueError(f"parameter {name!r} has shape {tuple(value.shape)}, the network "
-                             f"wants {tuple(leaf.shape)}")
-        if leaf.dtype == np.int8:
-            kernel = np.asarray(jax.device_get(value))
-            result[name], result[name + SCALE_SUFFIX] = quantize_kernel(kernel)
-        else:
-            result[name] = value if value.dtype == leaf.dtype else value.astype(leaf.dtype)
+        result.update(convert(name, given[name]))
     return traverse_util.unflatten_dict(result, sep="/")

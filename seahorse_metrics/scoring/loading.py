@@ -45,23 +45,25 @@ def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None,
                scan_layers: bool = False):
     """The model of a checkpoint, its parameters read tensor by tensor in
     `dtype` straight onto `mesh` (sharded by their logical axes); quantized,
-    read in float32 and then turned into int8 kernels and their scales;
-    with `scan_layers`, stacked for a scanned network parameter by parameter
+    each kernel read in float32 and turned into int8 and its scales before
+    the next is read (the float32 model is never whole in memory); with
+    `scan_layers`, stacked for a scanned network parameter by parameter
     (`model.stacks.stack_layers`, no second copy of the model)."""
-    from seahorse_metrics.checkpoints import load_checkpoint
+    from seahorse_metrics.checkpoints import checkpoint_config, load_checkpoint
     from seahorse_metrics.model import stacks
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.model.partitioning import logical_to_sharding
 
-    param_dtype = "float32" if quantize else dtype
-    config, params = load_checkpoint(path, dtype=param_dtype, mesh=mesh)
     # A checkpoint trained with other attention blocks is scored with today's.
-    model = EncoderDecoderModel(config.with_default_attention().replace(dtype=dtype,
-                                                                        quantize=quantize))
-    if quantize is not None:
-        from seahorse_metrics.model.quantize import quantize_params
+    model = EncoderDecoderModel(checkpoint_config(path).with_default_attention().replace(
+        dtype=dtype, quantize=quantize))
+    if quantize is None:
+        _, params = load_checkpoint(path, dtype=dtype, mesh=mesh)
+    else:
+        from seahorse_metrics.model.quantize import kernel_converter
 
-        params = quantize_params(model, params)
+        _, params = load_checkpoint(path, dtype="float32", mesh=mesh,
+                                    convert=kernel_converter(model))
         release_freed_memory()
     if not scan_layers:
         return model, params
