@@ -253,3 +253,22 @@ def test_int8_loading_never_holds_the_float32_kernels(tmp_path):
         # Int8 keeps a quarter of the kernels' bytes (28 MB), and one tensor read in float32
         # at a time: 46-47 MB from HF, 68-80 MB from ours (Orbax), against 168-198 MB.
         assert peaks[f"{path} int8"] < 0.55 * peaks[f"{path} float32"], peaks
+
+
+def test_int8_scoring_step_does_not_hold_every_converted_kernel():
+    # XLA:CPU converted all int8 kernels to bfloat16 at the start of the step and held
+    # them (mT5-large: 2.5 GB of temporaries against float32's 0.5 GB).
+    from fixtures.tiny_model import tiny_config
+    from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.scoring.runner import compile_first_step
+
+    temporaries = {}
+    for quantize in (None, "int8"):
+        config = tiny_config(d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_encoder_layers=4,
+                             num_decoder_layers=4, quantize=quantize)
+        model = EncoderDecoderModel(config)
+        compiled = compile_first_step(model, (4, 5), make_mesh(), model.abstract_params(), 1, 256)
+        temporaries[quantize] = compiled.memory_analysis().temp_size_in_bytes
+    kernels = sum(leaf.size for leaf in jax.tree.leaves(model.abstract_params())
+                  if leaf.dtype == jnp.int8)  # 38 M: 76 MB in bfloat16
+    assert temporaries["int8"] < temporaries[None] + 0.1 * 2 * kernels, temporaries
