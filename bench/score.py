@@ -476,6 +476,8 @@ def paired_rounds(runners, pairs, rounds: int, n: int) -> dict:
 
 def print_paired(found: dict) -> None:
     for (ours, peer), speeds in found.items():
+        if not speeds:  # --goal_rounds 0
+            continue
         ratios = [a / b for a, b in speeds]
         print(f"{ours} vs {peer}, {len(speeds)} rounds back to back (examples/s): "
               + ", ".join(f"{a:.2f}/{b:.2f}" for a, b in speeds)
