@@ -374,8 +374,12 @@ def _largest_file(directory):
 def test_a_damaged_file_is_named(tmp_path, tiny_hf_dir):
     """Cut-short checkpoint files give a CheckpointError naming the file, not
     the reader library's own error (an AttributeError, an OCDBT or
-    safetensors error)."""
+    safetensors error), also when each tensor is quantized as it is read."""
+    from seahorse_metrics.model import EncoderDecoderModel
+    from seahorse_metrics.model.quantize import kernel_converter
+
     config, params = load_checkpoint(tiny_hf_dir)
+    int8 = kernel_converter(EncoderDecoderModel(config.replace(quantize="int8")))
     for case in ("metadata", "data"):
         written = save_checkpoint(str(tmp_path / case), config, params)
         params_dir = os.path.join(written, "params")
@@ -383,11 +387,13 @@ def test_a_damaged_file_is_named(tmp_path, tiny_hf_dir):
                    else _largest_file(params_dir))
         _truncate(damaged)
         expected = damaged if case == "metadata" else params_dir
-        with pytest.raises(CheckpointError, match=rf"{expected}: cannot read this checkpoint .*"
-                                                  "damaged or incomplete"):
-            load_checkpoint(written)
+        for convert in (None, int8):  # int8 scoring reads ours one tensor at a time
+            with pytest.raises(CheckpointError, match=rf"{expected}: cannot read this checkpoint "
+                                                      ".*damaged or incomplete"):
+                load_checkpoint(written, convert=convert)
     hf = str(tmp_path / "hf")
     shutil.copytree(tiny_hf_dir, hf)
     _truncate(os.path.join(hf, "model.safetensors"))
-    with pytest.raises(CheckpointError, match=r"hf/model\.safetensors: cannot read"):
-        load_checkpoint(hf)
+    for convert in (None, int8):
+        with pytest.raises(CheckpointError, match=r"hf/model\.safetensors: cannot read"):
+            load_checkpoint(hf, convert=convert)

@@ -22,7 +22,7 @@ import numpy as np
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
                                                  check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
-from seahorse_metrics.checkpoints.streaming import Convert, converted, param_shardings
+from seahorse_metrics.checkpoints.streaming import Convert, converted, param_shardings, release
 from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
 
@@ -200,9 +200,13 @@ def _restore_converted(checkpointer: Any, params_dir: str, stored: Mapping[str, 
     import orbax.checkpoint as ocp
 
     placed: dict[str, Any] = {}
-    for name in sorted(stored):
-        part = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(
-            item=unflatten({name: stored[name]}), restore_args=unflatten({name: restore_args[name]}),
-            partial_restore=True))
-        placed.update(converted(name, flatten(part)[name], convert))
+    try:
+        for name in sorted(stored):
+            part = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(
+                item=unflatten({name: stored[name]}),
+                restore_args=unflatten({name: restore_args[name]}), partial_restore=True))
+            placed.update(converted(name, flatten(part)[name], convert))
+    except BaseException:  # nothing half-loaded stays on the devices
+        release(placed.values())
+        raise
     return placed

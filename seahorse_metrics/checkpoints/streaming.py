@@ -180,7 +180,8 @@ def _place_sharded(source: ParamSource, dtype: np.dtype, sharding: Any):
     return jax.make_array_from_callback(source.shape, sharding, shard)
 
 
-def _release(arrays: Iterable[Any]) -> None:
+def release(arrays: Iterable[Any]) -> None:
+    """Deletes the device buffers of `arrays` now (host arrays are left to the collector)."""
     for array in arrays:
         delete = getattr(array, "delete", None)
         if delete is not None:
@@ -195,10 +196,10 @@ def converted(name: str, array: Any, convert: Optional[Convert]) -> Mapping[str,
     try:
         result = convert(name, array)
     except BaseException:
-        _release([array])
+        release([array])
         raise
     if all(value is not array for value in result.values()):
-        _release([array])
+        release([array])
     return result
 
 
@@ -245,7 +246,7 @@ def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin
                 placed.update(converted(name, array, convert))
                 progress.update(math.prod(source.shape) * target.itemsize)
     except BaseException:
-        _release(placed.values())
+        release(placed.values())
         raise
     logger.info("loaded %d parameters (%.2f GB of %s) from %s in %.1f s", len(placed), total / 1e9,
                 target.name, origin, time.perf_counter() - start)
