@@ -266,11 +266,12 @@ def model_flops(config, length: int) -> float:
 def folded_saving(config, length: int) -> float:
     """FLOPs of `model_flops` our JAX network does not compute: its first
     decoder step folds each cross-attention (`attention.folded_attention`),
-    so the input's keys and values are never projected; the queries meet the
-    inputs at width d instead."""
+    so the input's keys and values are never projected; the queries, spread
+    over every head's columns, meet the kernels (H times a per-head fold)
+    and the inputs at width d instead."""
     d, inner, heads = config.d_model, config.inner_dim, config.num_heads
     projected = 4 * length * d * inner + 4 * length * inner  # keys, values; scores, mix
-    folded = 4 * d * inner + 4 * length * heads * d  # W_k q, W_v; scores, mix at width d
+    folded = 4 * heads * d * inner + 4 * length * heads * d  # W_k q, W_v; scores, mix at width d
     return config.num_decoder_layers * (projected - folded)
 
 

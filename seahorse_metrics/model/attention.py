@@ -35,12 +35,14 @@ R rows of a query block, C keys of a key block, W strip width.
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Optional, Union
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from seahorse_metrics.model.kernels import QuantizedKernel, dense, kernel_times
 
 Array = jax.Array
 
@@ -252,35 +254,46 @@ def weighted_values(weights_BxHxQxK: Array, value_BxKxHxV: Array, products_dtype
     return jnp.transpose(context_BxHxQxV, (0, 2, 1, 3)).astype(output_dtype)
 
 
-def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array, w_key_DxI: Array,
-                     w_value_DxI: Array, mask: AttentionMask, products_dtype: jnp.dtype,
-                     output_dtype: jnp.dtype) -> Array:
+def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array,
+                     w_key_DxI: Union[Array, QuantizedKernel],
+                     w_value_DxI: Union[Array, QuantizedKernel], mask: AttentionMask,
+                     products_dtype: jnp.dtype, output_dtype: jnp.dtype) -> Array:
     """Attention without a bias whose keys and values are projections of
     `inputs` (cross-attention), for a few queries: [B, Q, H, V].
 
     q . (x W_k) = (W_k q) . x and sum_k a_k (x_k W_v) = (sum_k a_k x_k) W_v,
     so the queries are carried to the inputs' width once and the inputs are
-    never projected: 2 * Q * H * K * D multiply-adds instead of the
-    projections' 2 * K * D * H * V, which is less while Q < V (the scorer's
-    first decoder step has Q = 1). The same arithmetic in another order:
-    equal to `dense_weights` and `weighted_values` on the projections to
-    float rounding.
+    never projected. Each query row is spread over all heads' columns, zero
+    outside its own head, so both products use the kernels as they are
+    stored: a kernel read per head as [H, D, V] is a transposed copy of it,
+    which XLA makes for every layer at the start of the step (3.2 GB at
+    mT5-XXL). That costs H times the folded products: 2 * Q * H * D * I
+    multiply-adds against the projections' 2 * K * D * I, less while
+    Q * H < K (the scorer's first decoder step has Q = 1). The same
+    arithmetic in another order: equal to `dense_weights` and
+    `weighted_values` on the projections to float rounding; int8 kernels
+    multiply in bfloat16 as in `dense`.
     """
+    batch, queries, heads, head_dim = query_BxQxHxV.shape
     depth = inputs_BxKxD.shape[-1]
-    heads, head_dim = query_BxQxHxV.shape[2:]
-    w_key_DxHxV = w_key_DxI.reshape(depth, heads, head_dim).astype(products_dtype)
-    w_value_DxHxV = w_value_DxI.reshape(depth, heads, head_dim).astype(products_dtype)
+    rows = batch * queries * heads
     inputs_BxKxD = inputs_BxKxD.astype(products_dtype)
-    # In the products' dtype throughout: XLA:CPU has no bfloat16 x bfloat16 ->
-    # float32 kernel for these batched shapes. The softmax is float32.
-    query_BxQxHxD = jnp.einsum("bqhv,dhv->bqhd", query_BxQxHxV.astype(products_dtype),
-                               w_key_DxHxV)
-    logits_BxHxQxK = jnp.einsum("bqhd,bkd->bhqk", query_BxQxHxD, inputs_BxKxD)
+    eye_HxH = jnp.eye(heads, dtype=products_dtype)
+    # Column (b, q, h) holds q[b, q, h] in rows of head h: [H * V, B * Q * H].
+    spread_IxN = jnp.einsum("bqhv,gh->gvbqh", query_BxQxHxV.astype(products_dtype),
+                            eye_HxH).reshape(heads * head_dim, rows)
+    carried_DxBxQxH = kernel_times(w_key_DxI, spread_IxN, products_dtype).reshape(
+        depth, batch, queries, heads)
+    logits_BxHxQxK = jnp.einsum("dbqh,bkd->bhqk", carried_DxBxQxH, inputs_BxKxD)
     logits_BxHxQxK = (logits_BxHxQxK.astype(jnp.float32)
-                      + mask.dense(query_BxQxHxV.shape[1], inputs_BxKxD.shape[1]))
+                      + mask.dense(queries, inputs_BxKxD.shape[1]))
     weights_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(products_dtype)
-    mixed_BxQxHxD = jnp.einsum("bhqk,bkd->bqhd", weights_BxHxQxK, inputs_BxKxD)
-    return jnp.einsum("bqhd,dhv->bqhv", mixed_BxQxHxD, w_value_DxHxV).astype(output_dtype)
+    mixed_NxD = jnp.einsum("bhqk,bkd->bqhd", weights_BxHxQxK, inputs_BxKxD).reshape(rows, depth)
+    # Row (b, q, h) against every head's columns; head h's are the context.
+    every_BxQxHxGxV = dense(mixed_NxD, w_value_DxI, products_dtype).reshape(
+        batch, queries, heads, heads, head_dim)
+    context_BxQxVxH = jnp.diagonal(every_BxQxHxGxV, axis1=2, axis2=3)
+    return jnp.swapaxes(context_BxQxVxH, 2, 3).astype(output_dtype)
 
 
 def _heads_first(x_BxLxHxV: Array, length: int, dtype: jnp.dtype) -> Array:

@@ -75,6 +75,21 @@ def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype) -> 
     return (y * kernel.scale).astype(dtype)
 
 
+def kernel_times(kernel: Union[Array, QuantizedKernel], x_IxN: Array, dtype: jnp.dtype) -> Array:
+    """`kernel @ x`, [D, N] from a kernel [D, I] as it is stored (never
+    transposed) and `x` [I, N], in the compute dtype.
+
+    An int8 kernel multiplies in bfloat16 as in `dense`; its scale, per
+    column of the kernel, scales the rows of `x` first.
+    """
+    if not isinstance(kernel, QuantizedKernel):
+        return jnp.dot(kernel.astype(dtype), x_IxN.astype(dtype))
+    scaled_IxN = (x_IxN * kernel.scale[:, None]).astype(jnp.bfloat16)
+    y = jax.lax.dot_general(_converted_after(kernel.values, x_IxN), scaled_IxN,
+                            (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    return y.astype(dtype)
+
+
 def _converted_after(values: Array, x: Array) -> Array:
     """The int8 `values` in bfloat16, converted only once `x` is computed.
 

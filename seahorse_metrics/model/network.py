@@ -193,9 +193,7 @@ class Attention(nn.Module):
             y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
             return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
-        if self.folds(cross, position, query_length, deterministic):
-            w_key_DxI, w_value_DxI = (w.dequantized() if isinstance(w, QuantizedKernel) else w
-                                      for w in (w_key_DxI, w_value_DxI))
+        if self.folds(cross, position, query_length, inputs_kv_BxKxD.shape[1], deterministic):
             context_BxQxHxV = folded_attention(
                 project(inputs_q_BxQxD, w_query_DxI), inputs_kv_BxKxD, w_key_DxI, w_value_DxI,
                 mask, self.dtype, self.dtype)
@@ -240,11 +238,12 @@ class Attention(nn.Module):
                                  value_scale_BxHx1xK=value_scale_BxHx1xK)
 
     def folds(self, cross: bool, position: Optional[RelativeBias], query_length: int,
-              deterministic: bool) -> bool:
-        """Whether `attention.folded_attention` runs (in the compute dtype, int8
-        kernels dequantized): cross-attention without bias or dropout, fewer
-        queries than the head width."""
-        return cross and position is None and deterministic and query_length < self.head_dim
+              key_length: int, deterministic: bool) -> bool:
+        """Whether `attention.folded_attention` runs: cross-attention without
+        bias or dropout, where the queries times the heads are fewer than the
+        keys (the fold's products cost Q * H where projecting costs K)."""
+        return (cross and position is None and deterministic
+                and query_length * self.num_heads < key_length)
 
     def query_block_for(self, query_length: int, deterministic: bool) -> Optional[int]:
         """Queries per block at this length, or None: all at once (dense).
