@@ -15,7 +15,7 @@ $(STAMP): setup.py
 install: $(STAMP)
 
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 demo: install
 	$(PY) -m seahorse_metrics.demo

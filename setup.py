@@ -41,6 +41,8 @@ EXTRAS_REQUIRE = {
     "test": [
         "pytest",
         "pytest-timeout",
+        # `make test` runs the suite on two workers (one per core of CI's 2).
+        "pytest-xdist",
         "torch==2.13.0",
         "transformers>=4.44,<5",
         "openpyxl",
