@@ -24,10 +24,6 @@ class QuantizedKernel(NamedTuple):
     values: Array
     scale: Array
 
-    def dequantized(self) -> Array:
-        """The float32 kernel `values * scale`."""
-        return self.values.astype(jnp.float32) * self.scale
-
 
 class Kernel(nn.Module):
     """One named weight in its own submodule, T5X's parameter path
