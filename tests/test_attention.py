@@ -419,6 +419,45 @@ def test_cudnn_call_equals_dense_attention_with_the_xla_implementation():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def test_the_network_on_the_cudnn_path_has_todays_loss_gradients_and_scores(tiny, monkeypatch):
+    """The whole network with every attention sent to `cudnn_attention` (as on
+    GPUs; here its XLA implementation, in float32): a packed training batch's
+    loss and gradients, and the scorer's first step over padded rows, equal
+    the dense network's. bench/gpu_attention.py runs the same comparison
+    with cuDNN itself on a GPU."""
+    import functools
+
+    from seahorse_metrics.model import attention, network
+
+    dense_config, _, params = tiny
+    batch = _packed_batch()
+    tokens = np.random.default_rng(5).integers(3, 512, (2, 45)).astype(np.int32)
+    tokens[1, 30:] = 0
+
+    def loss_grads_and_scores(config):
+        model = EncoderDecoderModel(config.replace(dropout_rate=0.0))
+        loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss(p, batch)[0]))(params)
+        return loss, grads, model.first_token_probs(params, tokens, (5, 6))
+
+    want_loss, want_grads, want_probs = loss_grads_and_scores(dense_config)
+    calls = []
+    monkeypatch.setattr(network, "uses_cudnn", lambda *_: True)
+    monkeypatch.setattr(network, "cudnn_attention", lambda *args: calls.append(args[0].shape) or (
+        functools.partial(attention.cudnn_attention, implementation="xla")(*args)))
+    # A config no other test compiles, so the network is traced under the patch.
+    got_loss, got_grads, got_probs = loss_grads_and_scores(
+        dense_config.replace(attention_forward_min_length=1000))
+    # Every self-attention of both passes; the cross-attentions fold here
+    # (fewer queries x heads than keys).
+    assert len(calls) == 2 * (dense_config.num_encoder_layers + dense_config.num_decoder_layers)
+    np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=1e-5)
+    flat_want = dict(jax.tree_util.tree_leaves_with_path(want_grads))
+    for path, got in jax.tree_util.tree_leaves_with_path(got_grads):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(flat_want[path]), rtol=1e-4,
+                                   atol=1e-6, err_msg=jax.tree_util.keystr(path))
+    np.testing.assert_allclose(got_probs, want_probs, rtol=1e-5, atol=1e-7)
+
+
 def test_gpu_scoring_lowers_every_attention_to_cudnn(monkeypatch):
     """Abstract lowering for CUDA (no GPU here): bfloat16 scoring of an
     mT5-small-shaped network at 2048 tokens puts each of its 16 self-attentions
