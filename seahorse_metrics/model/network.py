@@ -139,7 +139,7 @@ class Attention(nn.Module):
     `attention.dense_weights`. Both give the same outputs and gradients to
     float rounding; the blocked form never holds [H, Q, K] arrays. On GPUs,
     16-bit attention without dropout goes to cuDNN's fused kernel instead
-    (`attention.uses_cudnn`; not measured yet). The scorer's first decoder
+    (`attention.uses_cudnn`; bench/gpu_attention.py). The scorer's first decoder
     step folds its cross-attention's keys and values into the queries (`folds`).
     """
 
