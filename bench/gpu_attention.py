@@ -1,6 +1,7 @@
 """cuDNN's fused attention on a GPU, against XLA's and ours: agreement and speed.
 
-    python bench/gpu_attention.py            # on a CUDA GPU, about four minutes on an H100
+    python bench/gpu_attention.py            # on a CUDA GPU: about ten minutes on an H100
+    python bench/gpu_attention.py --skip_attention   # the whole networks only
     python bench/gpu_attention.py --quick    # proves it runs (on CPU: no cuDNN lines)
 
 On GPUs, 16-bit attention without dropout runs in cuDNN's fused kernel
@@ -163,12 +164,14 @@ def attention_forms(buckets, key_is_token, length: int) -> dict:
     return forms, reference
 
 
-def with_gradient(form, cotangent):
-    """(output, gradients of q, k, v and the table) of sum(output * cotangent)."""
+def with_gradient(form):
+    """f(q, k, v, table, cotangent) -> (gradients of q, k, v and the table of
+    sum(output * cotangent), output). The cotangent is an argument: closed
+    over, it would be a constant that XLA folds for seconds."""
     import jax
     import jax.numpy as jnp
 
-    def objective(q, k, v, table):
+    def objective(q, k, v, table, cotangent):
         out = form(q, k, v, table)
         return jnp.sum(out.astype(jnp.float32) * cotangent), out
 
@@ -183,18 +186,18 @@ def attention_table(shapes, peak: float, repeats: int) -> list[dict]:
         inputs, buckets, key_is_token = attention_inputs(heads, length, batch)
         forms, reference = attention_forms(buckets, key_is_token, length)
         cotangent = jax.random.normal(jax.random.key(7), inputs[0].shape)
-        want_grads, want = jax.jit(with_gradient(reference, cotangent))(*inputs)
+        want_grads, want = jax.jit(with_gradient(reference))(*inputs, cotangent)
         flops = 4 * batch * heads * length ** 2 * HEAD_DIM
         print(f"{model} attention, {batch} x {length} tokens, {heads} heads "
               f"({flops / 1e9:.0f} GFLOP forward):")
         for name, form in forms.items():
             try:
-                forward, backward = jax.jit(form), jax.jit(with_gradient(form, cotangent))
+                forward, backward = jax.jit(form), jax.jit(with_gradient(form))
                 out = forward(*inputs)
-                grads, _ = backward(*inputs)
+                grads, _ = backward(*inputs, cotangent)
                 row = dict(model=model, heads=heads, length=length, batch=batch, form=name,
                            forward_ms=timed(lambda: forward(*inputs), repeats) * 1e3,
-                           train_ms=timed(lambda: backward(*inputs), repeats) * 1e3,
+                           train_ms=timed(lambda: backward(*inputs, cotangent), repeats) * 1e3,
                            error=relative_error(out, want),
                            grad_errors=[relative_error(g, w) for g, w in zip(grads, want_grads)])
             except Exception as error:  # a form this device refuses: say so, go on

@@ -18,7 +18,8 @@ threads everywhere (one per CPU):
                one batch: --ct2_threads_per_batch 2 gives the other)
   ct2_int8     the same with int8 weights and int8 GEMMs (`compute_type="int8"`)
   ours         `seahorse_metrics.Scorer`, float32 (length buckets, compiled
-               once per shape)
+               once per shape; with --cpu_devices 2, each batch split over
+               two XLA:CPU devices, as `score --cpu_devices 2`)
   ours_packed  the same with `packing=True` (short inputs fill other rows'
                padding; block-diagonal attention), float32
   ours_int8    `quantize="int8"`: int8 attention and feed-forward kernels
@@ -130,6 +131,9 @@ def parse_args(argv=None):
     parser.add_argument("--skip_ct2", action="store_true",
                         help="Skip the CTranslate2 variants, raw and ours (they need "
                              "`pip install ctranslate2`).")
+    parser.add_argument("--cpu_devices", type=int, default=1,
+                        help="Our JAX variants on this many XLA:CPU devices, each scoring part "
+                             "of every batch (`score --cpu_devices`; default 1).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="Also write the results here.")
     args = parser.parse_args(argv)
@@ -593,6 +597,9 @@ def write_json(path, args, results, compile_seconds, peaks, checks, summary) -> 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from seahorse_metrics.model.partitioning import split_host_cpu
+
+    split_host_cpu(args.cpu_devices)  # before anything starts JAX's backends
     import jax
     import torch
 
@@ -600,7 +607,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(threads)
     wall = time.perf_counter()
     print(machine_line())
-    print(f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
+    print(f"machine: {threads} CPUs, jax {jax.__version__} on {jax.device_count()} "
+          f"{jax.devices()[0].platform} device(s), "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads, CTranslate2 too)")
     with tempfile.TemporaryDirectory(prefix="bench-score-") as work_dir:
         setup = build_setup(args, threads, work_dir)

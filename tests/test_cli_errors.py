@@ -98,3 +98,35 @@ def test_an_input_that_is_no_regular_file_says_what_it_is(tmp_path, capsys):
                                      str(path), "--output", str(tmp_path / "out.jsonl")])
         assert status == 2 and len(lines) == 1 and f"--input {path}" in lines[0], lines
         assert said in lines[0], lines
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--cpu_devices", "0"], "--cpu_devices must be at least 1, got 0"),
+    (["--cpu_devices", "2", "--engine", "ctranslate2"], "--cpu_devices is the jax engine's"),
+    (["--cpu_devices", "3"], "--cpu_devices must be set before JAX starts its backends"),
+])
+def test_cpu_devices_is_refused_where_it_cannot_apply(extra, message, tmp_path, capsys,
+                                                      monkeypatch):
+    import jax
+
+    jax.devices()  # this test process's backends have started
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    (tmp_path / "in.jsonl").write_text('{"article": "a", "summary": "b"}\n')
+    status, lines = run(capsys, ["score", "--checkpoint", str(tmp_path / "none"), "--input",
+                                 str(tmp_path / "in.jsonl"), "--output",
+                                 str(tmp_path / "out.jsonl")] + extra)
+    assert status == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_cpu_devices_agrees_with_xla_flags_or_says_which(monkeypatch):
+    import os
+
+    from seahorse_metrics.model.partitioning import split_host_cpu
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    split_host_cpu(4)  # the same count: nothing to do
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=4"
+    with pytest.raises(ValueError, match="XLA_FLAGS already has "
+                                         "--xla_force_host_platform_device_count=4"):
+        split_host_cpu(2)

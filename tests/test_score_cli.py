@@ -95,6 +95,38 @@ def test_resume_after_kill_writes_the_same_file(tmp_path, tiny_hf_dir, sample_sp
     assert all(0 < r["score"] < 1 for r in rows)
 
 
+def _data_parallel(meta):
+    """The `data_parallel` figure anywhere in an OUTPUT.meta.json."""
+    if isinstance(meta, dict):
+        if "data_parallel" in meta:
+            return meta["data_parallel"]
+        found = [_data_parallel(value) for value in meta.values()]
+        return next((f for f in found if f is not None), None)
+    return None
+
+
+def test_cpu_devices_split_every_batch_with_the_same_scores(tmp_path, tiny_hf_dir, sample_split):
+    """`--cpu_devices 2` in a fresh process: two XLA:CPU devices score halves
+    of each batch; the scores are the single device's."""
+    subset = tmp_path / "subset.jsonl"
+    subset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                              for r in read_jsonl(sample_split)[:40]))
+    env = subprocess_env(tmp_path / "jax_cache")
+    env.pop("XLA_FLAGS", None)
+    scores = {}
+    for devices in (1, 2):
+        output = str(tmp_path / f"devices{devices}.jsonl")
+        done = subprocess.run(cli_command(tiny_hf_dir, str(subset), output)
+                              + ["--cpu_devices", str(devices)], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        meta = json.load(open(output + files.META_SUFFIX))
+        assert _data_parallel(meta) == devices
+        scores[devices] = [row["score"] for row in read_jsonl(output)]
+    assert len(scores[2]) == 40
+    np.testing.assert_allclose(scores[2], scores[1], rtol=1e-5, atol=1e-9)
+
+
 class Interrupted(Exception):
     pass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _calibration_maps, _mesh,
+from seahorse_metrics.cli.score import (_add_device_options, _calibration_maps, _mesh, split_cpu,
                                         add_scoring_options, decision_thresholds,
                                         scorer_options)
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
@@ -114,6 +114,7 @@ def run(args) -> int:
     from seahorse_metrics.serving.server import read_token, require_server_packages, serve
 
     require_server_packages()
+    split_cpu(args)
     compilation_cache.enable_from_args(args)
     named = checkpoint_names(args.checkpoint)
     thresholds = decision_thresholds(args.threshold, list(named))

@@ -15,6 +15,8 @@ These are the only mesh helpers: the trainer, the scorer and `plan` use them.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from typing import Any, Iterator, Optional, Sequence
 
 import flax.linen as nn
@@ -25,6 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 DATA_AXIS = "data"
 MODEL_AXIS = "model"
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 # T5X `standard_logical_axis_rules()` with model parallelism over heads, mlp,
 # vocab and the joined heads x kv axis.
@@ -130,3 +133,34 @@ def logical_to_sharding(logical_specs_tree: Any, mesh: Mesh,
 def data_sharding(mesh: Mesh) -> NamedSharding:
     """Sharding of batch arrays: the leading (batch) axis split over 'data'."""
     return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
+
+
+def split_host_cpu(count: int) -> None:
+    """Has XLA:CPU present this machine's CPU as `count` devices.
+
+    A batch split over them (the scorer's default mesh puts every local
+    device on `data`) then runs as `count` programs side by side, as
+    CTranslate2's batches do on one core each: one program's serial steps
+    overlap the other's work. Each device holds its own copy of the
+    parameters. Where JAX runs on an accelerator, nothing changes. Call it
+    before anything starts JAX's backends: XLA reads the count once.
+
+    Raises:
+      ValueError: if count < 1, XLA_FLAGS already asks for another count,
+        or JAX's backends have started.
+    """
+    from jax._src import xla_bridge
+
+    if count < 1:
+        raise ValueError(f"--cpu_devices must be at least 1, got {count}")
+    flags = os.environ.get("XLA_FLAGS", "")
+    asked = re.search(re.escape(HOST_DEVICES_FLAG) + r"=(\d+)", flags)
+    if asked and int(asked.group(1)) != count:
+        raise ValueError(f"--cpu_devices {count}, but XLA_FLAGS already has "
+                         f"{asked.group(0)}: give one of them")
+    if asked or count == 1:
+        return
+    if xla_bridge.backends_are_initialized():
+        raise ValueError("--cpu_devices must be set before JAX starts its backends (here they "
+                         f"had started): set XLA_FLAGS={HOST_DEVICES_FLAG}={count} instead")
+    os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={count}".strip()
