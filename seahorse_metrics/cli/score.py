@@ -217,7 +217,7 @@ def _add_device_options(parser) -> None:
     parser.add_argument("--cpu_devices", type=int, default=1, metavar="N",
                         help="Where JAX runs on CPUs: present them as N devices that score "
                              "parts of each batch side by side (the jax engine; each holds its "
-                             "own copy of the weights). mT5-small float32 scoring ran 1.10x "
+                             "own copy of the weights). mT5-small float32 scoring ran 1.0-1.1x "
                              "faster with 2 on a 2-core CPU. Default 1.")
     compilation_cache.add_arguments(parser)
 
