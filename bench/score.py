@@ -131,9 +131,10 @@ def parse_args(argv=None):
     parser.add_argument("--skip_ct2", action="store_true",
                         help="Skip the CTranslate2 variants, raw and ours (they need "
                              "`pip install ctranslate2`).")
-    parser.add_argument("--cpu_devices", type=int, default=1,
+    parser.add_argument("--cpu_devices", type=int, default=None,
                         help="Our JAX variants on this many XLA:CPU devices, each scoring part "
-                             "of every batch (`score --cpu_devices`; default 1).")
+                             "of every batch (`score --cpu_devices`; default: as XLA_FLAGS "
+                             "says, one).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="Also write the results here.")
     args = parser.parse_args(argv)
@@ -599,7 +600,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from seahorse_metrics.model.partitioning import split_host_cpu
 
-    split_host_cpu(args.cpu_devices)  # before anything starts JAX's backends
+    if args.cpu_devices is not None:
+        split_host_cpu(args.cpu_devices)  # before anything starts JAX's backends
     import jax
     import torch
 

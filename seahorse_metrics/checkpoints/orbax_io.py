@@ -22,7 +22,8 @@ import numpy as np
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
                                                  check_layer_claims, check_params, flatten,
                                                  numpy_dtype, reading, unflatten)
-from seahorse_metrics.checkpoints.streaming import Convert, converted, param_shardings, release
+from seahorse_metrics.checkpoints.streaming import (Convert, converted, param_shardings, release,
+                                                   trim_heap)
 from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
 
@@ -206,6 +207,8 @@ def _restore_converted(checkpointer: Any, params_dir: str, stored: Mapping[str, 
                 item=unflatten({name: stored[name]}),
                 restore_args=unflatten({name: restore_args[name]}), partial_restore=True))
             placed.update(converted(name, flatten(part)[name], convert))
+            del part
+            trim_heap()  # the read buffers, freed in Orbax's threads' arenas
     except BaseException:  # nothing half-loaded stays on the devices
         release(placed.values())
         raise

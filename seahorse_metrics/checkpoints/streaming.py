@@ -21,6 +21,7 @@ arrays placed until then are deleted, so nothing half-loaded is returned.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import math
@@ -178,6 +179,22 @@ def _place_sharded(source: ParamSource, dtype: np.dtype, sharding: Any):
         return copy
 
     return jax.make_array_from_callback(source.shape, sharding, shard)
+
+
+def trim_heap() -> bool:
+    """Hands the C library's freed heap memory back to the system (glibc's
+    `malloc_trim`); False where there is none.
+
+    Freed blocks stay in the heap, counted in the process's memory, and a
+    reader thread's arena is not reused by the next thread's read: loading
+    ours int8 one tensor at a time under a busy CPU peaked at 76-113 MB
+    above the start against 53-60 MB with fewer arenas, its float32 kernels
+    being 113 MB."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def release(arrays: Iterable[Any]) -> None:

@@ -214,20 +214,22 @@ def _add_device_options(parser) -> None:
                         help="Device mesh: batches are split over data, parameters over model "
                              "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
                              "for one device (default: every local device on data).")
-    parser.add_argument("--cpu_devices", type=int, default=1, metavar="N",
+    parser.add_argument("--cpu_devices", type=int, default=None, metavar="N",
                         help="Where JAX runs on CPUs: present them as N devices that score "
                              "parts of each batch side by side (the jax engine; each holds its "
                              "own copy of the weights). mT5-small float32 scoring ran 1.0-1.1x "
-                             "faster with 2 on a 2-core CPU. Default 1.")
+                             "faster with 2 on a 2-core CPU. Default: as XLA_FLAGS says (one).")
     compilation_cache.add_arguments(parser)
 
 
 def split_cpu(args) -> None:
     """`--cpu_devices`, before anything starts JAX's backends."""
-    if args.cpu_devices != 1 and args.engine != "jax":
+    if args.cpu_devices is None:
+        return
+    if args.engine != "jax":
         raise ValueError("--cpu_devices is the jax engine's; ctranslate2 runs batches side by "
                          "side by itself (--engine_option threads_per_batch=N)")
-    if args.cpu_devices != 1 and getattr(args, "runner", None):
+    if getattr(args, "runner", None):
         raise ValueError("--cpu_devices is for scoring in this process; a Beam worker scores on "
                          "its own devices (drop --cpu_devices, or score without --runner)")
     from seahorse_metrics.model.partitioning import split_host_cpu

@@ -6,13 +6,13 @@ tensor straight onto the mesh.
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import hashlib
 import os
 from typing import Any, Mapping, Optional
 
 from seahorse_metrics.checkpoints.layout import find_vocabulary, question_template
+from seahorse_metrics.checkpoints.streaming import trim_heap
 from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
 from seahorse_metrics.data.vocab import target_token_ids
@@ -82,11 +82,7 @@ def release_freed_memory() -> bool:
     (3.70 against 2.87 GB; 2.84 GB with the memory handed back).
     """
     gc.collect()
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is None:
-        return False
-    trim(0)
-    return True
+    return trim_heap()
 
 
 def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: ScoringOptions,
