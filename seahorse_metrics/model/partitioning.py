@@ -140,10 +140,11 @@ def split_host_cpu(count: int) -> None:
 
     A batch split over them (the scorer's default mesh puts every local
     device on `data`) then runs as `count` programs side by side, as
-    CTranslate2's batches do on one core each: one program's serial steps
-    overlap the other's work. Each device holds its own copy of the
-    parameters. Where JAX runs on an accelerator, nothing changes. Call it
-    before anything starts JAX's backends: XLA reads the count once.
+    CTranslate2's batches do on one core each (mT5-small float32 scoring
+    ran 1.0-1.1x faster with 2 on a 2-core CPU). Each device holds its own
+    copy of the parameters. Where JAX runs on an accelerator, nothing
+    changes. Call it before anything starts JAX's backends: XLA reads the
+    count once.
 
     Raises:
       ValueError: if count < 1, XLA_FLAGS already asks for another count,
