@@ -2,7 +2,8 @@
 
 Three servers: `served` (two metrics, decisions, small limits) answers the
 API, load, client and limit tests; `slow_windows` (one metric, a bearer
-token, windows that stay open 1.5 s and a queue of 64 pairs) makes overload
+token, two XLA:CPU devices, windows that stay open 1.5 s and a queue of 64
+pairs) makes overload
 and shutdown with requests in flight deterministic; a third listens on
 0.0.0.0 without a token. Every score is checked against the rows `score`
 writes for the same pairs in this process.
@@ -74,11 +75,12 @@ def servers(metric_dirs, calibration_file, tmp_path_factory):
         "--max_wait_ms", "20", "--calibration", calibration_file], str(folder / "served.log"))
     slow = ServerProcess(_checkpoint_args(metric_dirs, ["q4"]) + SHAPE_ARGS + [
         "--token_file", str(token_file), "--max_wait_ms", "1500", "--max_batch_pairs", "1000",
-        "--max_queue", "64", "--max_request_pairs", "16"], str(folder / "slow.log"))
+        "--max_queue", "64", "--max_request_pairs", "16", "--cpu_devices", "2"],
+        str(folder / "slow.log"), env={"XLA_FLAGS": None})
     try:
         health = served.wait_ready()
-        slow.wait_ready()
-        yield {"served": served, "slow": slow, "health": health}
+        yield {"served": served, "slow": slow, "health": health,
+               "slow_health": slow.wait_ready()}
     finally:
         for server in (served, slow):
             server.kill()
@@ -146,6 +148,10 @@ def test_healthz_is_503_while_loading_then_ready_with_the_metrics(servers):
     assert last["metrics"] == ["q4", "q6"] and last["thresholds"] == {"q4": THRESHOLD,
                                                                       "q6": THRESHOLD}
     assert last["max_request_pairs"] == 16
+    assert last["engine"] == "jax" and last["data_parallel"] == 1
+    # `serve --cpu_devices 2`: each window's batch split over two XLA:CPU devices (the
+    # overload and SIGTERM tests check its scores against `score` on one device).
+    assert servers["slow_health"][-1]["data_parallel"] == 2
 
 
 def test_responses_hold_the_rows_score_writes(served, reference):

@@ -31,6 +31,9 @@ class HeldScorer:
     def precompile(self):
         pass
 
+    def metadata(self):
+        return {"engine": "jax", "batching": {"data_parallel": 1}}
+
     def run(self, windows, batch_size=None, stats=None):
         from seahorse_metrics.scoring.window_scoring import ExampleResult
 

@@ -162,9 +162,11 @@ class ScoringService:
         """`GET /healthz`: 200 once loaded and compiled, else 503 with the state."""
         body = {"status": self.state}
         if self.state == READY:
+            described = self.scorer.metadata()
             body.update(metrics=list(self.scorer.names), thresholds=self.thresholds,
                         max_request_pairs=self.limits.max_request_pairs,
-                        settings=self.scorer.settings.to_dict())
+                        settings=self.scorer.settings.to_dict(), engine=described["engine"],
+                        data_parallel=described["batching"]["data_parallel"])
             return Outcome(200, body)
         if self.error:
             body["error"] = self.error
