@@ -104,6 +104,8 @@ def test_an_input_that_is_no_regular_file_says_what_it_is(tmp_path, capsys):
     (["--cpu_devices", "0"], "--cpu_devices must be at least 1, got 0"),
     (["--cpu_devices", "2", "--engine", "ctranslate2"], "--cpu_devices is the jax engine's"),
     (["--cpu_devices", "3"], "--cpu_devices must be set before JAX starts its backends"),
+    (["--cpu_devices", "2", "--runner", "DirectRunner"],
+     "--cpu_devices is for scoring in this process"),
 ])
 def test_cpu_devices_is_refused_where_it_cannot_apply(extra, message, tmp_path, capsys,
                                                       monkeypatch):
