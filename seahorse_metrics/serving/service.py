@@ -99,6 +99,7 @@ class ScoringService:
         self.on_failure = on_failure
         self.state, self.error = LOADING, None
         self.scorer = None
+        self.devices: dict = {}  # The engine and data_parallel, for /healthz.
         self.batcher: Optional[DynamicBatcher] = None
         self.default_mode: Optional[protocol.Mode] = None
         self.metrics = ServerMetrics(lambda: self.batcher.queued_pairs if self.batcher else 0)
@@ -119,6 +120,7 @@ class ScoringService:
                 raise ValueError(f"a threshold is given for {unknown[0]!r}, which is not one of "
                                  f"the metrics served ({scorer.names})")
             scorer.precompile()
+            described = scorer.metadata()
         except Exception as error:  # Reported by /healthz and the command's exit status.
             logger.error("loading the metrics failed: %s", error)
             self.state, self.error = FAILED, f"{type(error).__name__}: {error}"
@@ -126,6 +128,8 @@ class ScoringService:
                 self.on_failure()
             return
         self.scorer = scorer
+        self.devices = {"engine": described["engine"],
+                        "data_parallel": described["batching"]["data_parallel"]}
         self.default_mode = protocol.Mode(tuple(scorer.names), scorer.settings.long_inputs,
                                           scorer.settings.per_sentence)
         limits = self.limits
@@ -162,11 +166,9 @@ class ScoringService:
         """`GET /healthz`: 200 once loaded and compiled, else 503 with the state."""
         body = {"status": self.state}
         if self.state == READY:
-            described = self.scorer.metadata()
             body.update(metrics=list(self.scorer.names), thresholds=self.thresholds,
                         max_request_pairs=self.limits.max_request_pairs,
-                        settings=self.scorer.settings.to_dict(), engine=described["engine"],
-                        data_parallel=described["batching"]["data_parallel"])
+                        settings=self.scorer.settings.to_dict(), **self.devices)
             return Outcome(200, body)
         if self.error:
             body["error"] = self.error
