@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from fixtures import isa_child
 from fixtures import scoring_reference as ref
 from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
@@ -149,25 +150,43 @@ def sample_pairs(count):
     return [p for p, _ in pairs], [h for _, h in pairs]
 
 
-def test_int8_ranks_as_float32_on_the_shipped_backbone(engine_options, tmp_path):
+def backbone_int8_ranks(backbone: str, cache_dir: str) -> dict:
+    """Spearman of int8 against float32 scores of 150 sample pairs on the
+    ctranslate2 engine, and the int8 weight levels this host converted with."""
+    from scipy.stats import spearmanr
+
+    from seahorse_metrics.engines import isa
+
+    premises, hypotheses = sample_pairs(150)
+    options = {"cache_dir": cache_dir, "convert_in_child": False}
+    scores = {quantize: Scorer.load(backbone, engine="ctranslate2", quantize=quantize,
+                                    engine_options=options, max_input_length=256,
+                                    normalize="pair").score(premises, hypotheses)
+              for quantize in (None, "int8")}
+    return {"spearman": float(spearmanr(scores[None], scores["int8"]).statistic),
+            "identical": bool(np.array_equal(scores[None], scores["int8"])),
+            "weight_levels": isa.ctranslate2_weight_levels()}
+
+
+@pytest.mark.parametrize("isa", isa_child.ISAS)
+def test_int8_ranks_as_float32_on_the_shipped_backbone(isa, tmp_path):
     """The issue's bar is Spearman >= 0.999 on trained metrics (bench/int8_agreement.py
     --engine ctranslate2 measures it on the demo's); the shipped backbone is
     pretrained without labels (its P("1") is tiny, its scores close
-    together), so it is held to 0.99 here."""
-    from scipy.stats import spearmanr
-
+    together), so it is held to 0.99 here, on this host and as an AVX2-only
+    host computes (README: 0.998 with VNNI; 0.996 on AVX2 with 7-bit weights,
+    0.934 with 8-bit ones, whose products saturate there)."""
     import shutil
 
+    isa_child.skip_unless_above(isa)
     # A copy: the content digest keeps its file hashes beside the checkpoint.
     backbone = shutil.copytree(BACKBONE, str(tmp_path / "backbone"))
-    premises, hypotheses = sample_pairs(150)
-    scores = {quantize: Scorer.load(backbone, engine="ctranslate2", quantize=quantize,
-                                    engine_options=engine_options, max_input_length=256,
-                                    normalize="pair").score(premises, hypotheses)
-              for quantize in (None, "int8")}
-    # 0.9973 measured on this machine; the margin is for other CPUs' int8 kernels.
-    assert spearmanr(scores[None], scores["int8"]).statistic >= 0.99
-    assert not np.array_equal(scores[None], scores["int8"])  # int8 really ran
+    result = isa_child.call(isa, "test_engine_ctranslate2:backbone_int8_ranks",
+                            backbone=backbone, cache_dir=str(tmp_path / "cache"))
+    assert result["spearman"] >= 0.99, result
+    assert not result["identical"]  # int8 really ran
+    if isa == "AVX2":
+        assert result["weight_levels"] == 63
 
 
 def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_vocab_path,
@@ -187,7 +206,7 @@ def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_v
 
     # A conversion killed half-way leaves only a temporary directory: a later
     # run removes it (its process is gone) and converts afresh.
-    def killed(checkpoint, vocab_path, output_dir, compute_type, smoothing=None):
+    def killed(checkpoint, vocab_path, output_dir, compute_type, smoothing=None, weight_levels=127):
         os.makedirs(output_dir)
         open(os.path.join(output_dir, "model.bin"), "wb").write(b"torn")
         raise KeyboardInterrupt
@@ -335,3 +354,35 @@ def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
     error = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and error[-1].startswith("error: ") and "failed: " in error[-1], error
     assert not any("Traceback" in line for line in error)
+
+
+def test_int8_weights_are_ctranslate2s_at_127_levels_and_7_bits_at_63(
+        tiny_hf_dir, tiny_vocab_path, tmp_path, monkeypatch):
+    """Our int8 conversion writes CTranslate2's own file at 127 levels; at 63
+    (hosts whose int8 products may saturate) no weight passes 63, and the
+    levels are part of the cache key."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    real_save_int8 = conversion.save_int8
+
+    def both(converter, output_dir, levels):  # CTranslate2's own beside ours.
+        real_save_int8(converter, output_dir, levels)
+        converter.convert(theirs, quantization="int8")
+
+    monkeypatch.setattr(conversion, "save_int8", both)
+    conversion.convert_checkpoint(tiny_hf_dir, tiny_vocab_path, ours, "int8", None, 127)
+    with open(os.path.join(ours, "model.bin"), "rb") as a, \
+            open(os.path.join(theirs, "model.bin"), "rb") as b:
+        assert a.read() == b.read()
+
+    weights = np.random.default_rng(0).normal(size=(6, 9)).astype(np.float32)
+    weights[2] = 0
+    for levels in (127, 63):
+        values, scale = conversion.round_rows(weights, levels)
+        assert values.dtype == np.int8 and np.abs(values).max() == levels
+        assert np.abs(values / scale[:, None] - weights).max() <= 0.5 / scale.min() + 1e-7
+        assert scale[2] == 1 and not values[2].any()
+    keys = {conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", None, levels)
+            for levels in (127, 63)}
+    assert len(keys) == 2
+    assert conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32", None, 63) == \
+        conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32")

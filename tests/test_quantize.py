@@ -118,6 +118,29 @@ def test_int8_t5_v1_0_relu_feed_forward(tiny_hf_dir):
         assert np.corrcoef(row_got, row_want)[0, 1] > 0.999
 
 
+def test_int8_products_in_float32_are_the_dequantized_model(tiny_hf_dir):
+    """Where the CPU has no bfloat16 products (`isa.xla_int8_products`), int8
+    kernels multiply in float32: the float32 network with each kernel
+    replaced by values * scale, to float rounding; bfloat16 products are not."""
+    config, params = load_checkpoint(tiny_hf_dir)
+    quantized = quantize_params(EncoderDecoderModel(config.replace(quantize="int8")), params)
+    flat = traverse_util.flatten_dict(quantized, sep="/")
+    dequantized = traverse_util.unflatten_dict({
+        name: (value * flat[name + "_scale"] if name + "_scale" in flat else value)
+        for name, value in flat.items() if not name.endswith("_scale")}, sep="/")
+    tokens = np.random.default_rng(1).integers(2, config.vocab_size, (4, 20)).astype(np.int32)
+    batch = {"encoder_input_tokens": jnp.asarray(tokens),
+             "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32)}
+    want = np.asarray(EncoderDecoderModel(config).logits(dequantized, batch))
+    logits = {products: np.asarray(EncoderDecoderModel(config.replace(
+        quantize="int8", int8_products=products)).logits(quantized, batch))
+        for products in ("float32", "bfloat16")}
+    np.testing.assert_allclose(logits["float32"], want, rtol=1e-4, atol=1e-4)
+    assert np.abs(logits["bfloat16"] - want).max() > 10 * np.abs(logits["float32"] - want).max()
+    with pytest.raises(ValueError, match="int8_products"):
+        config.replace(int8_products="int8")
+
+
 def test_int8_scores_rank_as_float32_on_random_weights(tiny_hf_dir):
     pairs = ref.random_pairs(40, seed=3, max_words=30)
     options = dict(bucket_lengths=(64, 128), compiler_options=FAST)

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 
+from fixtures import isa_child
 from fixtures import scoring_reference as ref
 from fixtures import tiny_model
 from seahorse_metrics import Scorer
@@ -79,24 +80,40 @@ def _with_outlier_channel(model):
     return model
 
 
-def test_smoothing_brings_int8_back_to_float32_on_an_outlier_channel(
-        tiny_hf_model, tiny_vocab_path, tmp_path):
-    checkpoint = tiny_model.save_hf_model(_with_outlier_channel(tiny_hf_model),
-                                          str(tmp_path / "outlier"), vocab_path=tiny_vocab_path)
+def outlier_errors(checkpoint: str, cache_dir: str) -> dict:
+    """Mean |log score difference| to the JAX engine's float32 scores, on the
+    ctranslate2 engine in float32 and in int8 unsmoothed and smoothed."""
     premises, hypotheses = ref.random_pairs(24, seed=7, max_words=50)
-    options = {"cache_dir": str(tmp_path / "cache"), "convert_in_child": False}
+    options = {"cache_dir": cache_dir, "convert_in_child": False}
     reference = Scorer.load(checkpoint, **SHAPES).score(premises, hypotheses)
 
     def log_error(quantize, **extra):
         scores = Scorer.load(checkpoint, engine="ctranslate2", quantize=quantize,
                              engine_options={**options, **extra}, **SHAPES
                              ).score(premises, hypotheses)
-        return np.abs(np.log(scores) - np.log(reference)).mean()
+        return float(np.abs(np.log(scores) - np.log(reference)).mean())
 
-    assert log_error(None) < 1e-5  # the outlier model is the same model in float32
-    plain, smoothed = log_error("int8", int8_smoothing=0), log_error("int8")
-    assert smoothed < plain / 3, (plain, smoothed)
+    return {"float32": log_error(None), "plain": log_error("int8", int8_smoothing=0),
+            "smoothed": log_error("int8")}
 
+
+@pytest.mark.parametrize("isa", isa_child.ISAS)
+def test_smoothing_brings_int8_back_to_float32_on_an_outlier_channel(
+        isa, tiny_hf_model, tiny_vocab_path, tmp_path):
+    """On this host and as an AVX2-only host computes (7-bit weights there)."""
+    isa_child.skip_unless_above(isa)
+    checkpoint = tiny_model.save_hf_model(_with_outlier_channel(tiny_hf_model),
+                                          str(tmp_path / "outlier"), vocab_path=tiny_vocab_path)
+    errors = isa_child.call(isa, "test_smoothing:outlier_errors", checkpoint=checkpoint,
+                            cache_dir=str(tmp_path / "cache"))
+    assert errors["float32"] < 1e-5  # the outlier model is the same model in float32
+    assert errors["smoothed"] < errors["plain"] / 3, errors
+
+
+def test_the_conversion_names_its_smoothing(tiny_hf_model, tiny_vocab_path, tmp_path):
+    checkpoint = tiny_model.save_hf_model(_with_outlier_channel(tiny_hf_model),
+                                          str(tmp_path / "outlier"), vocab_path=tiny_vocab_path)
+    options = {"cache_dir": str(tmp_path / "cache"), "convert_in_child": False}
     # What produced the scores names the conversion, so a run resumes only with
     # the same smoothing (the JAX engine's metadata has no conversions).
     described = [Scorer.load(checkpoint, engine="ctranslate2", quantize="int8",

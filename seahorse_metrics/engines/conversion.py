@@ -9,7 +9,8 @@ process so that its copies of the weights leave with it, into a cache
 directory keyed by the checkpoint's content, the vocabulary, the compute
 type and the CTranslate2 version: a second run loads the conversion. An
 int8 conversion is smoothed first (`engines.smoothing`), and the recipe is
-part of the key. A conversion is written to a temporary directory and
+part of the key; its weights keep 7 bits on hosts whose int8 products may
+saturate (`engines.isa`), also part of the key. A conversion is written to a temporary directory and
 renamed into place when complete, so one that was killed is never used (its
 leftovers are removed by the next run on this machine once the process that
 wrote them is gone).
@@ -32,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ CACHE_ENV_VAR = "SEAHORSE_METRICS_CTRANSLATE2_CACHE"
 # quantize option -> CTranslate2 compute type (weights stored and multiplied so).
 COMPUTE_TYPES = {None: "float32", "float32": "float32", "int8": "int8"}
 ENGINE_FILE = "seahorse_engine.json"
+FULL_LEVELS = 127  # int8 weights over their whole range (see engines.isa for 63).
 _CONVERTING_PREFIX = ".converting-"
 
 
@@ -55,11 +59,15 @@ class ConversionError(ValueError):
 
 
 def require_ctranslate2():
-    """Imports CTranslate2.
+    """Imports CTranslate2, with `CT2_FORCE_CPU_ISA` extended to its GEMM
+    libraries (`isa.apply_ctranslate2_cap`).
 
     Raises:
       EngineNotInstalled: with the install command, when it is missing.
     """
+    from seahorse_metrics.engines.isa import apply_ctranslate2_cap
+
+    apply_ctranslate2_cap()  # Before its GEMM libraries first read their caps.
     try:
         import ctranslate2
     except ImportError:
@@ -92,9 +100,10 @@ def cache_directory(cache_dir: Optional[str] = None) -> str:
 
 
 def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
-                   smoothing: Optional[dict] = None) -> str:
+                   smoothing: Optional[dict] = None, weight_levels: int = FULL_LEVELS) -> str:
     """The cache entry's name: content of checkpoint and vocabulary, compute type,
-    CTranslate2 version, and any int8 smoothing recipe (its file by content)."""
+    CTranslate2 version, any int8 smoothing recipe (its file by content) and
+    int8 weight levels other than the full 127."""
     from seahorse_metrics.checkpoints.content import content_digest
 
     ctranslate2 = require_ctranslate2()
@@ -102,6 +111,8 @@ def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
              "compute_type": compute_type, "ctranslate2": ctranslate2.__version__}
     if smoothing is not None:
         entry["smoothing"] = {k: v for k, v in smoothing.items() if k != "calibration"}
+    if compute_type == "int8" and weight_levels != FULL_LEVELS:
+        entry["weight_levels"] = int(weight_levels)
     payload = json.dumps(entry, sort_keys=True)
     return f"{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:32]}-{compute_type}"
 
@@ -129,7 +140,8 @@ def _process_alive(pid: int) -> bool:
 
 def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float32",
                     cache_dir: Optional[str] = None, in_child: bool = True,
-                    smoothing: Optional[dict] = None) -> tuple[str, bool]:
+                    smoothing: Optional[dict] = None,
+                    weight_levels: int = FULL_LEVELS) -> tuple[str, bool]:
     """The CTranslate2 conversion of a checkpoint, converting it on first use.
 
     Args:
@@ -139,6 +151,8 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
       cache_dir: The cache directory (default: see the module docstring).
       in_child: Run the converter in a child process (False: in this one).
       smoothing: The int8 smoothing recipe (`smoothing.recipe`), or None.
+      weight_levels: Levels of int8 weights on either side of zero: 127, or
+        63 for hosts whose int8 products may saturate (`isa.ctranslate2_weight_levels`).
 
     Returns:
       (model directory, whether it was converted by this call).
@@ -150,7 +164,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     """
     cache_dir = cache_directory(cache_dir)
     os.makedirs(cache_dir, exist_ok=True)
-    key = conversion_key(checkpoint, vocab_path, compute_type, smoothing)
+    key = conversion_key(checkpoint, vocab_path, compute_type, smoothing, weight_levels)
     final = os.path.join(cache_dir, key)
     if os.path.isdir(final):
         return final, False
@@ -161,9 +175,11 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         output_dir = os.path.join(staging, "model")
         if in_child:
             _convert_in_child(checkpoint, vocab_path, output_dir, compute_type,
-                              os.path.join(cache_dir, f"{key}.failed.log"), smoothing)
+                              os.path.join(cache_dir, f"{key}.failed.log"), smoothing,
+                              weight_levels)
         else:
-            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing)
+            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing,
+                               weight_levels)
         try:
             os.rename(output_dir, final)
         except OSError as error:  # Another process finished the same conversion first.
@@ -181,12 +197,14 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
 
 
 def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
-                      log_path: str, smoothing: Optional[dict] = None) -> None:
+                      log_path: str, smoothing: Optional[dict] = None,
+                      weight_levels: int = FULL_LEVELS) -> None:
     """Runs `convert_checkpoint` in a child process (its memory leaves with it);
     if it fails, its output goes to `log_path` and its last error line into
     the `ConversionError`."""
     command = [sys.executable, "-m", __name__, "--checkpoint", checkpoint, "--vocab", vocab_path,
-               "--output_dir", output_dir, "--compute_type", compute_type]
+               "--output_dir", output_dir, "--compute_type", compute_type,
+               "--weight_levels", str(weight_levels)]
     if smoothing is not None:
         command += ["--smoothing", json.dumps(smoothing)]
     environment = dict(os.environ)
@@ -203,7 +221,8 @@ def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute
 
 
 def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
-                       compute_type: str, smoothing: Optional[dict] = None) -> None:
+                       compute_type: str, smoothing: Optional[dict] = None,
+                       weight_levels: int = FULL_LEVELS) -> None:
     """Converts a checkpoint with CTranslate2's `TransformersConverter`, in this process.
 
     The checkpoint is read in float32 and written as a Hugging Face
@@ -211,7 +230,8 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
     that adds no sentinel pieces, so the vocabulary is the SentencePiece
     model's, padded by the converter to the model's rows), then converted;
     with a `smoothing` recipe, the model the converter loads is smoothed
-    first (`engines.smoothing`), on the recipe's calibration pairs.
+    first (`engines.smoothing`), on the recipe's calibration pairs. Int8
+    weights are quantized by `save_int8` to `weight_levels` levels.
     """
     require_ctranslate2()
     os.environ.setdefault("USE_TF", "0")  # transformers must not import TensorFlow.
@@ -227,11 +247,57 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
         with open(os.path.join(hf_dir, "tokenizer_config.json"), "w", encoding="utf-8") as handle:
             json.dump({"extra_ids": 0, "legacy": True}, handle)
         converter = smoothing_lib.converter(hf_dir, vocab_path, smoothing)
-        converter.convert(output_dir, quantization=compute_type)
+        if compute_type == "int8":
+            save_int8(converter, output_dir, weight_levels)
+        else:
+            converter.convert(output_dir, quantization=compute_type)
     with open(os.path.join(output_dir, ENGINE_FILE), "w", encoding="utf-8") as handle:
         json.dump({"checkpoint": os.path.abspath(checkpoint), "compute_type": compute_type,
+                   "weight_levels": weight_levels if compute_type == "int8" else None,
                    "smoothing": converter.smoothing_report, "config": config.to_dict()},
                   handle, indent=2)
+
+
+def round_rows(weights: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 values in [-levels, levels], float32 scale per row) of a weight,
+    `values ~ weights * scale` row by row (CTranslate2's scheme, `levels`
+    instead of its 127; an all-zero row gets scale 1)."""
+    weights = np.asarray(weights, np.float32)
+    largest_R = np.abs(weights.reshape(len(weights), -1)).max(axis=1)
+    largest_R = np.maximum(np.where(largest_R == 0, np.float32(levels), largest_R),
+                           np.float32(levels) / np.finfo(np.float32).max)
+    scale_R = (np.float32(levels) / largest_R).astype(np.float32)
+    scaled = weights * scale_R.reshape((-1,) + (1,) * (weights.ndim - 1))
+    return np.rint(scaled).astype(np.int8), scale_R
+
+
+def save_int8(converter: Any, output_dir: str, levels: int = FULL_LEVELS) -> None:
+    """What `converter.convert(output_dir, quantization="int8")` does, with the
+    weights rounded to `levels` levels on either side of zero.
+
+    CTranslate2 quantizes each weight its spec gives a `<name>_scale` to,
+    per output row, to 127 levels (`scale = 127 / max|row|`); at 127 this
+    writes the same file (a test compares them byte for byte). Fewer levels
+    keep the int8 products of hosts without VNNI from saturating (`engines.isa`).
+    """
+    from ctranslate2.specs import model_spec
+
+    spec = converter._load()  # The spec `Converter.convert` builds, before it optimizes.
+    spec.validate()
+    spec.optimize(quantization="float32")  # Aliases shared weights, keeps float32.
+
+    def quantize(layer, name, value):
+        key = name.rpartition("/")[2]
+        if (not hasattr(layer, f"{key}_scale") or not isinstance(value, model_spec.Variable)
+                or value.is_scalar()):
+            return
+        rounded, scale_R = round_rows(value.to("float32").numpy(), levels)
+        setattr(layer, key, model_spec.NumpyVariable(rounded))
+        setattr(layer, f"{key}_scale", model_spec.NumpyVariable(scale_R))
+
+    model_spec.visit_spec(spec, quantize)
+    os.makedirs(output_dir)
+    spec.save(output_dir)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -243,9 +309,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--compute_type", required=True, choices=sorted(set(COMPUTE_TYPES.values())))
     parser.add_argument("--smoothing", type=json.loads, default=None,
                         help="The int8 smoothing recipe, as JSON (see `smoothing.recipe`).")
+    parser.add_argument("--weight_levels", type=int, default=FULL_LEVELS,
+                        help="Levels of int8 weights on either side of zero (127 or 63).")
     args = parser.parse_args(argv)
     convert_checkpoint(args.checkpoint, args.vocab, args.output_dir, args.compute_type,
-                       args.smoothing)
+                       args.smoothing, args.weight_levels)
     return 0
 
 

@@ -32,8 +32,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.engines import isa
 from seahorse_metrics.engines.conversion import (  # noqa: F401 (the engine's errors)
-    ConversionError, EngineNotInstalled, compute_type_of, converted_model, require_ctranslate2)
+    FULL_LEVELS, ConversionError, EngineNotInstalled, compute_type_of, converted_model,
+    require_ctranslate2)
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,8 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
         True: the converter runs in a child process; False runs it here,
         quicker for small models); with int8, `int8_smoothing`,
         `smoothing_data` and `smoothing_pairs` (see `smoothing.recipe`).
+        Int8 weights keep 7 bits where this host's int8 products may
+        saturate (`isa.ctranslate2_weight_levels`).
 
     Returns:
       (the model's `EngineModel`, its `ConvertedModel`) for `MultiScorer(models=...)`.
@@ -139,8 +143,9 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     smoothing = smoothing_lib.recipe(compute_type, options)
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
+    levels = isa.ctranslate2_weight_levels() if compute_type == "int8" else FULL_LEVELS
     model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
-                                   options.get("convert_in_child", True), smoothing)
+                                   options.get("convert_in_child", True), smoothing, levels)
     quantized = None if compute_type == "float32" else compute_type
     return (EngineModel(config.replace(dtype="float32", quantize=quantized)),
             ConvertedModel(model_dir, compute_type, options.get("threads"),

@@ -257,7 +257,8 @@ def weighted_values(weights_BxHxQxK: Array, value_BxKxHxV: Array, products_dtype
 def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array,
                      w_key_DxI: Union[Array, QuantizedKernel],
                      w_value_DxI: Union[Array, QuantizedKernel], mask: AttentionMask,
-                     products_dtype: jnp.dtype, output_dtype: jnp.dtype) -> Array:
+                     products_dtype: jnp.dtype, output_dtype: jnp.dtype,
+                     int8_products: jnp.dtype = jnp.bfloat16) -> Array:
     """Attention without a bias whose keys and values are projections of
     `inputs` (cross-attention), for a few queries: [B, Q, H, V].
 
@@ -272,7 +273,7 @@ def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array,
     Q * H < K (the scorer's first decoder step has Q = 1). The same
     arithmetic in another order: equal to `dense_weights` and
     `weighted_values` on the projections to float rounding; int8 kernels
-    multiply in bfloat16 as in `dense`.
+    multiply in `int8_products` as in `dense`.
     """
     batch, queries, heads, head_dim = query_BxQxHxV.shape
     depth = inputs_BxKxD.shape[-1]
@@ -282,15 +283,15 @@ def folded_attention(query_BxQxHxV: Array, inputs_BxKxD: Array,
     # Column (b, q, h) holds q[b, q, h] in rows of head h: [H * V, B * Q * H].
     spread_IxN = jnp.einsum("bqhv,gh->gvbqh", query_BxQxHxV.astype(products_dtype),
                             eye_HxH).reshape(heads * head_dim, rows)
-    carried_DxBxQxH = kernel_times(w_key_DxI, spread_IxN, products_dtype).reshape(
-        depth, batch, queries, heads)
+    carried_DxBxQxH = kernel_times(w_key_DxI, spread_IxN, products_dtype,
+                                   int8_products).reshape(depth, batch, queries, heads)
     logits_BxHxQxK = jnp.einsum("dbqh,bkd->bhqk", carried_DxBxQxH, inputs_BxKxD)
     logits_BxHxQxK = (logits_BxHxQxK.astype(jnp.float32)
                       + mask.dense(queries, inputs_BxKxD.shape[1]))
     weights_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(products_dtype)
     mixed_NxD = jnp.einsum("bhqk,bkd->bqhd", weights_BxHxQxK, inputs_BxKxD).reshape(rows, depth)
     # Row (b, q, h) against every head's columns; head h's are the context.
-    every_BxQxHxGxV = dense(mixed_NxD, w_value_DxI, products_dtype).reshape(
+    every_BxQxHxGxV = dense(mixed_NxD, w_value_DxI, products_dtype, int8_products).reshape(
         batch, queries, heads, heads, head_dim)
     context_BxQxVxH = jnp.diagonal(every_BxQxHxGxV, axis1=2, axis2=3)
     return jnp.swapaxes(context_BxQxVxH, 2, 3).astype(output_dtype)

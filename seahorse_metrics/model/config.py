@@ -18,6 +18,7 @@ _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 # Hugging Face's names: T5 v1.1 / mT5 (wo(gelu(wi_0 x) * wi_1 x)) and T5 v1.0 (wo(relu(wi x))).
 FEED_FORWARD_PROJS = ("gated-gelu", "relu")
 QUANTIZATIONS = ("int8",)
+INT8_PRODUCTS = ("bfloat16", "float32")
 # What the backward pass recomputes per encoder/decoder layer (T5X's names):
 # nothing, everything but the products without a batch dimension, everything.
 REMAT_POLICIES = ("none", "minimal", "full")
@@ -56,10 +57,14 @@ class T5Config:
         dtype too (`Scorer.load(..., dtype=...)`).
       quantize: None, or "int8": the attention and feed-forward kernels are
         int8 with a float32 scale per output channel, their products and
-        the attention products run in bfloat16 with float32 accumulation
-        (see `seahorse_metrics.model.quantize`); embeddings, norms, softmax,
-        the relative bias and the output head stay float32. For scoring,
-        not training.
+        the attention products run in `int8_products` with float32
+        accumulation (see `seahorse_metrics.model.quantize`); embeddings,
+        norms, softmax, the relative bias and the output head stay float32.
+        For scoring, not training.
+      int8_products: "bfloat16" (about twice float32's rate on CPUs with
+        AVX512-BF16 or AMX, and on GPUs) or "float32" (faster on CPUs
+        without them; `engines.isa.xla_int8_products` chooses per host when
+        scoring). Unused without `quantize`.
       pad_id: Padding token id; also marks padding in attention masks.
       eos_id: End-of-sequence token id.
       decoder_start_id: First decoder input token.
@@ -107,6 +112,7 @@ class T5Config:
     feed_forward_proj: str = "gated-gelu"
     tie_word_embeddings: bool = False
     quantize: Optional[str] = None
+    int8_products: str = "bfloat16"
     remat: str = "none"
     scan_layers: bool = False
     # bench/kernels.py on the 2-core development CPU (shared, not quiet; float32,
@@ -147,6 +153,9 @@ class T5Config:
         if self.quantize is not None and self.quantize not in QUANTIZATIONS:
             raise ValueError(
                 f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}")
+        if self.int8_products not in INT8_PRODUCTS:
+            raise ValueError(f"T5Config.int8_products must be one of {INT8_PRODUCTS}, got "
+                             f"{self.int8_products!r}")
         if self.remat not in REMAT_POLICIES:
             raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         if not isinstance(self.scan_layers, bool):

@@ -55,39 +55,44 @@ class Kernel(nn.Module):
         return QuantizedKernel(values, scale)
 
 
-def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype) -> Array:
+def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype,
+          int8_products: jnp.dtype = jnp.bfloat16) -> Array:
     """`x @ kernel` over the last axis of `x`, in the compute dtype.
 
-    An int8 kernel is multiplied in bfloat16 with float32 accumulation (its
-    values are exact in bfloat16; `x` is rounded to it) and then scaled per
-    output channel: XLA:CPU runs bfloat16 products about twice as fast as
-    float32 ones where the CPU has AVX512-BF16, and faster than its int8 ones.
+    An int8 kernel is multiplied in `int8_products` (its values are exact in
+    bfloat16; `x` is rounded to it) with float32 accumulation and then
+    scaled per output channel: XLA:CPU runs bfloat16 products about twice as
+    fast as float32 ones where the CPU has AVX512-BF16, and faster than its
+    int8 ones; where it has not, float32 products are the faster
+    (`engines.isa.xla_int8_products`, `T5Config.int8_products`).
     """
     if not isinstance(kernel, QuantizedKernel):
         return jnp.dot(x, kernel.astype(dtype))
-    y = jax.lax.dot_general(x.astype(jnp.bfloat16), _converted_after(kernel.values, x),
+    y = jax.lax.dot_general(x.astype(int8_products),
+                            _converted_after(kernel.values, x, int8_products),
                             (((x.ndim - 1,), (0,)), ((), ())),
                             preferred_element_type=jnp.float32)
     return (y * kernel.scale).astype(dtype)
 
 
-def kernel_times(kernel: Union[Array, QuantizedKernel], x_IxN: Array, dtype: jnp.dtype) -> Array:
+def kernel_times(kernel: Union[Array, QuantizedKernel], x_IxN: Array, dtype: jnp.dtype,
+                 int8_products: jnp.dtype = jnp.bfloat16) -> Array:
     """`kernel @ x`, [D, N] from a kernel [D, I] as it is stored (never
     transposed) and `x` [I, N], in the compute dtype.
 
-    An int8 kernel multiplies in bfloat16 as in `dense`; its scale, per
-    column of the kernel, scales the rows of `x` first.
+    An int8 kernel multiplies in `int8_products` as in `dense`; its scale,
+    per column of the kernel, scales the rows of `x` first.
     """
     if not isinstance(kernel, QuantizedKernel):
         return jnp.dot(kernel.astype(dtype), x_IxN.astype(dtype))
-    scaled_IxN = (x_IxN * kernel.scale[:, None]).astype(jnp.bfloat16)
-    y = jax.lax.dot_general(_converted_after(kernel.values, x_IxN), scaled_IxN,
+    scaled_IxN = (x_IxN * kernel.scale[:, None]).astype(int8_products)
+    y = jax.lax.dot_general(_converted_after(kernel.values, x_IxN, int8_products), scaled_IxN,
                             (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
     return y.astype(dtype)
 
 
-def _converted_after(values: Array, x: Array) -> Array:
-    """The int8 `values` in bfloat16, converted only once `x` is computed.
+def _converted_after(values: Array, x: Array, products: jnp.dtype) -> Array:
+    """The int8 `values` in `products`, converted only once `x` is computed.
 
     Nothing else orders a kernel's conversion after the layer's input, and
     XLA:CPU schedules all of them first and holds every converted kernel
@@ -95,5 +100,5 @@ def _converted_after(values: Array, x: Array) -> Array:
     scoring step took 2.5 GB of temporaries, float32's 0.5. Adding
     `0 * x[0]` (never folded: x[0] could be NaN) ties each to its input.
     """
-    zero = (x.reshape(-1)[0] * 0).astype(jnp.bfloat16)
-    return values.astype(jnp.bfloat16) + zero
+    zero = (x.reshape(-1)[0] * 0).astype(products)
+    return values.astype(products) + zero

@@ -148,6 +148,7 @@ class Attention(nn.Module):
     dtype: jnp.dtype
     dropout_rate: float
     quantize: Optional[str] = None
+    int8_products: str = "bfloat16"
     blocked_min_length: Optional[int] = None
     forward_min_length: Optional[int] = None
     band_min_length: Optional[int] = None
@@ -189,14 +190,14 @@ class Attention(nn.Module):
         # Separate products (not one fused qkv kernel) keep each kernel's
         # 'joined_kv' sharding intact under model parallelism.
         def project(x_BxLxD: Array, w_DxI: Union[Array, QuantizedKernel]) -> Array:
-            y_BxLxI = dense(x_BxLxD, w_DxI, self.dtype)
+            y_BxLxI = dense(x_BxLxD, w_DxI, self.dtype, self._products_dtype())
             y_BxLxHxV = y_BxLxI.reshape(y_BxLxI.shape[:2] + (self.num_heads, self.head_dim))
             return nn.with_logical_constraint(y_BxLxHxV, ("batch", "length", "heads", "kv"))
 
         if self.folds(cross, position, query_length, inputs_kv_BxKxD.shape[1], deterministic):
             context_BxQxHxV = folded_attention(
                 project(inputs_q_BxQxD, w_query_DxI), inputs_kv_BxKxD, w_key_DxI, w_value_DxI,
-                mask, self.dtype, self.dtype)
+                mask, self.dtype, self.dtype, self._products_dtype())
         else:
             context_BxQxHxV = self._attend(project(inputs_q_BxQxD, w_query_DxI),
                                            project(inputs_kv_BxKxD, w_key_DxI),
@@ -204,7 +205,7 @@ class Attention(nn.Module):
                                            position, mask, deterministic, dropout_rng)
         context_BxQxI = context_BxQxHxV.reshape(batch, query_length, inner)
         context_BxQxI = nn.with_logical_constraint(context_BxQxI, ("batch", "length", "joined_kv"))
-        return dense(context_BxQxI, w_out_IxD, self.dtype)
+        return dense(context_BxQxI, w_out_IxD, self.dtype, self._products_dtype())
 
     def _attend(self, query_BxQxHxV: Array, key_BxKxHxV: Array, value_BxKxHxV: Array,
                 position: Optional[RelativeBias], mask: AttentionMask,
@@ -270,17 +271,19 @@ class Attention(nn.Module):
         return not deterministic or (self.band_min_length is not None
                                      and key_length >= self.band_min_length)
 
-    # Quantized, the two attention products also take bfloat16 inputs
-    # (float32 accumulation; the softmax stays float32): 7-15% faster on
-    # CPUs with AVX512-BF16, and the int8 kernels' error dominates anyway.
+    # Quantized, the kernels' and the two attention products take
+    # `int8_products` inputs (float32 accumulation; the softmax stays
+    # float32): bfloat16 was 7-15% faster on CPUs with AVX512-BF16, and the
+    # int8 kernels' error dominates anyway.
     def _products_dtype(self) -> jnp.dtype:
-        return jnp.bfloat16 if self.quantize else self.dtype
+        return jnp.dtype(self.int8_products) if self.quantize else self.dtype
 
 
 def _attention(config: T5Config, name: str) -> Attention:
     """An attention module of `config` (heads, dtype, dropout, int8, blocking)."""
     return Attention(config.num_heads, config.d_kv, jnp.dtype(config.dtype), config.dropout_rate,
-                     config.quantize, blocked_min_length=config.attention_blocked_min_length,
+                     config.quantize, int8_products=config.int8_products,
+                     blocked_min_length=config.attention_blocked_min_length,
                      forward_min_length=config.attention_forward_min_length,
                      band_min_length=config.attention_band_min_length,
                      query_block=config.attention_query_block,
@@ -295,6 +298,7 @@ class FeedForward(nn.Module):
     dtype: jnp.dtype
     dropout_rate: float
     quantize: Optional[str] = None
+    int8_products: str = "bfloat16"
     gated: bool = True
 
     @nn.compact
@@ -306,7 +310,7 @@ class FeedForward(nn.Module):
 
         def project_in(name: str) -> Array:
             w_DxF = kernel((embed, self.d_ff), ("embed", "mlp"), init, name=name)()
-            return dense(x_BxLxD, w_DxF, self.dtype)
+            return dense(x_BxLxD, w_DxF, self.dtype, jnp.dtype(self.int8_products))
 
         if self.gated:
             hidden_BxLxF = nn.gelu(project_in("wi_0"), approximate=True) * project_in("wi_1")
@@ -316,13 +320,13 @@ class FeedForward(nn.Module):
         hidden_BxLxF = nn.with_logical_constraint(hidden_BxLxF, ("batch", "length", "mlp"))
         hidden_BxLxF = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
             hidden_BxLxF, deterministic=deterministic, rng=dropout_rng)
-        return dense(hidden_BxLxF, w_out_FxD, self.dtype)
+        return dense(hidden_BxLxF, w_out_FxD, self.dtype, jnp.dtype(self.int8_products))
 
 
 def _feed_forward(config: T5Config) -> nn.Module:
     """The block's feed-forward module (named `mlp`) of `config.feed_forward_proj`."""
     return FeedForward(config.d_ff, jnp.dtype(config.dtype), config.dropout_rate, config.quantize,
-                       gated=config.feed_forward_proj != "relu", name="mlp")
+                       config.int8_products, gated=config.feed_forward_proj != "relu", name="mlp")
 
 
 def _dropout(config: T5Config, x: Array, deterministic: bool,

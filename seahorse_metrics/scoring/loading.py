@@ -16,6 +16,7 @@ from seahorse_metrics.checkpoints.streaming import trim_heap
 from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
 from seahorse_metrics.data.vocab import target_token_ids
+from seahorse_metrics.engines.isa import jax_int8_products
 from seahorse_metrics.scoring.job import ScoringOptions
 
 
@@ -48,15 +49,18 @@ def load_model(path: str, dtype: str, mesh: Any, quantize: Optional[str] = None,
     each kernel read in float32 and turned into int8 and its scales before
     the next is read (the float32 model is never whole in memory); with
     `scan_layers`, stacked for a scanned network parameter by parameter
-    (`model.stacks.stack_layers`, no second copy of the model)."""
+    (`model.stacks.stack_layers`, no second copy of the model). Int8
+    kernels multiply in the dtype this host runs fastest
+    (`engines.isa.jax_int8_products`)."""
     from seahorse_metrics.checkpoints import checkpoint_config, load_checkpoint
     from seahorse_metrics.model import stacks
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.model.partitioning import logical_to_sharding
 
     # A checkpoint trained with other attention blocks is scored with today's.
+    products = jax_int8_products() if quantize else "bfloat16"
     model = EncoderDecoderModel(checkpoint_config(path).with_default_attention().replace(
-        dtype=dtype, quantize=quantize))
+        dtype=dtype, quantize=quantize, int8_products=products))
     if quantize is None:
         _, params = load_checkpoint(path, dtype=dtype, mesh=mesh)
     else:
