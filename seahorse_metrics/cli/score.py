@@ -200,9 +200,17 @@ def _add_device_options(parser) -> None:
                              "weights in half the memory; norms, softmax and logits stay "
                              "float32. Slower on CPUs.")
     parser.add_argument("--quantize", default=None, choices=("int8",),
-                        help="int8: int8 attention and feed-forward weights, products in "
-                             "bfloat16; faster on CPUs with AVX512-BF16, scores rank as "
-                             "float32's but are not equal to them.")
+                        help="int8: int8 attention and feed-forward weights (products in "
+                             "bfloat16 where the CPU has AVX512-BF16, else float32); scores "
+                             "rank as float32's but are not equal to them.")
+    parser.add_argument("--int8_check", default="on", choices=("on", "off"),
+                        help="With --quantize int8: score a probe of 96 pairs in float32 and "
+                             "int8 once per checkpoint, engine and CPU (kept in "
+                             "~/.cache/seahorse-metrics/int8_checks), record the agreement in "
+                             "meta.json and warn when ranks move (default on).")
+    parser.add_argument("--int8_min_spearman", type=float, default=None, metavar="R",
+                        help="With --quantize int8: refuse to score when the probe's int8 "
+                             "scores rank below Spearman R against float32 on this host.")
     parser.add_argument("--scan_layers", action="store_true",
                         help="Run each stack's layers under nn.scan (one compiled layer): a "
                              "deep metric compiles several times faster, same scores to float "
@@ -314,7 +322,9 @@ def scorer_options(args) -> ScoringOptions:
                           max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
                           quantize=args.quantize, packing=args.packing,
                           engine=args.engine, scan_layers=args.scan_layers,
-                          engine_options=dict(args.engine_option) or None)
+                          engine_options=dict(args.engine_option) or None,
+                          int8_check=args.int8_check == "on",
+                          int8_min_spearman=args.int8_min_spearman)
 
 
 def input_fields(args) -> InputFields:
@@ -405,7 +415,14 @@ def _score_file(args, input_path: str, output: str) -> int:
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", output,
                 rows["rows"], rows["bad"], output)
+    log_signatures(summary["settings"], job.columns)
     return 0
+
+
+def log_signatures(settings: dict, columns: dict) -> None:
+    """One line per output column: the signature of its scores (`scoring.signature`)."""
+    for name, signature in (settings.get("signatures") or {}).items():
+        logger.info("signature %s: %s", columns.get(name, name), signature)
 
 
 def run_beam(args) -> int:
@@ -435,6 +452,7 @@ def run_beam(args) -> int:
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.
+    log_signatures(meta.get("settings") or {}, meta.get("columns") or {})
     rows = meta["rows"]
     logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],
                 rows["bad"], meta["shards"], f" and {meta['merged']}" if meta.get("merged") else "",

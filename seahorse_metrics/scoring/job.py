@@ -63,7 +63,9 @@ class ScoringOptions:
     batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
     compiler_options (batches and programs); engine ("jax" or "ctranslate2":
     the model call, see `seahorse_metrics.engines`) and engine_options (the
-    ctranslate2 engine's, `engines.ctranslate2.load_converted`).
+    ctranslate2 engine's, `engines.ctranslate2.load_converted`); int8_check
+    (with quantize: score a probe in float32 and int8 once on this host,
+    `scoring.int8_check`) and int8_min_spearman (refuse int8 ranking below it).
     """
 
     vocab: Optional[str] = None
@@ -87,6 +89,8 @@ class ScoringOptions:
     engine: str = "jax"
     scan_layers: bool = False
     engine_options: Optional[Mapping[str, Any]] = None
+    int8_check: bool = True
+    int8_min_spearman: Optional[float] = None
 
     def __post_init__(self):
         if self.bucket_lengths is not None:
@@ -113,8 +117,10 @@ class ScoringOptions:
         values = dataclasses.asdict(self)
         if values["bucket_lengths"] is not None:
             values["bucket_lengths"] = list(values["bucket_lengths"])
-        if values["engine_options"] is None:  # Absent, as before the field existed.
-            del values["engine_options"]
+        for name, default in (("engine_options", None), ("int8_check", True),
+                              ("int8_min_spearman", None)):
+            if values[name] == default:  # Absent, as before the field existed.
+                del values[name]
         return values
 
     @classmethod
@@ -131,7 +137,8 @@ class ScoringOptions:
         question template only when set)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
-                                    "scan_layers", "engine_options")}
+                                    "scan_layers", "engine_options", "int8_check",
+                                    "int8_min_spearman")}
         if self.question_template is not None:
             values["question_template"] = self.question_template
         return values
@@ -313,6 +320,8 @@ def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
 
     content = {name: content_digest_or_none(path) or path
                for name, path in job.checkpoints.items()}
+    # The int8 self-check is a measurement of this host, not a setting.
+    scorer = {key: value for key, value in scorer.items() if key != "int8_check"}
     return json.loads(json.dumps({
         "inputs": list(inputs), "output_format": job.output_kind, "encoding": job.encoding,
         "quoting": job.quoting, "columns": dict(job.columns), "fields": job.fields.to_dict(),

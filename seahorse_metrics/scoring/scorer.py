@@ -50,6 +50,7 @@ from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError,
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.ctranslate2 import conversion_name, engine_name, engine_runners
 from seahorse_metrics.scoring import batching as batching_lib
+from seahorse_metrics.scoring import int8_check
 from seahorse_metrics.scoring.job import InputFields, ScoringOptions
 from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
                                               load_models, mesh_or_default, resolve_vocabulary,
@@ -58,6 +59,7 @@ from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_
                                              renamed_input_fields)
 from seahorse_metrics.scoring.records import check_pairs
 from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
+from seahorse_metrics.scoring.signature import metric_signature
 from seahorse_metrics.scoring.units import InputSettings
 from seahorse_metrics.scoring.window_scoring import (Example, ExampleResult, ScoringStats,
                                                      WindowScorer)
@@ -162,6 +164,8 @@ class MultiScorer:
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
+        self.int8_checks: Optional[dict] = None
+        self._signatures: Optional[dict] = None
         self.options = self._scoring_options(bucket_lengths, compiler_options)
 
     def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
@@ -224,7 +228,10 @@ class MultiScorer:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
         vocab_path = next(iter(vocab_paths.values()))
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
-        return cls(models, vocab_path, checkpoints=named, mesh=mesh, **options.scorer_arguments())
+        scorer = cls(models, vocab_path, checkpoints=named, mesh=mesh,
+                     **options.scorer_arguments())
+        scorer.check_int8(options, mesh, engine_options)
+        return scorer
 
     # ------------------------------------------------------------ models
     def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
@@ -294,7 +301,41 @@ class MultiScorer:
         if described["engine"] == "ctranslate2":
             described["conversions"] = {name: conversion_name(runner)
                                         for name, runner in zip(self.names, self.runners)}
+        described["signatures"] = self.signatures()
+        if self.int8_checks is not None:
+            described["int8_check"] = self.int8_checks
         return described
+
+    def signatures(self) -> dict[str, str]:
+        """name -> the signature of that metric's scores (`scoring.signature`)."""
+        if self._signatures is None:
+            self._signatures = {
+                name: metric_signature(runner, self.settings, self.checkpoints.get(name),
+                                       self.vocab_path)
+                for name, runner in zip(self.names, self.runners)}
+        return dict(self._signatures)
+
+    def check_int8(self, options: ScoringOptions, mesh: Any,
+                   engine_options: Optional[Mapping[str, Any]]) -> None:
+        """With int8 weights (and `options.int8_check`), scores a probe in
+        float32 and int8 once on this host (`scoring.int8_check`): the
+        figures go into `metadata()["int8_check"]`; a low Spearman warns, and
+        one below `options.int8_min_spearman` raises `Int8AgreementError`."""
+        if not options.quantize or not options.int8_check:
+            return
+        reference_options = ScoringOptions.of(options, quantize=None)
+
+        def load_reference(name: str, path: str) -> Any:
+            models, _ = load_models({name: path}, self.vocab_path, reference_options, mesh,
+                                    engine_options)
+            return self._place_models(models, mesh, None)[0]
+
+        variants = int8_check.variants(self.checkpoints, self.vocab_path, self.runners,
+                                       options.engine, load_reference)
+        tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
+                                         self.settings.question_template)
+        self.int8_checks = int8_check.check_all(variants, self.runners, tokens,
+                                                options.int8_min_spearman)
 
     # ----------------------------------------------------------- scoring
     def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
@@ -511,6 +552,7 @@ class Scorer:
         model, params = models[SCORE_FIELD]
         scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
                      **options.scorer_arguments())
+        scorer.multi.check_int8(options, mesh, engine_options)
         if calibration is not None:
             from seahorse_metrics.calibration import read_calibration_map
 

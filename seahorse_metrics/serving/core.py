@@ -70,6 +70,7 @@ def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
         return scorer
     variant = copy.copy(scorer)
     variant.settings = settings
+    variant._signatures = None  # The settings are part of each signature.
     variant.options = ScoringOptions.of(scorer.options, long_inputs=long_inputs,
                                         per_sentence=per_sentence)
     positions = [scorer.names.index(name) for name in metrics]

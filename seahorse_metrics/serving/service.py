@@ -22,6 +22,8 @@ from seahorse_metrics.serving.core import ERROR_FIELD, scorer_for_mode
 from seahorse_metrics.serving.metrics import ServerMetrics
 
 logger = logging.getLogger(__name__)
+# Each metric's signature (`scoring.signature`) on every scored response.
+SIGNATURE_HEADER = "X-Seahorse-Signature"
 
 LOADING, READY, FAILED, STOPPING = "loading", "ready", "failed", "stopping"
 
@@ -99,7 +101,8 @@ class ScoringService:
         self.on_failure = on_failure
         self.state, self.error = LOADING, None
         self.scorer = None
-        self.devices: dict = {}  # The engine and data_parallel, for /healthz.
+        # The engine, data_parallel, signatures and int8 self-check, for /healthz.
+        self.devices: dict = {}
         self.batcher: Optional[DynamicBatcher] = None
         self.default_mode: Optional[protocol.Mode] = None
         self.metrics = ServerMetrics(lambda: self.batcher.queued_pairs if self.batcher else 0)
@@ -129,7 +132,10 @@ class ScoringService:
             return
         self.scorer = scorer
         self.devices = {"engine": described["engine"],
-                        "data_parallel": described["batching"]["data_parallel"]}
+                        "data_parallel": described["batching"]["data_parallel"],
+                        "signatures": described.get("signatures", {})}
+        if "int8_check" in described:
+            self.devices["int8_check"] = described["int8_check"]
         self.default_mode = protocol.Mode(tuple(scorer.names), scorer.settings.long_inputs,
                                           scorer.settings.per_sentence)
         limits = self.limits
@@ -138,6 +144,7 @@ class ScoringService:
         def scorer_for(mode: protocol.Mode) -> Any:
             return scorer_for_mode(scorer, mode.metrics, mode.long_inputs, mode.per_sentence)
 
+        self.scorer_for = scorer_for
         self.batcher = DynamicBatcher(
             scorer_for,
             max_batch_pairs=limits.max_batch_pairs, max_wait_s=limits.max_wait_ms / 1000.0,
@@ -161,6 +168,8 @@ class ScoringService:
             if queued:
                 logger.info("shutting down: scoring the %d queued pairs first", queued)
             self.batcher.close()
+
+    scorer_for: Any = None  # Mode -> the scorer of that mode, once loaded.
 
     def health(self) -> Outcome:
         """`GET /healthz`: 200 once loaded and compiled, else 503 with the state."""
@@ -215,7 +224,9 @@ class ScoringService:
                                           "(--request_timeout_s); send fewer pairs or retry"})
         except Exception as error:  # A scoring failure, logged by the batcher.
             return Outcome(500, {"error": f"scoring failed: {type(error).__name__}: {error}"})
-        return Outcome(200, self._response(request, entries))
+        signatures = self.scorer_for(request.mode).signatures()
+        return Outcome(200, {**self._response(request, entries), "signatures": signatures},
+                       {SIGNATURE_HEADER: "; ".join(f"{m}={s}" for m, s in signatures.items())})
 
     def _response(self, request: protocol.ScoreRequest, entries: Mapping[int, dict]) -> dict:
         metrics = request.mode.metrics

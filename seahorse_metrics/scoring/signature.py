@@ -1,0 +1,110 @@
+"""A signature on every score: one short string that says what produced it.
+
+    seahorse:0.1.0|engine:jax-0.10.2|isa:avx512_bf16|dtype:float32|quant:none|ckpt:3f2a9c1e|
+    len:2048|trunc:summary_first|long:truncate|unit:summary|norm:full|cut:error|tmpl:5b1e
+
+(one line). Like sacrebleu's, it names everything the number depends on:
+this package's version, the engine and its library's version, the
+instruction set its kernels run on (or the accelerator), the compute dtype,
+the quantization (JAX's int8 product dtype; CTranslate2's int8 weight bits
+and smoothing), a short hash of the checkpoint's and vocabulary's content,
+and the input settings (length budget, truncation, long inputs, summary or
+sentence units, normalisation, over-long summaries, question template).
+Two runs whose signatures match give the same scores to float rounding;
+batch sizes, buckets, packing and device counts change the order of float
+sums only, so they are not in it. `score` prints one per metric and writes
+them to `meta.json`, `evaluate` shows them in its reports, `serve` returns
+them (`/healthz`, and the `X-Seahorse-Signature` header).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Mapping, Optional
+
+UNSAVED = "unsaved"  # A model scored from memory, with no checkpoint to hash.
+
+
+def format_signature(parts: Mapping[str, Any]) -> str:
+    """`key:value|key:value...` in the given order."""
+    return "|".join(f"{key}:{value}" for key, value in parts.items())
+
+
+def parse_signature(signature: str) -> dict[str, str]:
+    """The parts of `format_signature`'s string."""
+    return dict(part.split(":", 1) for part in signature.split("|"))
+
+
+def _short_hash(*values: Any) -> str:
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def checkpoint_hash(checkpoint: Optional[str], vocab_path: str) -> str:
+    """8 hex digits of the checkpoint's and vocabulary's content (`UNSAVED`
+    for a model given without a checkpoint directory)."""
+    from seahorse_metrics.checkpoints.content import content_digest
+
+    if not checkpoint or not os.path.isdir(checkpoint):
+        return UNSAVED
+    return _short_hash(content_digest(checkpoint), content_digest(vocab_path))
+
+
+def quantization(runner: Any) -> str:
+    """"none", JAX's "int8-bf16"/"int8-f32" (product dtype), or CTranslate2's
+    "int8-w8"/"int8-w7" (weight bits) with "-s<alpha>" when smoothed."""
+    config = runner.model.config
+    if not config.quantize:
+        return "none"
+    if getattr(runner, "engine", "jax") != "ctranslate2":
+        return "int8-" + {"bfloat16": "bf16", "float32": "f32"}[config.int8_products]
+    described = _conversion_description(runner.model_dir)
+    bits = 8 if described.get("weight_levels") in (None, 127) else 7
+    smoothing = (described.get("smoothing") or {}).get("alpha")
+    return f"int8-w{bits}" + (f"-s{smoothing:g}" if smoothing else "")
+
+
+def _conversion_description(model_dir: str) -> dict:
+    from seahorse_metrics.engines.conversion import ENGINE_FILE
+
+    try:
+        with open(os.path.join(model_dir, ENGINE_FILE), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def metric_signature(runner: Any, settings: Any, checkpoint: Optional[str],
+                     vocab_path: str) -> str:
+    """The signature of one metric's scores (see the module docstring).
+
+    Args:
+      runner: Its model call (`ModelRunner` or the ctranslate2 engine's runner).
+      settings: The scorer's `InputSettings`.
+      checkpoint: The checkpoint directory, or None.
+      vocab_path: The vocabulary.
+    """
+    import seahorse_metrics
+    from seahorse_metrics.engines.isa import engine_isa
+    from seahorse_metrics.scoring.int8_check import engine_version
+
+    engine = getattr(runner, "engine", "jax")
+    units = (f"sentence-{settings.sentence_aggregate}" if settings.per_sentence else "summary")
+    long_inputs = (f"chunk-{settings.chunk_overlap}" if settings.long_inputs == "chunk"
+                   else settings.long_inputs)
+    return format_signature({
+        "seahorse": seahorse_metrics.__version__,
+        "engine": f"{engine}-{engine_version(engine)}",
+        "isa": engine_isa(engine).replace(" ", "_"),
+        "dtype": runner.model.config.dtype,
+        "quant": quantization(runner),
+        "ckpt": checkpoint_hash(checkpoint, vocab_path),
+        "len": settings.max_input_length,
+        "trunc": settings.truncation,
+        "long": long_inputs,
+        "unit": units,
+        "norm": settings.normalize,
+        "cut": settings.long_summaries,
+        "tmpl": _short_hash(settings.question_template)[:4],
+    })
