@@ -119,6 +119,65 @@ def test_calibration_files_and_specs_are_checked(tmp_path):
         calibration.bind_specs(["q9=seahorse:d"], ["q1"])
 
 
+def _platt(**overrides):
+    entry = {"method": "platt", "n": 10, "parameters": {"slope": 0.5, "intercept": 0.1}}
+    entry.update(overrides)
+    return entry
+
+
+def _isotonic(x, y):
+    return {"method": "isotonic", "n": 10, "parameters": {"x": x, "y": y}}
+
+
+@pytest.mark.parametrize("entry, words", [
+    (_isotonic([0.1, 0.5, 0.9], [0.8, 0.5, 0.1]),
+     r"parameters\.y must not decrease, but parameters\.y\[1\]=0\.5 < parameters\.y\[0\]=0\.8"),
+    (_isotonic([0.1, 0.9], [-5, 5]), r"parameters\.y must be probabilities in \[0, 1\] \(got -5"),
+    (_isotonic([0.1, 0.9], [0.1, "0.9"]), r"parameters\.y\[1\] must be a number, got a string"),
+    (_isotonic([0.1, 0.9], [0.1]), "must be equally long"),
+    (_platt(n=[1]), r"n \(items fitted on\) must be a whole number >= 0, got an array"),
+    (_platt(n=-3), "must be a whole number >= 0, got -3"),
+    (_platt(parameters={"slope": [1, -1], "intercept": 0}),
+     r"parameters\.slope must be a number, got an array"),
+    (_platt(parameters={"slope": -0.5, "intercept": 0}), r"parameters\.slope must be >= 0"),
+    (_platt(parameters={"slope": True, "intercept": 0}), "must be a number, got true/false"),
+    (_platt(parameters={"slope": 1, "intercept": 10 ** 400}), "intercept must be finite"),
+    (_platt(parameters={"slope": 1, "intercept": 0, "bias": 2}), r"unknown parameter\(s\) \['bias'\]"),
+])
+def test_a_calibration_map_is_checked_on_reading(tmp_path, entry, words):
+    """Issue 48 point 3: a decreasing map, values outside [0, 1], and fields
+    of the wrong type were applied (or were tracebacks)."""
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {"q4": entry}}))
+    with pytest.raises(ValueError, match=words) as refused:
+        calibration.read_calibration(str(path))
+    message = str(refused.value)
+    assert message.startswith(f"{path}: metric 'q4': ") and "\n" not in message
+
+
+def test_a_calibration_file_of_the_wrong_shape_is_one_line(tmp_path):
+    path = tmp_path / "calibration.json"
+    for text, words in (("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                        ('{"format": "%s", "metrics": [1]}' % calibration.CALIBRATION_FORMAT,
+                         "metrics must be an object"),
+                        ('{"format": "%s", "metrics": {"q4": %s}, "fitted_on": [1]}'
+                         % (calibration.CALIBRATION_FORMAT, json.dumps(_platt())),
+                         "fitted_on must map each metric")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=words) as refused:
+            calibration.read_calibration(str(path))
+        assert str(refused.value).startswith(f"{path}: ")
+    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {
+        "q4": _isotonic([0.0, 0.5, 1.0], [0.0, 0.0, 1.0])}}))  # flat steps are fine
+    assert calibration.read_calibration(str(path)).metrics["q4"].apply([0.75]) == [0.5]
+
+
+def test_platt_refuses_to_fit_a_map_that_would_reverse_the_scores():
+    labels, scores = _miscalibrated(400, seed=3)
+    with pytest.raises(stats.UndefinedStatistic, match="the labels fall as the scores rise"):
+        calibration.fit_platt(labels, 1.0 - scores)
+
+
 # ------------------------------------------------------------------ evaluate
 
 
