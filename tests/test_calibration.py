@@ -279,6 +279,23 @@ def test_score_calibration_round_trip_and_mismatched_file(tmp_path, tiny_hf_dir)
                                           "summary": "a fox 0."}]))
     assert records[0]["score_calibrated"] == pytest.approx(float(rows[0]["q4_calibrated"]),
                                                            rel=1e-5)
+    # Issue 48 point 20: `score` of a scorer loaded with a map is calibrated
+    # (it returned the raw scores); `calibrated=False` and `score_detailed` give both.
+    premises = [f"the fox {i} jumps, over the dog." for i in range(6)]
+    hypotheses = [f"a fox {i}." for i in range(6)]
+    calibrated = scorer.score(premises, hypotheses)
+    assert calibrated.dtype == np.float32
+    np.testing.assert_allclose(calibrated, [float(r["q4_calibrated"]) for r in rows[:6]],
+                               rtol=1e-5)
+    raw = scorer.score(premises, hypotheses, calibrated=False)
+    np.testing.assert_allclose(raw, scores, rtol=1e-5)
+    detailed = scorer.score_detailed(premises, hypotheses)
+    np.testing.assert_array_equal(detailed.scores["score"], raw)
+    np.testing.assert_array_equal(detailed.calibrated["score"], calibrated)
+    plain = Scorer.load(tiny_hf_dir, max_input_length=64, bucket_lengths=(64,))
+    np.testing.assert_array_equal(plain.score(premises, hypotheses), raw)
+    with pytest.raises(ValueError, match="calibrated=True needs a calibration map"):
+        plain.score(premises, hypotheses, calibrated=True)
     # A file naming a metric this run lacks is refused before any scoring.
     assert cli_main(["score", "--checkpoint", f"q6={tiny_hf_dir}", "--input", str(source),
                      "--output", str(tmp_path / "other.csv"), "--calibration", str(path)]
