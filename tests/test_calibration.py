@@ -301,3 +301,46 @@ def test_score_calibration_round_trip_and_mismatched_file(tmp_path, tiny_hf_dir)
                      "--output", str(tmp_path / "other.csv"), "--calibration", str(path)]
                     + shape) == 2
     assert not (tmp_path / "other.csv").exists()
+
+
+@pytest.mark.parametrize("extension", ["jsonl", "json", "csv"])
+def test_score_calibration_streams_the_output(tmp_path, extension):
+    """Issue 48 point 12: `score --calibration` read the whole output into
+    memory; a 24 MB output is now rewritten holding about one row."""
+    import io
+    import tracemalloc
+
+    from seahorse_metrics.scoring.calibrated import add_calibrated_columns
+    from seahorse_metrics.scoring.output import OutputWriter
+
+    rows = 240
+    output = tmp_path / f"out.{extension}"
+    text = "The mayor opened a factory. " * 3600  # about 100 KB a row
+    with open(output, "w", encoding="utf-8", newline="") as handle:
+        writer = OutputWriter(handle, extension, ["article", "summary", "q4", "error"])
+        for row in range(rows):
+            writer.write({"article": text, "summary": f"s{row}", "q4": row / rows}
+                         if row % 7 else {"article": text, "summary": "", "error": "empty"})
+        writer.close()
+    (tmp_path / f"out.{extension}.meta.json").write_text("{}")
+    assert output.stat().st_size > 24 * 10**6
+    maps = {"q4": calibration.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
+    tracemalloc.start()
+    try:
+        add_calibrated_columns(str(output), maps)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 10**6, f"peak {peak / 10**6:.1f} MB"
+    if extension == "csv":
+        with open(output, encoding="utf-8", newline="") as handle:
+            got = list(csv.DictReader(io.StringIO(handle.read())))
+        assert list(got[0]) == ["article", "summary", "q4", "q4_calibrated", "error"]
+    else:
+        from seahorse_metrics.scoring import files
+
+        got = [row.record for row in files.read_rows(str(output))]
+    assert len(got) == rows and got[0]["q4_calibrated"] in ("", None) and got[0]["error"]
+    expected = maps["q4"].apply([1 / rows])[0]
+    assert float(got[1]["q4_calibrated"]) == pytest.approx(expected, rel=1e-9)
+    assert got[1]["article"] == text
