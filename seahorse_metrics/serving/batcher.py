@@ -9,7 +9,9 @@ window closes as soon as the thread is free). The window's pairs, from every
 request in it, are scored as one window of rows by the scoring core
 (`serving.core.score_window`): the scorer's own length buckets and batch
 plan, as `score` uses them. A request's future is
-set as soon as its last pair is scored.
+set as soon as its last pair is scored. A window that fails (an error the
+checks before scoring did not foresee) is scored again request by request,
+so only the request that caused it gets the error.
 
 The queue is bounded in pairs (`max_queue`): `submit` raises `QueueFull`
 rather than queueing more, so an overloaded server answers 503 instead of

@@ -10,10 +10,13 @@ A request:
 server has), `long_inputs` (`truncate`|`chunk`) and `per_sentence` (a bool)
 (default: the server's settings). A request whose shape is wrong (not JSON,
 a field of the wrong type, an unknown field, an unknown metric) is refused
-whole with a `RequestError` naming the field, e.g. `pairs[3].summary`. A pair
+whole with a `RequestError` naming the field, e.g. `pairs[3].summary`, as
+is an `id` the response could not send back as it came (NaN, Infinity,
+1e400, an integer beyond 64 bits, a string with a lone surrogate). A pair
 whose texts are missing or blank is what `score` calls a bad row: the
 scoring core gives it an `error` (the message `score` writes) and the other
-pairs are scored. When any pair of a request has a question, the request is
+pairs are scored; so is a text with a lone surrogate, which no tokenizer
+reads. When any pair of a request has a question, the request is
 scored as `score --question_field question` scores a file: every pair needs
 one (send generic summaries in another request).
 
