@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -147,36 +148,111 @@ class CalibrationSet:
                 "metrics": {name: m.to_dict() for name, m in self.metrics.items()}}
 
 
+_PARAMETERS = {"temperature": ("temperature",), "platt": ("slope", "intercept"),
+               "isotonic": ("x", "y")}
+
+
+def _kind(value) -> str:
+    """The JSON kind of a value, for messages."""
+    if isinstance(value, bool):
+        return "true/false"
+    return {type(None): "null", str: "a string", list: "an array", dict: "an object",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _number(value, where: str, field: str) -> float:
+    """A finite JSON number (not a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: {field} must be a number, got {_kind(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # An integer beyond float's range.
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{where}: {field} must be finite, got {value!r:.40}")
+    return number
+
+
+def _numbers(value, where: str, field: str) -> list[float]:
+    """A non-empty JSON array of finite numbers."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: {field} must be a non-empty array of numbers, got "
+                         f"{_kind(value) if value != [] else 'an empty array'}")
+    return [_number(item, where, f"{field}[{index}]") for index, item in enumerate(value)]
+
+
+def _non_decreasing(values: list[float], where: str, field: str) -> None:
+    for index in range(1, len(values)):
+        if values[index] < values[index - 1]:
+            raise ValueError(f"{where}: {field} must not decrease, but {field}[{index}]="
+                             f"{values[index]:.6g} < {field}[{index - 1}]={values[index - 1]:.6g}"
+                             " (a calibration map keeps the order of the scores)")
+
+
+def _map_parameters(method: str, parameters, where: str) -> dict:
+    """The checked parameters of a `method` map (see `CalibrationMap`)."""
+    needed = _PARAMETERS[method]
+    if not isinstance(parameters, Mapping) or any(k not in parameters for k in needed):
+        raise ValueError(f"{where}: {method} needs parameters {list(needed)}")
+    unknown = sorted(set(parameters) - set(needed))
+    if unknown:
+        raise ValueError(f"{where}: unknown parameter(s) {unknown} of a {method} map "
+                         f"(it has {list(needed)})")
+    if method == "isotonic":
+        x = _numbers(parameters["x"], where, "parameters.x")
+        y = _numbers(parameters["y"], where, "parameters.y")
+        if len(x) != len(y):
+            raise ValueError(f"{where}: parameters.x and parameters.y must be equally long "
+                             f"(got {len(x)} and {len(y)})")
+        _non_decreasing(x, where, "parameters.x")
+        _non_decreasing(y, where, "parameters.y")
+        if y[0] < 0.0 or y[-1] > 1.0:
+            raise ValueError(f"{where}: parameters.y must be probabilities in [0, 1] (got "
+                             f"{y[0]:.6g} to {y[-1]:.6g})")
+        return {"x": x, "y": y}
+    values = {k: _number(parameters[k], where, f"parameters.{k}") for k in needed}
+    if method == "temperature" and values["temperature"] <= 0:
+        raise ValueError(f"{where}: the temperature must be positive")
+    if method == "platt" and values["slope"] < 0:
+        raise ValueError(f"{where}: parameters.slope must be >= 0 (a negative slope reverses "
+                         "the order of the scores)")
+    return values
+
+
 def _map_from_dict(entry, where: str) -> CalibrationMap:
     if not isinstance(entry, Mapping) or entry.get("method") not in METHODS:
         raise ValueError(f"{where}: expected an object with a 'method' in {METHODS}")
-    parameters = entry.get("parameters")
-    needed = {"temperature": ("temperature",), "platt": ("slope", "intercept"),
-              "isotonic": ("x", "y")}[entry["method"]]
-    if not isinstance(parameters, Mapping) or any(k not in parameters for k in needed):
-        raise ValueError(f"{where}: {entry['method']} needs parameters {list(needed)}")
-    try:
-        values = {k: np.asarray(parameters[k], dtype=np.float64) for k in needed}
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: parameters {list(needed)} must be numbers") from None
-    if not all(np.all(np.isfinite(v)) for v in values.values()):
-        raise ValueError(f"{where}: parameters must be finite")
-    if entry["method"] == "temperature" and not values["temperature"] > 0:
-        raise ValueError(f"{where}: the temperature must be positive")
-    if entry["method"] == "isotonic" and (
-            values["x"].ndim != 1 or values["x"].shape != values["y"].shape
-            or not len(values["x"]) or np.any(np.diff(values["x"]) < 0)):
-        raise ValueError(f"{where}: isotonic x and y must be equally long lists, x sorted")
-    parameters = {k: (v.tolist() if v.ndim else float(v)) for k, v in values.items()}
-    return CalibrationMap(entry["method"], parameters, int(entry.get("n", 0)))
+    n = entry.get("n", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{where}: n (items fitted on) must be a whole number >= 0, got "
+                         f"{_kind(n) if not isinstance(n, int) or isinstance(n, bool) else n}")
+    parameters = _map_parameters(entry["method"], entry.get("parameters"), where)
+    return CalibrationMap(entry["method"], parameters, n)
+
+
+def _fitted_on(value, where: str) -> dict:
+    """`fitted_on`: metric name -> the benchmark specs (strings) its map was fitted on."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(specs, list) and all(isinstance(spec, str) for spec in specs)
+            for specs in value.values()):
+        raise ValueError(f"{where}: fitted_on must map each metric to an array of benchmark "
+                         "specs")
+    return {name: list(specs) for name, specs in value.items()}
 
 
 def calibration_from_dict(data: Mapping, source: Optional[str] = None) -> CalibrationSet:
     """A `CalibrationSet` from `CalibrationSet.to_dict()` output (or a
     report.json holding one under `calibration`).
 
+    Every map is checked: each field of its type, parameters finite, the map
+    non-decreasing (an isotonic map's knots, a Platt slope >= 0, a positive
+    temperature) and an isotonic map's values probabilities.
+
     Raises:
-      ValueError: for another format or a malformed entry (naming `source`).
+      ValueError: for another format or a malformed entry, in one line naming
+        `source`, the metric and the field.
     """
     where = source or "calibration"
     if (isinstance(data, Mapping) and data.get("format") != CALIBRATION_FORMAT
@@ -186,12 +262,18 @@ def calibration_from_dict(data: Mapping, source: Optional[str] = None) -> Calibr
         raise ValueError(f"{where}: not a calibration file (format {CALIBRATION_FORMAT!r}) nor "
                          "a report.json with calibration maps; write one with "
                          "`evaluate --calibrate_on SPEC`")
+    entries = data.get("metrics")
+    if entries is not None and not isinstance(entries, Mapping):
+        raise ValueError(f"{where}: metrics must be an object of metric name -> map, got "
+                         f"{_kind(entries)}")
     metrics = {name: _map_from_dict(entry, f"{where}: metric {name!r}")
-               for name, entry in dict(data.get("metrics") or {}).items()}
+               for name, entry in (entries or {}).items()}
     if not metrics:
         raise ValueError(f"{where}: holds no calibration maps")
-    return CalibrationSet(str(data.get("method", "")), dict(data.get("fitted_on") or {}),
-                          metrics, source)
+    method = data.get("method", "")
+    if not isinstance(method, str):
+        raise ValueError(f"{where}: method must be a string, got {_kind(method)}")
+    return CalibrationSet(method, _fitted_on(data.get("fitted_on"), where), metrics, source)
 
 
 def read_calibration(path: str) -> CalibrationSet:
@@ -208,6 +290,10 @@ def read_calibration(path: str) -> CalibrationSet:
             data = json.load(handle)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to be calibration maps") from None
+    except (UnicodeDecodeError, ValueError) as error:  # Not UTF-8; an integer of 5,000 digits.
+        raise ValueError(f"{path}: not JSON calibration maps ({error})") from None
     return calibration_from_dict(data, path)
 
 

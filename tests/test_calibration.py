@@ -119,6 +119,65 @@ def test_calibration_files_and_specs_are_checked(tmp_path):
         calibration.bind_specs(["q9=seahorse:d"], ["q1"])
 
 
+def _platt(**overrides):
+    entry = {"method": "platt", "n": 10, "parameters": {"slope": 0.5, "intercept": 0.1}}
+    entry.update(overrides)
+    return entry
+
+
+def _isotonic(x, y):
+    return {"method": "isotonic", "n": 10, "parameters": {"x": x, "y": y}}
+
+
+@pytest.mark.parametrize("entry, words", [
+    (_isotonic([0.1, 0.5, 0.9], [0.8, 0.5, 0.1]),
+     r"parameters\.y must not decrease, but parameters\.y\[1\]=0\.5 < parameters\.y\[0\]=0\.8"),
+    (_isotonic([0.1, 0.9], [-5, 5]), r"parameters\.y must be probabilities in \[0, 1\] \(got -5"),
+    (_isotonic([0.1, 0.9], [0.1, "0.9"]), r"parameters\.y\[1\] must be a number, got a string"),
+    (_isotonic([0.1, 0.9], [0.1]), "must be equally long"),
+    (_platt(n=[1]), r"n \(items fitted on\) must be a whole number >= 0, got an array"),
+    (_platt(n=-3), "must be a whole number >= 0, got -3"),
+    (_platt(parameters={"slope": [1, -1], "intercept": 0}),
+     r"parameters\.slope must be a number, got an array"),
+    (_platt(parameters={"slope": -0.5, "intercept": 0}), r"parameters\.slope must be >= 0"),
+    (_platt(parameters={"slope": True, "intercept": 0}), "must be a number, got true/false"),
+    (_platt(parameters={"slope": 1, "intercept": 10 ** 400}), "intercept must be finite"),
+    (_platt(parameters={"slope": 1, "intercept": 0, "bias": 2}), r"unknown parameter\(s\) \['bias'\]"),
+])
+def test_a_calibration_map_is_checked_on_reading(tmp_path, entry, words):
+    """Issue 48 point 3: a decreasing map, values outside [0, 1], and fields
+    of the wrong type were applied (or were tracebacks)."""
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {"q4": entry}}))
+    with pytest.raises(ValueError, match=words) as refused:
+        calibration.read_calibration(str(path))
+    message = str(refused.value)
+    assert message.startswith(f"{path}: metric 'q4': ") and "\n" not in message
+
+
+def test_a_calibration_file_of_the_wrong_shape_is_one_line(tmp_path):
+    path = tmp_path / "calibration.json"
+    for text, words in (("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                        ('{"format": "%s", "metrics": [1]}' % calibration.CALIBRATION_FORMAT,
+                         "metrics must be an object"),
+                        ('{"format": "%s", "metrics": {"q4": %s}, "fitted_on": [1]}'
+                         % (calibration.CALIBRATION_FORMAT, json.dumps(_platt())),
+                         "fitted_on must map each metric")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=words) as refused:
+            calibration.read_calibration(str(path))
+        assert str(refused.value).startswith(f"{path}: ")
+    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {
+        "q4": _isotonic([0.0, 0.5, 1.0], [0.0, 0.0, 1.0])}}))  # flat steps are fine
+    assert calibration.read_calibration(str(path)).metrics["q4"].apply([0.75]) == [0.5]
+
+
+def test_platt_refuses_to_fit_a_map_that_would_reverse_the_scores():
+    labels, scores = _miscalibrated(400, seed=3)
+    with pytest.raises(stats.UndefinedStatistic, match="the labels fall as the scores rise"):
+        calibration.fit_platt(labels, 1.0 - scores)
+
+
 # ------------------------------------------------------------------ evaluate
 
 
@@ -220,8 +279,68 @@ def test_score_calibration_round_trip_and_mismatched_file(tmp_path, tiny_hf_dir)
                                           "summary": "a fox 0."}]))
     assert records[0]["score_calibrated"] == pytest.approx(float(rows[0]["q4_calibrated"]),
                                                            rel=1e-5)
+    # Issue 48 point 20: `score` of a scorer loaded with a map is calibrated
+    # (it returned the raw scores); `calibrated=False` and `score_detailed` give both.
+    premises = [f"the fox {i} jumps, over the dog." for i in range(6)]
+    hypotheses = [f"a fox {i}." for i in range(6)]
+    calibrated = scorer.score(premises, hypotheses)
+    assert calibrated.dtype == np.float32
+    np.testing.assert_allclose(calibrated, [float(r["q4_calibrated"]) for r in rows[:6]],
+                               rtol=1e-5)
+    raw = scorer.score(premises, hypotheses, calibrated=False)
+    np.testing.assert_allclose(raw, scores, rtol=1e-5)
+    detailed = scorer.score_detailed(premises, hypotheses)
+    np.testing.assert_array_equal(detailed.scores["score"], raw)
+    np.testing.assert_array_equal(detailed.calibrated["score"], calibrated)
+    plain = Scorer.load(tiny_hf_dir, max_input_length=64, bucket_lengths=(64,))
+    np.testing.assert_array_equal(plain.score(premises, hypotheses), raw)
+    with pytest.raises(ValueError, match="calibrated=True needs a calibration map"):
+        plain.score(premises, hypotheses, calibrated=True)
     # A file naming a metric this run lacks is refused before any scoring.
     assert cli_main(["score", "--checkpoint", f"q6={tiny_hf_dir}", "--input", str(source),
                      "--output", str(tmp_path / "other.csv"), "--calibration", str(path)]
                     + shape) == 2
     assert not (tmp_path / "other.csv").exists()
+
+
+@pytest.mark.parametrize("extension", ["jsonl", "json", "csv"])
+def test_score_calibration_streams_the_output(tmp_path, extension):
+    """Issue 48 point 12: `score --calibration` read the whole output into
+    memory; a 24 MB output is now rewritten holding about one row."""
+    import io
+    import tracemalloc
+
+    from seahorse_metrics.scoring.calibrated import add_calibrated_columns
+    from seahorse_metrics.scoring.output import OutputWriter
+
+    rows = 240
+    output = tmp_path / f"out.{extension}"
+    text = "The mayor opened a factory. " * 3600  # about 100 KB a row
+    with open(output, "w", encoding="utf-8", newline="") as handle:
+        writer = OutputWriter(handle, extension, ["article", "summary", "q4", "error"])
+        for row in range(rows):
+            writer.write({"article": text, "summary": f"s{row}", "q4": row / rows}
+                         if row % 7 else {"article": text, "summary": "", "error": "empty"})
+        writer.close()
+    (tmp_path / f"out.{extension}.meta.json").write_text("{}")
+    assert output.stat().st_size > 24 * 10**6
+    maps = {"q4": calibration.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
+    tracemalloc.start()
+    try:
+        add_calibrated_columns(str(output), maps)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 10**6, f"peak {peak / 10**6:.1f} MB"
+    if extension == "csv":
+        with open(output, encoding="utf-8", newline="") as handle:
+            got = list(csv.DictReader(io.StringIO(handle.read())))
+        assert list(got[0]) == ["article", "summary", "q4", "q4_calibrated", "error"]
+    else:
+        from seahorse_metrics.scoring import files
+
+        got = [row.record for row in files.read_rows(str(output))]
+    assert len(got) == rows and got[0]["q4_calibrated"] in ("", None) and got[0]["error"]
+    expected = maps["q4"].apply([1 / rows])[0]
+    assert float(got[1]["q4_calibrated"]) == pytest.approx(expected, rel=1e-9)
+    assert got[1]["article"] == text

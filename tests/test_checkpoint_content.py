@@ -42,13 +42,17 @@ def write_jsonl(path, rows):
     return str(path)
 
 
-def test_digest_changes_with_content_and_is_cached_beside_the_checkpoint(
+def test_digest_changes_with_content_and_is_cached_outside_the_checkpoint(
         tmp_path, tiny_hf_dir, other_weights, monkeypatch):
     from seahorse_metrics.checkpoints import content
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user_cache"))
     checkpoint = shutil.copytree(tiny_hf_dir, tmp_path / "ck")
+    listing = sorted(os.listdir(checkpoint))
     first = content.content_digest(str(checkpoint))
-    assert first.startswith("sha256:") and (checkpoint / content.CACHE_FILE).is_file()
+    assert first.startswith("sha256:") and os.path.isfile(content.cache_path(str(checkpoint)))
+    assert content.cache_path(str(checkpoint)).startswith(str(tmp_path / "user_cache"))
+    assert sorted(os.listdir(checkpoint)) == listing  # Issue 48 point 8: nothing written there.
     assert content.content_digest(shutil.copytree(checkpoint, tmp_path / "copy")) == first
     hashed = []
     monkeypatch.setattr(content, "_file_hash",
@@ -57,12 +61,44 @@ def test_digest_changes_with_content_and_is_cached_beside_the_checkpoint(
     replace_weights(str(checkpoint), other_weights)
     assert content.content_digest(str(checkpoint)) != first
     assert [os.path.basename(p) for p in hashed] == ["model.safetensors"]
-    # Where nothing can be written beside it, the digest is computed all the same.
-    os.remove(checkpoint / content.CACHE_FILE)
+    # An earlier version's cache in the directory is no part of the digest.
+    (checkpoint / content.LEGACY_CACHE_FILE).write_text("{}")
+    hashed.clear()
+    assert content.content_digest(str(checkpoint)) != first and not hashed
+    # Where the cache cannot be written, the digest is computed all the same.
+    os.remove(content.cache_path(str(checkpoint)))
     monkeypatch.setattr(content.tempfile, "mkstemp", lambda **kw: (_ for _ in ()).throw(
         PermissionError(13, "Permission denied")))
     assert content.content_digest(str(checkpoint)) == content.content_digest(str(checkpoint))
-    assert not (checkpoint / content.CACHE_FILE).exists()
+    assert not os.path.exists(content.cache_path(str(checkpoint)))
+
+
+def test_a_read_only_checkpoint_is_scored_and_exported_over_an_export(tmp_path, tiny_hf_dir,
+                                                                      monkeypatch):
+    """Issue 48 point 8: `score` wrote .seahorse_content.json into the checkpoint
+    directory, after which `export --overwrite` refused to replace that export."""
+    from seahorse_metrics.checkpoints import content
+    from seahorse_metrics.checkpoints.export import export_checkpoint
+    from seahorse_metrics.cli import main as cli_main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user_cache"))
+    exported = tmp_path / "exported"
+    export_checkpoint(tiny_hf_dir, "hf", str(exported))
+    listing = sorted(os.listdir(exported))
+    source = write_jsonl(tmp_path / "in.jsonl", ROWS[:2])
+    shape = ["--max_input_length", "64", "--buckets", "64", "--no_progress"]
+    os.chmod(exported, 0o555)  # Read-only (root may still write: the listing is checked too).
+    try:
+        assert cli_main(["score", "--checkpoint", str(exported), "--input", source,
+                         "--output", str(tmp_path / "out.jsonl")] + shape) == 0
+    finally:
+        os.chmod(exported, 0o755)
+    assert sorted(os.listdir(exported)) == listing
+    export_checkpoint(tiny_hf_dir, "hf", str(exported), overwrite=True)
+    # An export an earlier version's `score` left its cache in is replaced too.
+    (exported / content.LEGACY_CACHE_FILE).write_text("{}")
+    export_checkpoint(tiny_hf_dir, "hf", str(exported), overwrite=True)
+    assert sorted(os.listdir(exported)) == listing
 
 
 def test_score_refuses_a_finished_output_of_a_replaced_checkpoint(tmp_path, tiny_hf_dir,

@@ -132,3 +132,30 @@ def test_cpu_devices_agrees_with_xla_flags_or_says_which(monkeypatch):
     with pytest.raises(ValueError, match="XLA_FLAGS already has "
                                          "--xla_force_host_platform_device_count=4"):
         split_host_cpu(2)
+
+
+@pytest.mark.parametrize("vocab_size", [2**40, 10**12])
+def test_a_config_claiming_a_vocabulary_beyond_int32_is_one_line(vocab_size, tmp_path, capsys,
+                                                                  tiny_hf_dir):
+    """Issue 48 point 7: an OverflowError traceback from JAX in score, evaluate and export."""
+    import json
+    import shutil
+
+    checkpoint = shutil.copytree(tiny_hf_dir, tmp_path / "claims")
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps(dict(config, vocab_size=vocab_size)))
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"article": "a fox.", "summary": "a fox."}\n')
+    commands = [
+        ["score", "--checkpoint", str(checkpoint), "--input", str(source),
+         "--output", str(tmp_path / "out.jsonl"), "--no_progress"],
+        ["evaluate", "--benchmark", "true:seahorse_metrics/data/sample/true",
+         "--metric", f"checkpoint:{checkpoint}", "--output", str(tmp_path / "report")],
+        ["export", "--checkpoint", str(checkpoint), "--to", "hf",
+         "--output", str(tmp_path / "exported")]]
+    for argv in commands:
+        status, lines = run(capsys, argv)
+        assert status == 2 and len(lines) == 1, (argv[0], lines)
+        assert f"vocab_size must be 1 to 2147483647 (ids and indices are int32), got {vocab_size}" \
+            in lines[0], lines
+        assert len(lines[0]) < 250, lines

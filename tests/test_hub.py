@@ -113,3 +113,27 @@ def test_local_paths_are_never_taken_for_hub_ids(tmp_path, monkeypatch):
     assert resolve_checkpoint("runs/q4") == "runs/q4"
     assert not is_hub_id("runs/q4") and not is_hub_id("runs/q4/best") and not is_hub_id("/abs/q4")
     assert is_hub_id("google/seahorse-large-q4") and is_hub_id("google/seahorse-large-q4@main")
+
+
+def test_a_mistyped_local_path_is_a_missing_directory_not_a_hub_id(tmp_path, monkeypatch,
+                                                                   capsys):
+    """Issue 48 point 18: `--checkpoint runs/q5`, where runs/ exists, said
+    "download the model while online: huggingface-cli download runs/q5"."""
+    from seahorse_metrics.checkpoints import hub
+    from seahorse_metrics.cli import main as cli_main
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("a local path was sent to the hub")
+
+    monkeypatch.setattr(hub, "_snapshot", no_hub)
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("runs/q4")
+    assert not hub.is_hub_id("runs/q5") and hub.resolve_checkpoint("runs/q5") == "runs/q5"
+    assert hub.is_hub_id("google/seahorse-large-q4")  # no google/ directory here
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"article": "a fox.", "summary": "a fox."}\n')
+    assert cli_main(["score", "--checkpoint", "runs/q5", "--input", str(source),
+                     "--output", str(tmp_path / "out.jsonl"), "--no_progress"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "runs/q5 does not exist" in line, line
+    assert "huggingface" not in line and "hub" not in line, line

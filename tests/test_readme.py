@@ -164,3 +164,30 @@ def test_run_blocks_work_on_the_sample(tmp_path):
     assert (tmp_path / "scores" / "test.jsonl").is_file()
     report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert "seahorse/q4" in report and "true/frank" in report
+
+
+def test_readme_score_commands_name_no_metric_like_a_column_of_their_input():
+    """Issue 48 point 19: `--checkpoint q4=...` on a prepared split (which
+    holds the human label `q4`) renamed the labels to `input_q4` in every
+    example that scored one."""
+    import dataclasses
+
+    from seahorse_metrics.data.prepare import prepared_record
+    from seahorse_metrics.data.seahorse import SeahorseRow
+
+    fields = {field.name: None for field in dataclasses.fields(SeahorseRow)}
+    fields["ratings"] = (None,) * 6
+    prepared_columns = set(prepared_record(SeahorseRow(**fields), "", "test"))
+    scored = 0
+    lines = [line.strip() for mark, language, body in readme_blocks() if mark and language == "sh"
+             for line in re.sub(r"\\\n\s*", " ", body).splitlines()]
+    for line in lines:
+        words = shlex.split(line.split(" #", 1)[0]) if line.startswith("seahorse-metrics") else []
+        if words[:2] != ["seahorse-metrics", "score"] or not any(
+                word.startswith("prepared/") for word in words):
+            continue
+        scored += 1
+        names = [spec.split("=", 1)[0] for flag, spec in zip(words, words[1:])
+                 if flag == "--checkpoint" and "=" in spec]
+        assert names and not prepared_columns & set(names), words
+    assert scored >= 4

@@ -371,3 +371,47 @@ def test_score_file_refuses_a_threshold_outside_0_1(tmp_path, scorer):
             files.score_file(scorer, str(source), str(tmp_path / "out.jsonl"),
                              thresholds={"score": threshold}, show_progress=False)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# ------------------------------------------------------- issue 48 point 1
+LONE_SURROGATE_LINE = '{"article": "a plant grows.", "summary": "A plant \\ud800 here."}\n'
+
+
+def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(tmp_path, tiny_hf_dir, capsys,
+                                                                 monkeypatch):
+    import errno
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(PAIRS[0]) + "\n" + LONE_SURROGATE_LINE
+                      + json.dumps(PAIRS[1]) + "\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    real_fsync = os.fsync
+
+    def disk_full_for_temporaries(fd):  # every row reaches the partial file, not the output
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", disk_full_for_temporaries)
+    assert score(tiny_hf_dir, source, output) == 2
+    assert "No space left" in error_line(capsys)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert score(tiny_hf_dir, source, output) == 0  # the resume reads the bad row's entry
+    rows = read_jsonl(output)
+    assert "score" in rows[0] and "score" in rows[2]
+    assert rows[1]["summary"] == "A plant \ud800 here."  # read back exactly as it was given
+    assert rows[1]["error"] == ("field 'summary' holds a lone surrogate U+D800 at character 8, "
+                                "which is no Unicode text")
+    meta = json.load(open(str(output) + files.META_SUFFIX))
+    assert meta["rows"]["scored"] == 2 and meta["rows"]["bad"] == 1
+    as_csv = tmp_path / "out.csv"
+    assert score(tiny_hf_dir, source, as_csv) == 0
+    assert "A plant \\ud800 here." in as_csv.read_text(encoding="utf-8").splitlines()[2]
+
+
+def test_the_python_api_names_the_pair_with_a_lone_surrogate(scorer):
+    with pytest.raises(ValueError, match="pair 1: the hypothesis holds a lone surrogate U\\+DC00"):
+        scorer.score(["a fox.", "a dog."], ["a fox.", "a \udc00 dog."])
+    records = list(scorer.score_records([{"article": "a", "summary": "b \ud83d"},
+                                         {"article": "a fox.", "summary": "a fox."}]))
+    assert "lone surrogate" in records[0]["error"] and "score" in records[1]

@@ -194,7 +194,9 @@ def test_inputs_checkpoint_and_output_on_another_filesystem(tmp_path, tiny_hf_di
 
 
 BAD_JSONL = [
-    json.dumps({"article": "the fox jumps over the dog.", "summary": "a fox jumps."}),
+    # A column named like the output's: kept as input_score, said in the meta (issue 48 point 19).
+    json.dumps({"article": "the fox jumps over the dog.", "summary": "a fox jumps.",
+                "score": 0.5}),
     json.dumps({"article": "no summary here"}),
     "{not json",
     json.dumps({"article": "numbers", "summary": 42}),
@@ -235,6 +237,8 @@ def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_h
     ]
     assert meta["rows"]["rows"] == 9 and meta["rows"]["bad"] == 6 and meta["rows"]["scored"] == 3
     assert [(f"{b['file']}:{b['line']}", b["error"]) for b in meta["bad_rows"]] == errors
+    assert rows[0]["input_score"] == 0.5 and rows[0]["score"] != 0.5
+    assert meta["renamed_input_columns"] == {"score": "input_score"}
 
 def test_id_field_and_csv_merge_of_windows_with_other_columns(tmp_path, tiny_hf_dir):
     pair = {"article": "the fox jumps over the dog.", "summary": "a fox jumps."}

@@ -75,7 +75,8 @@ def servers(metric_dirs, calibration_file, tmp_path_factory):
         "--max_wait_ms", "20", "--calibration", calibration_file], str(folder / "served.log"))
     slow = ServerProcess(_checkpoint_args(metric_dirs, ["q4"]) + SHAPE_ARGS + [
         "--token_file", str(token_file), "--max_wait_ms", "1500", "--max_batch_pairs", "1000",
-        "--max_queue", "64", "--max_request_pairs", "16", "--cpu_devices", "2"],
+        "--max_queue", "64", "--max_request_pairs", "16", "--cpu_devices", "2",
+        "--header_timeout_s", "1", "--body_timeout_s", "1", "--max_connections", "20"],
         str(folder / "slow.log"), env={"XLA_FLAGS": None})
     try:
         health = served.wait_ready()
@@ -209,6 +210,44 @@ def test_bad_requests_get_400_naming_the_field_and_pair(served, payload, field, 
     assert body["error"].startswith(field + ": ")
 
 
+@pytest.mark.parametrize("id_text", ["NaN", "Infinity", "-Infinity", "1e400", "9" * 5000,
+                                     '"a \\ud800 id"'])
+def test_an_id_the_response_cannot_hold_gets_400_naming_it(served, id_text):
+    """Issue 48 point 6: these ids gave 500."""
+    raw = ('{"pairs": [{"article": "a fox.", "summary": "a fox."}, '
+           '{"article": "a", "summary": "b", "id": ' + id_text + '}]}').encode()
+    status, body, _ = call(served.url + "/v1/score", raw=raw)
+    assert status == 400 and body["field"] == "pairs[1].id" and body["pair"] == 1, body
+    assert "string" in body["error"] and len(body["error"]) < 200, body
+
+
+def test_a_lone_surrogate_is_its_pairs_error_and_others_in_the_window_are_scored(served,
+                                                                                 reference):
+    """Issue 48 point 1: one client's lone surrogate failed the whole merged window (500s)."""
+    rows_by_id, _ = reference
+    good = [pair for pair in PAIRS if pair["id"] != "p9"]
+    bad = ('{"pairs": [{"article": "a plant.", "summary": "A plant \\ud800 here.", "id": "x"}, '
+           + json.dumps(good[0]) + ']}').encode()
+    requests = [("bad", bad)] + [("good", [good[(3 * n + i) % len(good)] for i in range(3)])
+                                 for n in range(8)]
+
+    def send(request):
+        kind, payload = request
+        if kind == "bad":
+            return call(served.url + "/v1/score", raw=payload)
+        return _post(served, payload)
+
+    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(send, requests))
+    for (kind, payload), (status, body, _) in zip(requests, answers):
+        assert status == 200, body
+        if kind == "good":
+            _assert_rows_match(body["results"], payload, rows_by_id, ["q4", "q6", "error"])
+    bad_rows = answers[0][1]["results"]
+    assert "lone surrogate U+D800" in bad_rows[0]["error"] and bad_rows[0]["id"] == "x"
+    _assert_rows_match(bad_rows[1:], good[:1], rows_by_id, ["q4", "q6"])
+
+
 def test_limits_not_json_too_many_pairs_body_too_large(served):
     status, body, _ = call(served.url + "/v1/score", raw=b'{"pairs": [')
     assert status == 400 and body["field"] == "body" and "not JSON" in body["error"]
@@ -326,6 +365,45 @@ def test_overload_gives_503_with_retry_after_and_loses_nothing(servers, referenc
         status, body, _ = answers[n]
         assert status == 200, body
         _assert_rows_match(body["results"], pairs, rows_by_id, ["q4"])
+
+
+def _read_until_closed(connection, timeout):
+    connection.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = connection.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_silent_and_slow_connections_do_not_lock_out_a_client_with_the_token(servers):
+    """Issue 48 point 4: connections that send half a request and then
+    nothing held the server's open files until no one could be served. With
+    --max_connections 20 and 1 s to send headers and body: 60 silent ones
+    and a slow body do not keep a client with the token from its scores, and
+    each is answered and closed."""
+    slow = servers["slow"]
+    silent = []
+    for _ in range(60):
+        connection = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+        connection.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\n")
+        silent.append(connection)
+    slow_body = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+    slow_body.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + f"Authorization: Bearer {TOKEN}\r\n".encode()
+                      + b'Content-Length: 100\r\n\r\n{"pairs": ')
+    start = time.monotonic()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    status, body, _ = _post(slow, [{"article": "a fox.", "summary": "a fox."}], headers=auth)
+    assert status == 200 and "q4" in body["results"][0], body
+    answers = [_read_until_closed(connection, 10) for connection in silent]
+    assert time.monotonic() - start < 10
+    assert all(answer.startswith((b"HTTP/1.1 408", b"HTTP/1.1 503")) for answer in answers), answers
+    assert sum(answer.startswith(b"HTTP/1.1 503") for answer in answers) >= 40  # made room
+    assert _read_until_closed(slow_body, 10).startswith(b"HTTP/1.1 408")
+    for connection in silent + [slow_body]:
+        connection.close()
 
 
 def test_sigterm_answers_the_requests_in_flight_then_exits_0(servers, reference):

@@ -85,6 +85,54 @@ def test_blank_pairs_get_the_error_score_writes_and_others_are_scored():
     batcher.close(5)
 
 
+class PoisonedScorer(HeldScorer):
+    """Fails any window holding the summary "poison" (an error the checks
+    before scoring did not foresee)."""
+
+    def run(self, windows, batch_size=None, stats=None):
+        for window in windows:
+            if any(example.hypothesis == "poison" for example in window):
+                raise RuntimeError("cannot encode this text")
+            self.release.set()
+            yield from super().run([window], batch_size, stats)
+
+
+def test_a_window_that_fails_fails_only_the_request_that_caused_it():
+    """Issue 48 point 1: one bad pair failed every request merged with it."""
+    scorer = PoisonedScorer()
+    batcher = DynamicBatcher(lambda mode: scorer, max_batch_pairs=64, max_wait_s=0.2)
+    futures = [batcher.submit(MODE, _pairs("a", "b")), batcher.submit(MODE, _pairs("poison")),
+               batcher.submit(MODE, _pairs("c"))]
+    assert futures[0].result(5)[1]["scores"] == {"m": 0.25}
+    assert futures[2].result(5)[0]["scores"] == {"m": 0.25}
+    with pytest.raises(RuntimeError, match="cannot encode"):
+        futures[1].result(5)
+    assert scorer.windows == [["a", "b"], ["c"]]  # the merged window failed; each alone
+    batcher.close(5)
+
+
+def test_ids_and_bodies_the_response_could_not_hold_are_refused_naming_the_field():
+    """Issue 48 point 6, without a server (test_serve.py sends them over HTTP)."""
+    for text, words in (("NaN", "not finite"), ("1e400", "not finite"),
+                        ("7" * 5000, "5000 digits"), ('"\\udc00"', r"lone surrogate U\+DC00")):
+        body = protocol.decode_body(b'{"pairs": [{"article": "a", "summary": "b", "id": '
+                                    + text.encode() + b"}]}")
+        with pytest.raises(protocol.RequestError, match=words) as refused:
+            protocol.parse_request(body, ["m"], MODE)
+        assert refused.value.field == "pairs[0].id" and refused.value.pair == 0
+    ok = protocol.parse_request({"pairs": [{"article": "a", "summary": "b", "id": 2 ** 64 - 1}]},
+                                ["m"], MODE)
+    assert ok.pairs[0]["id"] == 2 ** 64 - 1
+    with pytest.raises(protocol.RequestError, match="fit in 64 bits: send it as a string"):
+        protocol.parse_request({"pairs": [{"article": "a", "summary": "b", "id": -2 ** 64}]},
+                               ["m"], MODE)
+    with pytest.raises(protocol.RequestError, match="nested too deeply"):
+        protocol.decode_body(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(protocol.RequestError, match="number"):
+        protocol.parse_request(protocol.decode_body(b'{"pairs": [{"article": "a", "summary": '
+                                                    + b"1" * 99 + b"}]}"), ["m"], MODE)
+
+
 def test_a_request_past_its_timeout_gets_504_and_leaves_the_queue():
     scorer = HeldScorer()
     service = ScoringService(lambda: scorer, Limits(request_timeout_s=0.2, max_wait_ms=0))

@@ -6,14 +6,19 @@ Resumed scoring (`score`, Beam's `settings.json`) and `evaluate`'s score
 cache key on this digest, so a checkpoint replaced by another one at the
 same path (same size, even the same modification times) is noticed.
 
-Hashing a large checkpoint takes a while, so each file's hash is kept in
-`.seahorse_content.json` beside the files, keyed by the file's size,
-modification and change times and inode (a file rewritten in place with
-its old mtime restored still changes its ctime): a later run rehashes
-only the files that changed. The cache is written where the checkpoint directory is writable
-(under an exclusive name, renamed into place); on a read-only directory the
-digest is computed every time. A cache entry is only a shortcut: a file
-whose size, mtime or inode differ is hashed again.
+Hashing a large checkpoint takes a while, so each file's hash is kept in a
+cache file of the directory under `$XDG_CACHE_HOME/seahorse-metrics/content/`
+(default `~/.cache/...`), named by the directory's real path and keyed by
+each file's size, modification and change times and inode (a file rewritten
+in place with its old mtime restored still changes its ctime): a later run
+rehashes only the files that changed. Nothing is written into the
+checkpoint directory, which may be read-only or an export that `export
+--overwrite` replaces; where the cache cannot be written, the digest is
+computed every time. A cache entry is only a shortcut: a file whose size,
+mtime or inode differ is hashed again. Earlier versions kept the cache as
+`.seahorse_content.json` in the checkpoint directory (`LEGACY_CACHE_FILE`):
+hidden files are no part of the digest, and `export` replaces an export
+holding one.
 """
 from __future__ import annotations
 
@@ -26,8 +31,15 @@ from typing import Optional
 
 logger = logging.getLogger(__name__)
 
-CACHE_FILE = ".seahorse_content.json"
+LEGACY_CACHE_FILE = ".seahorse_content.json"
 _CHUNK = 1 << 22
+
+
+def cache_path(directory: str) -> str:
+    """The cache file of a checkpoint directory (see the module docstring)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(os.path.realpath(directory).encode("utf-8", "surrogateescape"))
+    return os.path.join(base, "seahorse-metrics", "content", key.hexdigest()[:32] + ".json")
 
 
 def _file_hash(path: str) -> str:
@@ -40,7 +52,7 @@ def _file_hash(path: str) -> str:
 
 def _files(directory: str) -> list[str]:
     """Relative paths of the files under `directory`, sorted; hidden files
-    (the cache, editors' and copies' leftovers) are left out."""
+    (an earlier version's cache, editors' and copies' leftovers) are left out."""
     found = []
     for root, folders, names in os.walk(directory):
         folders[:] = sorted(f for f in folders if not f.startswith("."))
@@ -49,26 +61,33 @@ def _files(directory: str) -> list[str]:
     return sorted(found)
 
 
-def _read_cache(path: str) -> dict:
+def _read_cache(path: str, directory: str) -> dict:
+    """The cached {file: {"key", "sha256"}} of `directory` ({} when none)."""
     try:
         with open(path, encoding="utf-8") as handle:
             cache = json.load(handle)
     except (OSError, ValueError):
         return {}
-    return cache.get("files", {}) if isinstance(cache, dict) else {}
+    if not isinstance(cache, dict) or cache.get("directory") != os.path.realpath(directory):
+        return {}
+    files = cache.get("files")
+    return files if isinstance(files, dict) else {}
 
 
-def _write_cache(path: str, files: dict) -> None:
-    """Writes the cache beside the checkpoint; silently skipped where it cannot be."""
-    directory = os.path.dirname(path)
+def _write_cache(path: str, directory: str, files: dict) -> None:
+    """Writes the cache (under an exclusive name, renamed into place);
+    silently skipped where it cannot be."""
+    folder = os.path.dirname(path)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=CACHE_FILE + ".", dir=directory)
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=folder)
     except OSError:
-        logger.debug("%s is not writable: the checkpoint digest is not cached", directory)
+        logger.debug("%s is not writable: the checkpoint digest is not cached", folder)
         return
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"files": files}, out, sort_keys=True)
+            json.dump({"directory": os.path.realpath(directory), "files": files}, out,
+                      sort_keys=True)
         os.replace(temporary, path)
     except OSError:
         if os.path.exists(temporary):
@@ -82,8 +101,8 @@ def file_entries(directory: str) -> list[dict]:
         stat = os.stat(directory)
         return [{"name": os.path.basename(directory), "size": stat.st_size,
                  "sha256": _file_hash(directory)}]
-    cache_path = os.path.join(directory, CACHE_FILE)
-    cached, fresh, entries = _read_cache(cache_path), {}, []
+    cache = cache_path(directory)
+    cached, fresh, entries = _read_cache(cache, directory), {}, []
     for name in _files(directory):
         stat = os.stat(os.path.join(directory, name))
         key = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
@@ -93,7 +112,7 @@ def file_entries(directory: str) -> list[dict]:
         fresh[name] = {"key": key, "sha256": sha}
         entries.append({"name": name, "size": stat.st_size, "sha256": sha})
     if fresh != cached:
-        _write_cache(cache_path, fresh)
+        _write_cache(cache, directory, fresh)
     return entries
 
 

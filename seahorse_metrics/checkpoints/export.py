@@ -44,6 +44,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from seahorse_metrics.checkpoints.content import LEGACY_CACHE_FILE
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE, best_step, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
@@ -177,7 +178,9 @@ def _check_previous_export(output: str) -> None:
         raise FileExistsError(
             f"export output {output} is not empty and is no previous export (it has no valid "
             f"{EXPORT_MARKER}); --overwrite replaces only an export: choose another directory")
-    others = sorted(set(os.listdir(output)) - set(written) - {EXPORT_MARKER})
+    # An earlier `score` of the export may have left its digest cache there.
+    others = sorted(name for name in set(os.listdir(output)) - set(written) - {EXPORT_MARKER}
+                    if not name.startswith(LEGACY_CACHE_FILE))
     if others:
         listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         raise FileExistsError(

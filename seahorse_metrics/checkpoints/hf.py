@@ -32,7 +32,7 @@ from seahorse_metrics.checkpoints import readers
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE
 from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
                                                  check_layer_claims, check_params, expected_shapes,
-                                                 flatten, unflatten)
+                                                 flatten, shape_mismatch, unflatten)
 from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, Convert, ParamSource,
                                                     StoredTensor, materialise, param_shardings)
 from seahorse_metrics.model.config import T5Config
@@ -300,9 +300,9 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
     for ours, shape in expected_shapes(config).items():
         if tuple(sources[ours].shape) != shape:
             stored = sources[ours].tensor
-            raise CheckpointError(
-                f"{source}: parameter {stored.name} has shape {tuple(stored.shape)}, which does "
-                f"not fit {ours} {shape} of {config}")
+            wanted = shape[::-1] if sources[ours].transposed else shape
+            raise shape_mismatch(source, f"parameter {stored.name}", stored.shape, wanted,
+                                 config, CONFIG_FILE)
     check_params(config, sources, source)
     for other in embeddings[1:]:
         _check_same_tensor(embeddings[0], other, source)

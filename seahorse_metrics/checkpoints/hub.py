@@ -3,7 +3,9 @@
 `resolve_checkpoint` is the one place the Scorer, `score --checkpoint`,
 `evaluate --metric checkpoint:` and `export --checkpoint` turn what the user
 wrote into a directory. A path that exists is used as it is (a training
-run's MODEL_DIR, which is no checkpoint itself, by its `best/`); otherwise a
+run's MODEL_DIR, which is no checkpoint itself, by its `best/`), and one
+that looks local (it starts with `.` or `/`, or its first part is a
+directory here) is reported missing; otherwise a
 string shaped like a hub id (`org/name`, optionally `org/name@revision`) goes
 through `huggingface_hub.snapshot_download`, so its cache (`HF_HOME`,
 `HF_HUB_CACHE`), offline mode (`HF_HUB_OFFLINE=1`), endpoint and token
@@ -25,8 +27,13 @@ _WEIGHT_CHOICES = (["*.safetensors"], ["pytorch_model*.bin", "flax_model.msgpack
 
 
 def is_hub_id(spec: str) -> bool:
-    """Whether `spec` is shaped like a hub id (`org/name[@revision]`) and is no local path."""
-    return not os.path.exists(spec) and _HUB_ID.match(spec) is not None
+    """Whether `spec` is shaped like a hub id (`org/name[@revision]`) and is no
+    local path: a path that exists, or one whose first part is a local
+    directory (`runs/q5` where `runs/` exists: a mistyped path, reported
+    missing rather than looked up on the hub), is not."""
+    if os.path.exists(spec) or _HUB_ID.match(spec) is None:
+        return False
+    return not os.path.isdir(spec.split("/", 1)[0])
 
 
 def resolve_checkpoint(spec: str) -> str:

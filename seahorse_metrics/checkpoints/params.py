@@ -152,6 +152,36 @@ def check_layer_claims(config: T5Config, names: Iterable[str], source: str,
                                   f"hold {present} {stack} layers")
 
 
+_SIZE_FIELDS = ("vocab_size", "d_model", "d_ff", "num_heads", "d_kv",
+                "relative_attention_num_buckets")
+
+
+def config_sizes(config: T5Config, shape: Iterable[int] = ()) -> str:
+    """The config's sizes a reader needs beside a shape: those equal to one of
+    `shape`'s dimensions (all sizes when none is), e.g. "vocab_size=1000, d_model=32"."""
+    dims = set(shape)
+    named = [f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS
+             if getattr(config, name) in dims]
+    return ", ".join(named or [f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS])
+
+
+def shape_mismatch(source: str, name: str, stored: tuple, expected: tuple,
+                   config: T5Config, config_name: str = "the config") -> "CheckpointError":
+    """The error of a stored tensor whose shape the config does not call for,
+    both shapes in the stored tensor's orientation, naming only the config's
+    sizes that differ (a whole `T5Config` ran to 700 characters)."""
+    stored, expected = tuple(stored), tuple(expected)
+    differing = [want for have, want in zip(stored, expected) if have != want] or expected
+    return CheckpointError(f"{source}: {name} has shape {stored}, but {config_name} "
+                           f"({config_sizes(config, differing)}) calls for {expected}")
+
+
+def _listed(names: list[str], most: int = 3) -> str:
+    """At most `most` names, and how many more."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None:
     """Raises `CheckpointError` unless `flat` has exactly the network's parameters,
     each with the expected shape and a floating dtype.
@@ -166,17 +196,17 @@ def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None
     unknown = sorted(set(flat) - set(expected))
     if missing or unknown:
         raise CheckpointError(
-            f"{source}: parameters do not match the network of {config}: "
-            + (f"missing {missing}" if missing else "")
+            f"{source}: parameters do not match a T5 network of "
+            f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, "
+            f"feed_forward_proj={config.feed_forward_proj!r}: "
+            + (f"missing {_listed(missing)}" if missing else "")
             + ("; " if missing and unknown else "")
-            + (f"unknown {unknown}" if unknown else "")
+            + (f"unknown {_listed(unknown)}" if unknown else "")
             + ". Check that the checkpoint is a T5 model of the configured size and variant.")
     for name, shape in expected.items():
         value = flat[name]
         if tuple(value.shape) != shape:
-            raise CheckpointError(
-                f"{source}: parameter {name} has shape {tuple(value.shape)}, expected {shape} "
-                f"for {config}")
+            raise shape_mismatch(source, f"parameter {name}", value.shape, shape, config)
         if np.dtype(value.dtype).name not in _FLOAT_KINDS:
             raise CheckpointError(
                 f"{source}: parameter {name} has dtype {value.dtype}, expected a float type "

@@ -32,6 +32,10 @@ request. Over --max_request_pairs pairs: 413; a body over --max_body_bytes:
 413; a full queue (--max_queue pairs): 503 with Retry-After; not scored in
 --request_timeout_s: 504; a malformed request: 400 naming the field and the
 pair; a pair with a missing or blank text: its `error`, as in `score`.
+A connection has --header_timeout_s to send its headers and then
+--body_timeout_s for the body (then 408 and closed); beyond --max_connections
+open at once, a new one closes the connection idle longest (503 when all are
+busy), so silent connections cannot lock clients out.
 
 Token: --token_file FILE (its first line) or SEAHORSE_METRICS_TOKEN. With a
 token, /v1/score and /metrics need `Authorization: Bearer <token>` (/ and
@@ -91,6 +95,15 @@ def _add_limits(parser) -> None:
                         help="Longest a window waits for more requests (default 5 ms).")
     limits.add_argument("--request_timeout_s", type=float, default=60.0,
                         help="Longest a request waits for its scores; then 504 (default 60).")
+    limits.add_argument("--header_timeout_s", type=float, default=10.0,
+                        help="Longest a connection takes to send a request's headers; then "
+                             "408 and closed (default 10).")
+    limits.add_argument("--body_timeout_s", type=float, default=30.0,
+                        help="Longest it then takes to send the body; then 408 and closed "
+                             "(default 30).")
+    limits.add_argument("--max_connections", type=int, default=512,
+                        help="Most connections open at once; a new one beyond closes the one "
+                             "idle longest, or gets 503 when all are busy (default 512).")
 
 
 def _add_scoring_options(parser) -> None:
@@ -106,7 +119,9 @@ def limits_from_args(args):
 
     return Limits(max_request_pairs=args.max_request_pairs, max_body_bytes=args.max_body_bytes,
                   max_queue=args.max_queue, max_batch_pairs=args.max_batch_pairs,
-                  max_wait_ms=args.max_wait_ms, request_timeout_s=args.request_timeout_s)
+                  max_wait_ms=args.max_wait_ms, request_timeout_s=args.request_timeout_s,
+                  header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                  max_connections=args.max_connections)
 
 
 def run(args) -> int:

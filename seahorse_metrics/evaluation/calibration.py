@@ -85,6 +85,9 @@ def fit_platt(labels, scores) -> CalibrationMap:
     y = _binary_labels(labels, values)
     model = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000)  # No penalty.
     model.fit(score_logits(values)[:, None], y.astype(int))
+    if model.coef_[0, 0] < 0:  # A map must keep the scores' order (`calibration` refuses it).
+        raise stats.UndefinedStatistic("the labels fall as the scores rise (a Platt slope of "
+                                       f"{model.coef_[0, 0]:.3g}); no map keeps their order")
     return CalibrationMap("platt", {"slope": float(model.coef_[0, 0]),
                                     "intercept": float(model.intercept_[0])}, len(values))
 

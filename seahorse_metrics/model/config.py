@@ -15,6 +15,8 @@ import dataclasses
 from typing import Any, Mapping, Optional
 
 _COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+# Sizes and layer counts beyond int32 cannot index the network (its token ids are int32).
+MAX_SIZE = 2**31 - 1
 # Hugging Face's names: T5 v1.1 / mT5 (wo(gelu(wi_0 x) * wi_1 x)) and T5 v1.0 (wo(relu(wi x))).
 FEED_FORWARD_PROJS = ("gated-gelu", "relu")
 QUANTIZATIONS = ("int8",)
@@ -134,12 +136,12 @@ class T5Config:
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
                      "relative_attention_num_buckets",
-                     "relative_attention_max_distance"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"T5Config.{name} must be positive, got {getattr(self, name)!r}")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            if int(getattr(self, name)) < 0:
-                raise ValueError(f"T5Config.{name} must be >= 0, got {getattr(self, name)!r}")
+                     "relative_attention_max_distance",
+                     "num_encoder_layers", "num_decoder_layers"):
+            least = 0 if name.startswith("num_") and name.endswith("_layers") else 1
+            if not least <= int(getattr(self, name)) <= MAX_SIZE:
+                raise ValueError(f"T5Config.{name} must be {least} to {MAX_SIZE} (ids and "
+                                 f"indices are int32), got {getattr(self, name)!r}")
         if self.dtype not in _COMPUTE_DTYPES:
             raise ValueError(
                 f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")

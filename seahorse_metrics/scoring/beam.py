@@ -376,7 +376,7 @@ def _metadata(job: ScoringJob, fingerprint: dict, totals: dict, counters: dict,
                   "examples_per_second": round(rate, 3),
                   "worker_scoring_seconds": round(totals["seconds"], 3), "counters": counters},
         settings=settings, fingerprint=fingerprint, shards=shards.shards_dir(job),
-        id_field=job.id_field or ROW_ID_FIELD)
+        id_field=job.id_field or ROW_ID_FIELD, renamed_input_columns=totals.get("renamed"))
 
 
 def _check_totals(job: ScoringJob, totals: dict) -> None:

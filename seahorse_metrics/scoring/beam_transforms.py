@@ -234,7 +234,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
     """The window's shard text (its rows as `score` writes them, with a row id)
     and its counts."""
     counts, bad_log = job_lib.RowCounts(), job_lib.BadRowLog()
-    records, input_columns = [], {}
+    records, input_columns, renamed_here = [], {}, {}
     added = added_columns(job.columns, job.per_sentence, job.decisions, job.summary_cut_column)
     for item in window.rows:
         entry = scores.entries[item.row]
@@ -244,6 +244,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
         record = _with_row_id(item, window.path, job)
         # Output fields are written fresh: input fields of those names are renamed, as in score.
         renamed = renamed_input_fields(record, added)
+        renamed_here.update(renamed)
         input_columns.update(dict.fromkeys(renamed.get(c, c) for c in record))
         records.append(output_record(record, entry, renamed, job.decisions))
     buffer = io.StringIO()
@@ -255,7 +256,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
     return buffer.getvalue(), {"kind": "window", "file": window.file_index,
                                "window": window.index, **counts.to_dict(),
                                "stats": scores.stats.to_dict(), "seconds": scores.seconds,
-                               "settings": scores.settings}
+                               "settings": scores.settings, "renamed": renamed_here}
 
 
 def _with_row_id(item: InputRow, path: str, job: ScoringJob) -> dict:
@@ -285,7 +286,8 @@ class TotalsFn(beam.CombineFn):
 
     def create_accumulator(self) -> dict:
         return {"counts": job_lib.RowCounts().to_dict(), "scored_now": 0, "seconds": 0.0,
-                "files": {}, "stats": ScoringStats().to_dict(), "settings": None, "fatal": []}
+                "files": {}, "stats": ScoringStats().to_dict(), "settings": None, "fatal": [],
+                "renamed": {}}
 
     def add_input(self, totals: dict, counts: Mapping[str, Any]) -> dict:
         if counts["kind"] == "fatal":
@@ -308,6 +310,7 @@ class TotalsFn(beam.CombineFn):
         totals["stats"] = ScoringStats.from_dict(totals["stats"]).merge(
             ScoringStats.from_dict(counts["stats"])).to_dict()
         totals["settings"] = totals["settings"] or counts["settings"]
+        totals["renamed"].update(counts.get("renamed") or {})  # Windows written before lack it.
         return totals
 
     def merge_accumulators(self, accumulators: Iterable[dict]) -> dict:
@@ -326,6 +329,7 @@ class TotalsFn(beam.CombineFn):
                 ScoringStats.from_dict(other["stats"])).to_dict()
             merged["settings"] = merged["settings"] or other["settings"]
             merged["fatal"] += other["fatal"]
+            merged["renamed"].update(other["renamed"])
         return merged
 
     def extract_output(self, totals: dict) -> dict:

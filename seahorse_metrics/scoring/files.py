@@ -47,7 +47,7 @@ from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F40
                                           NothingScoredError, ScoringJob, check_output_path,
                                           raise_if_nothing_scored)
 from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns,
-                                             is_no_space, no_space_error, output_columns,
+                                             is_no_space, json_line, no_space_error, output_columns,
                                              output_record, renamed_input_fields,
                                              write_atomically, write_json_atomically)
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
@@ -213,7 +213,7 @@ class PartialFile:
                 if self.done[entry["row"]]:
                     continue
                 self.done[entry["row"]] = 1
-                self._handle.write(json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n")
+                self._handle.write(json_line(entry).encode("utf-8") + b"\n")
                 written += 1
             self._handle.flush()
             if time.monotonic() - self._last_sync > _FSYNC_SECONDS:

@@ -168,21 +168,42 @@ class OutputWriter:
             handle.write("[")
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Writes one row."""
+        """Writes one row.
+
+        A value UTF-8 cannot hold (a lone surrogate, which JSON input may
+        carry) is written escaped: `\\ud800` in JSON, where it reads back as
+        it was, and as that escape's text in a CSV/TSV cell.
+        """
         if self.kind in ("jsonl", "json"):
-            text = json.dumps(record, ensure_ascii=False)
+            text = json_line(record)
             if self.kind == "json":
                 text = ("\n" if self._first else ",\n") + text
             self.handle.write(text if self.kind == "json" else text + "\n")
             self._first = False
             return
         cells = [_cell(record.get(column)) for column in self.columns]
-        self.handle.write(tables.delimited_line(cells, tables.DELIMITERS[self.kind]))
+        line = tables.delimited_line(cells, tables.DELIMITERS[self.kind])
+        if not line.isascii():
+            line = line.encode("utf-8", "backslashreplace").decode("utf-8")
+        self.handle.write(line)
 
     def close(self) -> None:
         """Ends the output (the closing bracket of a JSON array)."""
         if self.kind == "json":
             self.handle.write("\n]\n")
+
+
+def json_line(record: Any) -> str:
+    """`record` as one line of JSON, non-ASCII text as it is, unless it holds
+    what UTF-8 cannot (a lone surrogate): then escaped, as `\\ud800`."""
+    text = json.dumps(record, ensure_ascii=False)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(record)
+    return text
 
 
 def _cell(value: Any) -> str:

@@ -18,6 +18,22 @@ class BadRecord(ValueError):
     """A record that cannot be scored; the message says which field and why."""
 
 
+def unencodable(text: str) -> Optional[str]:
+    """Why `text` cannot be written as UTF-8 (nor tokenised), or None.
+
+    JSON may carry a lone surrogate (`"\\ud800"`), which no UTF-8 text, and
+    so no tokenizer, can hold.
+    """
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (f"holds a lone surrogate U+{ord(text[error.start]):04X} at character "
+                f"{error.start}, which is no Unicode text")
+    return None
+
+
 def _text(record: Mapping[str, Any], field: str) -> str:
     if field not in record:
         raise BadRecord(f"missing field {field!r}")
@@ -27,6 +43,9 @@ def _text(record: Mapping[str, Any], field: str) -> str:
         raise BadRecord(f"field {field!r} is not text (got {kind})")
     if not value.strip():
         raise BadRecord(f"field {field!r} is empty")
+    reason = unencodable(value)
+    if reason is not None:
+        raise BadRecord(f"field {field!r} {reason}")
     return value
 
 
@@ -55,7 +74,8 @@ def record_fields(record: Any, premise_field: str, hypothesis_field: str,
 
     Raises:
       BadRecord: when the record is not a mapping, or a text field is
-        missing, not a string, or blank.
+        missing, not a string, blank, or holds what UTF-8 cannot (a lone
+        surrogate).
     """
     if not isinstance(record, Mapping):
         raise BadRecord(f"expected an object with fields, got {type(record).__name__}")
@@ -63,8 +83,9 @@ def record_fields(record: Any, premise_field: str, hypothesis_field: str,
     hypothesis = _text(record, hypothesis_field)
     question = _text(record, question_field) if question_field else None
     lang = record.get(lang_field) if lang_field else None
-    return RecordFields(premise, hypothesis, lang if isinstance(lang, str) and lang else None,
-                        question)
+    if not isinstance(lang, str) or not lang or unencodable(lang) is not None:
+        lang = None  # A language code only labels the counts.
+    return RecordFields(premise, hypothesis, lang, question)
 
 
 def record_texts(record: Any, premise_field: str, hypothesis_field: str,
@@ -84,7 +105,8 @@ def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
     when not given).
 
     Raises:
-      ValueError: for lists of different lengths or texts that are not strings.
+      ValueError: for lists of different lengths, texts that are not strings,
+        or texts holding a lone surrogate (no tokenizer can read them).
     """
     if len(premises) != len(hypotheses):
         raise ValueError(
@@ -93,6 +115,10 @@ def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
         if not isinstance(premise, str) or not isinstance(hypothesis, str):
             raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
                              f"{type(premise).__name__} and {type(hypothesis).__name__}")
+        for what, text in (("premise", premise), ("hypothesis", hypothesis)):
+            reason = unencodable(text)
+            if reason is not None:
+                raise ValueError(f"pair {index}: the {what} {reason}")
     if questions is None:
         return [None] * len(premises)
     questions = list(questions)
@@ -103,4 +129,6 @@ def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
         if question is not None and not isinstance(question, str):
             raise ValueError(f"pair {index}: the question must be a string or None, got "
                              f"{type(question).__name__}")
+        if question is not None and unencodable(question) is not None:
+            raise ValueError(f"pair {index}: the question {unencodable(question)}")
     return questions

@@ -82,6 +82,8 @@ class ScoreOutput:
       sentences: With `per_sentence`, the sentences of each summary; else None.
       stats: Truncation and batching counts of this call.
       metadata: The scorer's settings (`MultiScorer.metadata()`).
+      calibrated: From a `Scorer` loaded with `calibration=FILE`, per model
+        name: float32 [n] calibrated probabilities of `scores`; else None.
     """
 
     scores: dict[str, np.ndarray]
@@ -89,6 +91,7 @@ class ScoreOutput:
     sentences: Optional[list[list[str]]]
     stats: ScoringStats
     metadata: dict
+    calibrated: Optional[dict[str, np.ndarray]] = None
 
 
 class MultiScorer:
@@ -421,7 +424,10 @@ class MultiScorer:
                       question_field: Optional[str] = None) -> Iterator[dict]:
         """Streams records through the metrics, yielding them in input order.
 
-        Each yielded record is a copy of the input with a score field per
+        A generator: nothing is read or scored until it is iterated (`for
+        record in scorer.score_records(...)`, or `list(...)` to score all at
+        once), and `records` may be a generator too (a file read line by
+        line). Each yielded record is a copy of the input with a score field per
         metric (`fields[name]`, default the metric name), and with
         `per_sentence` a `<field>_sentences` list and a `sentences` list;
         input fields of those names (or `error`) are kept as `input_<name>`.
@@ -592,8 +598,10 @@ class Scorer:
 
     def score(self, premises: Sequence[str], hypotheses: Sequence[str],
               batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
-              questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
-        """Returns the score of each (premise, hypothesis) pair.
+              questions: Optional[Sequence[Optional[str]]] = None,
+              calibrated: Optional[bool] = None) -> np.ndarray:
+        """Returns the score of each (premise, hypothesis) pair: calibrated
+        probabilities when the scorer was loaded with `calibration=FILE`.
 
         Args:
           premises: Articles (or other grounding texts).
@@ -602,28 +610,46 @@ class Scorer:
           show_progress: Show a progress bar (default: when on a terminal).
           questions: For query-focused summaries (SQuALITY, KI-QFS), the
             question each summary answers (None entries for generic ones).
+          calibrated: False for the raw P("1") of a scorer loaded with a
+            calibration map (`score_detailed` gives both); default: calibrated
+            exactly when a map was loaded.
 
         Returns:
           float32 array [len(premises)], in input order.
+
+        Raises:
+          ValueError: `calibrated=True` without a calibration map.
         """
-        return self._multi.score(premises, hypotheses, batch_size, show_progress,
-                                 questions=questions)[SCORE_FIELD]
+        if calibrated and self.calibration is None:
+            raise ValueError("calibrated=True needs a calibration map: "
+                             "Scorer.load(path, calibration=FILE)")
+        output = self.score_detailed(premises, hypotheses, batch_size, show_progress,
+                                     questions=questions)
+        if calibrated is False or output.calibrated is None:
+            return output.scores[SCORE_FIELD]
+        return output.calibrated[SCORE_FIELD]
 
     def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
                        batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
                        langs: Optional[Sequence[Optional[str]]] = None, *,
                        questions: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
         """Scores with per-sentence scores and counts (see `MultiScorer.score_detailed`);
-        the metric is named `score`."""
-        return self._multi.score_detailed(premises, hypotheses, batch_size, show_progress, langs,
-                                          questions=questions)
+        the metric is named `score`. With a calibration map, `.scores` holds
+        the raw scores and `.calibrated` the calibrated ones."""
+        output = self._multi.score_detailed(premises, hypotheses, batch_size, show_progress,
+                                            langs, questions=questions)
+        if self.calibration is not None:
+            raw = output.scores[SCORE_FIELD]
+            output.calibrated = {SCORE_FIELD: self.calibration.apply(raw).astype(np.float32)}
+        return output
 
     def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                       score_field: str = SCORE_FIELD, batch_size: Optional[int] = None,
                       question_field: Optional[str] = None) -> Iterator[dict]:
         """Streams records, yielding each with a `score_field` (or `error`) in input
-        order (see `MultiScorer.score_records`), `<score_field>_calibrated` too with a map."""
+        order, and `<score_field>_calibrated` too with a calibration map: a
+        generator, which scores as it is iterated (see `MultiScorer.score_records`)."""
         scored = self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
                                            {SCORE_FIELD: score_field}, batch_size, question_field)
         calibrated = score_field + "_calibrated"

@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from seahorse_metrics.serving.metrics import CONTENT_TYPE
 from seahorse_metrics.serving.page import PAGE
+from seahorse_metrics.serving.protocol import RequestError, decode_body
 from seahorse_metrics.serving.service import Outcome, ScoringService
 
 logger = logging.getLogger(__name__)
@@ -70,8 +71,20 @@ class Authorization:
                              {"WWW-Authenticate": "Bearer"}))
 
 
+class _JSONResponse(JSONResponse):
+    """Starlette's JSON response, which escapes what UTF-8 cannot hold (a
+    lone surrogate of a field name sent back in an error) instead of failing."""
+
+    def render(self, content) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _json(outcome: Outcome) -> JSONResponse:
-    return JSONResponse(outcome.body, outcome.status, headers=outcome.headers)
+    return _JSONResponse(outcome.body, outcome.status, headers=outcome.headers)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -156,11 +169,9 @@ async def _score(service: ScoringService, request: Request) -> Outcome:
     except ClientDisconnect:
         return Outcome(400, {"error": "the client disconnected while sending the body"})
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return Outcome(400, {"error": f"body: not JSON ({error})", "field": "body"})
-    except RecursionError:
-        return Outcome(400, {"error": "body: JSON nested too deeply", "field": "body"})
+        body = decode_body(raw)
+    except RequestError as error:
+        return Outcome(400, error.to_json())
     checked = service.check(body)
     if isinstance(checked, Outcome):
         return checked

@@ -9,7 +9,9 @@ window closes as soon as the thread is free). The window's pairs, from every
 request in it, are scored as one window of rows by the scoring core
 (`serving.core.score_window`): the scorer's own length buckets and batch
 plan, as `score` uses them. A request's future is
-set as soon as its last pair is scored.
+set as soon as its last pair is scored. A window that fails (an error the
+checks before scoring did not foresee) is scored again request by request,
+so only the request that caused it gets the error.
 
 The queue is bounded in pairs (`max_queue`): `submit` raises `QueueFull`
 rather than queueing more, so an overloaded server answers 503 instead of
@@ -203,16 +205,36 @@ class DynamicBatcher:
 
     def _score(self, jobs: list[_Job]) -> None:
         """Scores the jobs' pairs as one window; sets each future when its
-        last pair is done."""
+        last pair is done. When the window fails and merged several
+        requests, each is scored again alone, so only the request that
+        caused the failure gets it."""
         running = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         if not running:
             return
         waited = time.monotonic() - running[0].arrived
+        stats, start = ScoringStats(), time.perf_counter()
+        pairs, failure = self._score_window(running, stats)
+        if failure is not None and len(running) > 1:
+            logger.warning("scoring a window of %d requests failed (%s: %s); scoring each "
+                           "alone", len(running), type(failure).__name__, failure)
+            for job in running:
+                if not job.future.done():
+                    job.entries.clear()
+                    self._score_window([job], stats)
+        if self._on_window is not None:
+            self._on_window(WindowReport(
+                requests=len(running), pairs=pairs, batches=stats.batches,
+                truncated=stats.truncation.truncated,
+                seconds=time.perf_counter() - start, waited_seconds=waited))
+
+    def _score_window(self, running: list[_Job],
+                      stats: ScoringStats) -> tuple[int, Optional[Exception]]:
+        """Scores running jobs as one window; returns its pairs and the error
+        that stopped it (None when scored). A lone job's future gets the error."""
         owners = [(number, index) for number, job in enumerate(running)
                   for index in range(len(job.pairs))]
         rows = list(records_as_rows(running[number].pairs[index] for number, index in owners))
         remaining = [len(job.pairs) for job in running]
-        stats, start = ScoringStats(), time.perf_counter()
         try:
             scorer = self._scorer_for(running[0].mode)
             for group in score_window(scorer, rows, running[0].mode.fields(),
@@ -224,12 +246,9 @@ class DynamicBatcher:
                     if remaining[number] == 0:
                         running[number].future.set_result(running[number].entries)
         except Exception as error:  # The requests get it; the thread goes on.
-            logger.exception("scoring a window of %d requests failed", len(running))
-            for job in running:
-                if not job.future.done():
-                    job.future.set_exception(error)
-        if self._on_window is not None:
-            self._on_window(WindowReport(
-                requests=len(running), pairs=len(rows), batches=stats.batches,
-                truncated=stats.truncation.truncated,
-                seconds=time.perf_counter() - start, waited_seconds=waited))
+            if len(running) == 1:
+                logger.exception("scoring a request of %d pairs failed", len(rows))
+                if not running[0].future.done():
+                    running[0].future.set_exception(error)
+            return len(rows), error
+        return len(rows), None

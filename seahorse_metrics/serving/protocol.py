@@ -10,10 +10,13 @@ A request:
 server has), `long_inputs` (`truncate`|`chunk`) and `per_sentence` (a bool)
 (default: the server's settings). A request whose shape is wrong (not JSON,
 a field of the wrong type, an unknown field, an unknown metric) is refused
-whole with a `RequestError` naming the field, e.g. `pairs[3].summary`. A pair
+whole with a `RequestError` naming the field, e.g. `pairs[3].summary`, as
+is an `id` the response could not send back as it came (NaN, Infinity,
+1e400, an integer beyond 64 bits, a string with a lone surrogate). A pair
 whose texts are missing or blank is what `score` calls a bad row: the
 scoring core gives it an `error` (the message `score` writes) and the other
-pairs are scored. When any pair of a request has a question, the request is
+pairs are scored; so is a text with a lone surrogate, which no tokenizer
+reads. When any pair of a request has a question, the request is
 scored as `score --question_field question` scores a file: every pair needs
 one (send generic summaries in another request).
 
@@ -26,8 +29,11 @@ writes; plus its `id` when it had one, and `truncated`/`chunked`.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from typing import Any, Mapping, Optional, Sequence
 
+from seahorse_metrics.scoring.records import unencodable
 from seahorse_metrics.scoring.units import LONG_INPUT_MODES
 from seahorse_metrics.serving.core import ERROR_FIELD, response_fields
 
@@ -95,12 +101,48 @@ class ScoreRequest:
     pairs: list[Mapping[str, Any]]
 
 
+# An integer `id` is sent back as it came; beyond 64 bits it must be a string
+# (Python could not even write back one of 5,000 digits).
+MAX_ID_BITS = 64
+# Integers of more digits than this are not converted while the body is decoded.
+_MAX_INT_DIGITS = 40
+
+
+class LongInteger:
+    """An integer of the body too long to be converted (its digits are counted)."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _integer(text: str) -> Any:
+    return int(text) if len(text) <= _MAX_INT_DIGITS else LongInteger(text)
+
+
+def decode_body(raw: bytes) -> Any:
+    """The JSON of a request body (integers too long to convert kept as
+    `LongInteger`, refused where they appear).
+
+    Raises:
+      RequestError: for a body that is not JSON, or nested too deeply.
+    """
+    try:
+        return json.loads(raw, parse_int=_integer)
+    except RecursionError:
+        raise RequestError("body", "JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        raise RequestError("body", f"not JSON ({error})") from None
+
+
 def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, LongInteger)):
         return "number"
     return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
 
@@ -120,8 +162,31 @@ def _check_pair(index: int, pair: Any) -> None:
         if value is not None and not isinstance(value, str):
             raise RequestError(f"{where}.{field}", f"expected a string, got {_json_kind(value)}",
                                index)
-    if isinstance(pair.get("id"), (list, dict)):
-        raise RequestError(f"{where}.id", "expected a string or a number", index)
+    _check_id(index, pair.get("id"))
+
+
+def _check_id(index: int, value: Any) -> None:
+    """Refuses an `id` the response could not send back as it came."""
+    where = f"pairs[{index}].id"
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        reason = unencodable(value)
+        if reason is not None:
+            raise RequestError(where, f"the string {reason}", index)
+        return
+    if isinstance(value, LongInteger) or (isinstance(value, int)
+                                          and abs(value).bit_length() > MAX_ID_BITS):
+        digits = value.digits if isinstance(value, LongInteger) else len(str(abs(value)))
+        raise RequestError(where, f"an integer of {digits} digits; a number id must fit in "
+                           f"{MAX_ID_BITS} bits: send it as a string", index)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RequestError(where, f"{value} (NaN, Infinity and numbers as large as 1e400 are "
+                           "not finite) cannot be sent back in JSON: send the id as a string",
+                           index)
+    if not isinstance(value, (int, float)):
+        raise RequestError(where, f"expected a string or a number, got {_json_kind(value)}",
+                           index)
 
 
 def _mode(body: Mapping[str, Any], metrics: Sequence[str], default: Mode) -> Mode:

@@ -119,6 +119,7 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
     """
     require_server_packages()
     from seahorse_metrics.serving.app import Authorization, create_app
+    from seahorse_metrics.serving.connections import guarded_protocol
     from seahorse_metrics.serving.service import ScoringService
 
     import uvicorn
@@ -130,8 +131,10 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
                        "refused with 401 and no metric is loaded (give --token_file or %s)",
                        host, TOKEN_ENV)
     app = create_app(service, Authorization(token, loopback, host))
+    http = guarded_protocol(limits.header_timeout_s, limits.body_timeout_s,
+                            limits.max_connections)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            lifespan="on", log_config=None)
+                            lifespan="on", log_config=None, http=http)
     server = _graceful_server_class()(config)
 
     def stop() -> None:

@@ -40,6 +40,10 @@ class Limits:
       max_wait_ms: Longest a window waits for more requests.
       request_timeout_s: Longest a request waits for its scores (then 504).
       retry_after_s: The `Retry-After` of a 503.
+      header_timeout_s: Longest a connection takes to send a request's
+        headers (then 408 and closed; see `serving.connections`).
+      body_timeout_s: Longest it then takes to send the body.
+      max_connections: Most connections open at once.
     """
 
     max_request_pairs: int = 256
@@ -49,9 +53,16 @@ class Limits:
     max_wait_ms: float = 5.0
     request_timeout_s: float = 60.0
     retry_after_s: int = 1
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 512
 
     def __post_init__(self):
-        for name in ("max_request_pairs", "max_body_bytes", "max_queue", "max_batch_pairs"):
+        for name in ("header_timeout_s", "body_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
+        for name in ("max_request_pairs", "max_body_bytes", "max_queue", "max_batch_pairs",
+                     "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
         if self.max_request_pairs > self.max_queue:
