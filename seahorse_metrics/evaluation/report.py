@@ -2,16 +2,20 @@
 
 - report.json: every number (value, percentile interval, n, resamples, note)
   for every metric, benchmark, statistic, breakdown group and paired test.
-- report.md: tables laid out like the SEAHORSE paper's: metrics as rows, one
+- report.md: the headline table (`headline_table`, which `evaluate` also
+  prints: per benchmark and metric, ROC-AUC and rho with intervals, the
+  best of each benchmark marked), what every mark means (`marks_legend`),
+  then tables laid out like the SEAHORSE paper's: metrics as rows, one
   table per benchmark family, for each benchmark a rho (Pearson) and a ROC
   (ROC-AUC) column, n in the header, the best value of a column in bold;
   then the same with 95% intervals, accuracies, rank and system-level
   correlations, paired tests and notes on everything undefined.
-- report.html: the same tables, self-contained (inline CSS and script, PNG
-  figures embedded as base64), with ROC curves of all metrics per benchmark,
-  reliability (calibration) plots, breakdowns by language, source dataset,
-  summarization system and model-only vs reference-only subsets, and a
-  per-example browser of each benchmark (`browser.py`).
+- report.html: self-contained (inline CSS and script, PNG figures embedded
+  as base64): the headline, then the plots (ROC curves of all metrics per
+  benchmark, reliability plots), the marks, the same tables, breakdowns by
+  language, source dataset, summarization system and model-only vs
+  reference-only subsets, and a per-example browser of each benchmark
+  (`browser.py`, built when opened).
 - thresholds.json, when thresholds were tuned in this run (also in
   report.json); `evaluate --thresholds` and `score --threshold` read it.
 - calibration.json, when calibration maps were fitted in this run (also in
@@ -19,13 +23,17 @@
   reliability diagrams before/after: `report_calibration.py`.
 
 A cell marked `†` (or `†k` for the k-th `--compare` pair) is significantly
-better (paired bootstrap, p < alpha) than the other metric of the pair.
+better (paired bootstrap, p < alpha) than the other metric of the pair; both
+reports say so, and what every other mark means, before their tables. The
+files are written together (`write_files_atomically`): all are replaced, or
+none.
 """
 from __future__ import annotations
 
 import base64
 import dataclasses
 import datetime
+import functools
 import html
 import io
 import json
@@ -39,6 +47,7 @@ from seahorse_metrics.evaluation import stats
 from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
 from seahorse_metrics.evaluation.results import TUNED_STATISTIC, EvaluationReport
+from seahorse_metrics.scoring.output import write_files_atomically
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
 STAT_LABELS = {
@@ -227,6 +236,97 @@ def _thresholds_table(report: EvaluationReport) -> Optional[Table]:
                  _tuned_caption(report, with_average=False))
 
 
+# The headline's statistics: the paper's two, and Spearman on continuous ratings.
+HEADLINE_STATISTICS = {"roc_auc": "ROC-AUC", "pearson": "Pearson ρ", "spearman": "Spearman ρ"}
+
+
+def _interval_note(report: EvaluationReport) -> str:
+    config = report.config
+    if not config.n_resamples:
+        return "No intervals (--bootstrap 0)."
+    return (f"[low, high]: {config.confidence:.0%} percentile bootstrap intervals, "
+            f"{config.n_resamples} resamples, seed {config.seed}.")
+
+
+def headline_table(report: EvaluationReport) -> Table:
+    """Per benchmark and metric: ROC-AUC, Pearson ρ and (on continuous
+    ratings) Spearman ρ with intervals; the best of each benchmark in bold,
+    significance marks as in the other tables. `evaluate` prints it and the
+    reports open with it."""
+    marks = _significance_marks(report)
+    statistics = [s for s in HEADLINE_STATISTICS
+                  if any(s in result.statistics for result in report.results.values())]
+    rows = []
+    for benchmark in report.benchmarks:
+        estimates = {(m.name, s): _estimate(report, m.name, benchmark.name, s)
+                     for m in report.metrics for s in statistics}
+        best = {s: max((e.value for (_, t), e in estimates.items()
+                        if t == s and e is not None and e.value is not None), default=None)
+                for s in statistics}
+        for metric in report.metrics:
+            row = [Cell(benchmark.name), Cell(metric.name),
+                   Cell(str(report.results[(metric.name, benchmark.name)].n))]
+            for statistic in statistics:
+                estimate = estimates[(metric.name, statistic)]
+                is_best = (estimate is not None and estimate.value is not None
+                           and abs(estimate.value - best[statistic]) < 1e-12)
+                row.append(Cell(_fmt_ci(estimate) if estimate else _MISSING, bold=is_best,
+                                mark=marks.get((metric.name, benchmark.name, statistic), "")))
+            rows.append(row)
+    header = ["benchmark", "metric", "n"] + [HEADLINE_STATISTICS[s] for s in statistics]
+    return Table("Headline", header, rows,
+                 " ".join(_headline_caption(report, "The best of each benchmark in bold.")))
+
+
+def _headline_caption(report: EvaluationReport, best: str) -> list[str]:
+    """The headline's legend, a sentence each; `best` says how the best is marked."""
+    caption = ["ROC-AUC against the binary label; ρ between score and rating (Pearson: the 0/1 "
+               "label on binary sets, as the paper's ρ).", best, _interval_note(report)]
+    if report.comparisons:
+        caption.append("† (†k): significantly better than the other metric of a --compare "
+                       "pair (paired bootstrap test).")
+    return caption + [f"{_MISSING}: not defined or not covered (the report's notes say why)."]
+
+
+def headline_text(report: EvaluationReport) -> str:
+    """The headline table as plain text for a terminal (best marked `*`)."""
+    table = headline_table(report)
+    text = [[c.text + (" *" if c.bold else "") + (f" {c.mark}" if c.mark else "")
+             for c in row] for row in table.rows]
+    widths = [max(len(line[i]) for line in [table.header] + text)
+              for i in range(len(table.header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+             for line in [table.header] + text]
+    return "\n".join(lines + _headline_caption(report, "* best on its benchmark."))
+
+
+def marks_legend(report: EvaluationReport) -> list[str]:
+    """What every mark of the report means, one line each (report.md and
+    report.html say it before their tables)."""
+    config = report.config
+    legend = ["Bold: the best value of its column (in the headline, of its benchmark).",
+              _interval_note(report),
+              f"{_MISSING}: a value that is not defined or a benchmark the metric does not "
+              "cover; the notes at the end of the tables say why.",
+              "n=…: the items (or, for system-level ρ, the systems) behind a column."]
+    pairs = list(dict.fromkeys((c.metric_a, c.metric_b) for c in report.comparisons))
+    if pairs:
+        names = ("†" if len(pairs) == 1 else "†k (the k-th pair)")
+        listed = "; ".join(f"{'†' if len(pairs) == 1 else f'†{k}'}: {a} vs {b}"
+                           for k, (a, b) in enumerate(pairs, start=1))
+        legend.append(f"{names}: significantly better than the other metric of a --compare "
+                      f"pair on that benchmark and statistic (paired bootstrap test, p < "
+                      f"{config.alpha}); {listed}. The paired comparisons table gives Δ and p.")
+    if report.calibration_cells:
+        legend.append("ECE before → after calibration; its interval is bias-corrected: the "
+                      "bootstrap percentiles shifted down by the resamples' mean excess over "
+                      "the estimate (resampling repeats items, which only adds to an error).")
+    if config.browser_rows:
+        legend.append("In the example browsers: (≥t) after a metric is the threshold its "
+                      "decisions are made at; a shaded score disagrees with the human label.")
+    return legend
+
+
 def report_tables(report: EvaluationReport) -> list[Table]:
     """The tables of report.md and report.html, in order."""
     marks = _significance_marks(report)
@@ -365,7 +465,11 @@ def render_markdown(report: EvaluationReport) -> str:
     """report.md contents."""
     parts = ["# Meta-evaluation report\n",
              f"seahorse-metrics {__version__}. " + _md(_config_line(report)) + "\n",
-             "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
+             render_markdown_table(headline_table(report)),
+             "### Marks\n\n" + "\n".join(f"- {_md(line)}" for line in marks_legend(report))
+             + "\n",
+             "### Metrics and benchmarks\n\n"
+             + "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
     parts += [render_markdown_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
@@ -489,13 +593,39 @@ def render_html_table(table: Table, heading: str = "h3") -> str:
     return "\n".join(parts)
 
 
+def _plots(report: EvaluationReport) -> list[str]:
+    """Every benchmark's figures, in one block near the top of the page."""
+    images = [f"<img class=\"{kind}\" alt=\"{html.escape(alt)}\" "
+              f"src=\"data:image/png;base64,{data}\">"
+              for benchmark in report.benchmarks for kind, alt, data in _figures(report, benchmark)]
+    if not images:
+        return []
+    return ["<h2>Plots</h2>",
+            "<p>ROC curves of every metric per labelled benchmark, reliability diagrams of "
+            "the metrics whose scores are probabilities (mean score against the share of yes, "
+            "per bin; the dotted diagonal is perfect calibration), and before/after "
+            "recalibration when maps were fitted. One colour per metric throughout.</p>",
+            "<div class=\"figures\">" + "".join(images) + "</div>"]
+
+
 def render_html(report: EvaluationReport) -> str:
-    """report.html contents: self-contained, no external resources."""
+    """report.html contents: self-contained, no external resources.
+
+    In order: the headline table, the plots, what each mark means, the
+    metrics and benchmarks, every table, the notes, and per benchmark its
+    breakdowns and example browser (rendered when opened).
+    """
     body = ["<h1>Meta-evaluation report</h1>",
             f"<p>seahorse-metrics {html.escape(__version__)}. "
             f"{html.escape(_config_line(report))}</p>",
-            "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
-            "<h2>Results</h2>"]
+            render_html_table(headline_table(report), "h2")]
+    body += _plots(report)
+    body += ["<h2>Marks</h2><ul class=\"legend\">"
+             + "".join(f"<li>{html.escape(line)}</li>" for line in marks_legend(report))
+             + "</ul>",
+             "<h2>Metrics and benchmarks</h2>",
+             "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
+             "<h2>Results</h2>"]
     body += [render_html_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
@@ -506,12 +636,6 @@ def render_html(report: EvaluationReport) -> str:
         body.append(f"<h3 id=\"{html.escape(benchmark.name)}\">{html.escape(benchmark.name)}"
                     "</h3>")
         body.append(f"<p>{html.escape(benchmark.description)}</p>")
-        figures = _figures(report, benchmark)
-        if figures:
-            body.append("<div class=\"figures\">" + "".join(
-                f"<img class=\"{kind}\" alt=\"{html.escape(alt)}\" "
-                f"src=\"data:image/png;base64,{data}\">" for kind, alt, data in figures
-            ) + "</div>")
         body += [render_html_table(t, "h4") for t in breakdown_tables(report, benchmark)]
         body.append(render_browser(report, benchmark))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -544,36 +668,34 @@ def report_dict(report: EvaluationReport) -> dict:
     }
 
 
-def _write_atomic(path: str, text: str) -> None:
-    # A plain open() (not mkstemp) so the file gets the user's umask permissions.
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(report: EvaluationReport, output_dir: str) -> dict[str, str]:
     """Writes report.json, report.md and report.html (and thresholds.json /
-    calibration.json when tuned / fitted in this run); returns their paths."""
-    os.makedirs(output_dir, exist_ok=True)
+    calibration.json when tuned / fitted in this run); returns their paths.
+
+    All of them are rendered first and replace the earlier ones together
+    (`write_files_atomically`): a failure, e.g. a full disk, names the file
+    and leaves the directory as it was.
+    """
     paths = {name: os.path.join(output_dir, f"report.{name}") for name in ("json", "md", "html")}
+    texts = {}
     if report.thresholds is not None and report.thresholds.source is None:
         paths["thresholds"] = os.path.join(output_dir, "thresholds.json")
-        _write_atomic(paths["thresholds"], json.dumps(report.thresholds.to_dict(), indent=1) + "\n")
+        texts["thresholds"] = json.dumps(report.thresholds.to_dict(), indent=1) + "\n"
     if report.calibration is not None and report.calibration.source is None:
         paths["calibration"] = os.path.join(output_dir, "calibration.json")
-        _write_atomic(paths["calibration"],
-                      json.dumps(report.calibration.to_dict(), indent=1) + "\n")
-    _write_atomic(paths["json"], json.dumps(report_dict(report), indent=1, allow_nan=False,
-                                            ensure_ascii=False) + "\n")
-    _write_atomic(paths["md"], render_markdown(report))
-    _write_atomic(paths["html"], render_html(report))
+        texts["calibration"] = json.dumps(report.calibration.to_dict(), indent=1) + "\n"
+    texts["json"] = json.dumps(report_dict(report), indent=1, allow_nan=False,
+                               ensure_ascii=False) + "\n"
+    texts["md"] = render_markdown(report)
+    texts["html"] = render_html(report)
+    write_files_atomically({paths[name]: functools.partial(_write_text, text)
+                            for name, text in texts.items()},
+                           "no report file was replaced: free some space and run again")
     return paths
+
+
+def _write_text(text: str, handle) -> None:
+    handle.write(text)
 
 
 def iter_estimates(report_json: dict) -> Iterable[tuple[str, str, str, dict]]:
