@@ -125,7 +125,7 @@ def _add_threshold_arguments(parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from seahorse_metrics.evaluation.report import headline_text
+    from seahorse_metrics.evaluation.report_tables import headline_text
     from seahorse_metrics.evaluation.run import EvaluationConfig, run_evaluation
 
     if args.bootstrap == 0 and args.compare:
