@@ -222,7 +222,7 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     import dataclasses
 
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from seahorse_metrics.evaluation import browser
 
@@ -237,6 +237,8 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     chromium.find_element(
         By.CSS_SELECTOR, f'details.browser-toggle[data-benchmark="{benchmark.name}"] > summary'
     ).click()
+    WebDriverWait(chromium, 30).until(  # the toggle event comes after the click
+        lambda driver: driver.execute_script(_TABLE_JS, benchmark.name)["rows"])
     shown = browser.sample_rows(benchmark, 80, report.config.seed)
     items = {benchmark.items[i].id: (benchmark.items[i], i) for i in shown}
     good = report.scores[("good", benchmark.name)]

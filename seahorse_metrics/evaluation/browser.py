@@ -10,8 +10,8 @@ differs from the human label.
 
 Everything is inline (the rows as JSON, the script, the styles): the page
 needs no network. Each browser sits in a closed `<details>` and its table is
-built when it is first opened, so the page opens on its tables and plots. A benchmark with more items than `browser_rows` shows a
-sample of that many, drawn with the run's seed and stratified by language
+built when it is first opened, so the page opens on its tables and plots.
+A benchmark with more items than `browser_rows` shows a sample of that many, drawn with the run's seed and stratified by language
 and label (or rating quartile), so every group keeps its share; the page
 states the cap and how the sample was drawn. Each article is stored once
 however many summaries share it, and cut at `MAX_ARTICLE_CHARS` characters

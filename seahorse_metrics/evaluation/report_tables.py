@@ -289,8 +289,9 @@ def marks_legend(report: EvaluationReport) -> list[str]:
                       "bootstrap percentiles shifted down by the resamples' mean excess over "
                       "the estimate (resampling repeats items, which only adds to an error).")
     if config.browser_rows:
-        legend.append("In the example browsers: (≥t) after a metric is the threshold its "
-                      "decisions are made at; a shaded score disagrees with the human label.")
+        legend.append("In report.html's example browsers: (≥t) after a metric is the "
+                      "threshold its decisions are made at; a shaded score disagrees with the "
+                      "human label.")
     return legend
 
 

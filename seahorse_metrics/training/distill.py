@@ -379,7 +379,8 @@ def _differences(saved: dict[str, Any], record: dict[str, Any],
                  config: DistillConfig) -> dict[str, tuple]:
     """{setting: (saved, now)}, named as gin binds them (DistillConfig.*, TrainConfig.*)."""
     differences = {f"DistillConfig.{name}": (saved.get(name), value)
-                   for name, value in record.items() if name != "train" and saved.get(name) != value}
+                   for name, value in record.items()
+                   if name != "train" and saved.get(name) != value}
     if "train" not in saved:  # Written by an earlier version.
         differences["TrainConfig"] = ("not recorded", "recorded now")
     else:
