@@ -153,6 +153,8 @@ def test_cached_teacher_scores_are_never_recomputed(reference, prepared, tmp_pat
     lines = (model_dir / "teacher" / "scores.jsonl").read_text().splitlines(keepends=True)
     # An interrupted write: 100 whole entries, then half a line.
     (cache / "scores.jsonl").write_text("".join(lines[:100]) + lines[100][:20])
+    (cache / distill.TEACHER_RECORD).write_text(
+        (model_dir / "teacher" / distill.TEACHER_RECORD).read_text())
     asked = []
     teacher = distill.TeacherScores(BACKBONE_DIR, str(cache), config)
     teacher._score = lambda premises, hypotheses: asked.extend(hypotheses) or np.full(
@@ -213,3 +215,106 @@ def test_a_killed_distillation_resumes_exactly(reference, prepared, train_sample
     with pytest.raises(ValueError, match="holds a distillation with other settings"):
         distill.distill_from_gin(["gin/runs/distill.gin"], _bindings(
             crashed, prepared, **{"DistillConfig.temperature": 2.0}))
+
+
+# ------------------------------------------------------------------ resuming safely
+# These need no prepared data: each run is refused before it reads any.
+
+
+def _copy_teacher(path) -> str:
+    import shutil
+
+    shutil.copytree(BACKBONE_DIR, path)
+    return str(path)
+
+
+def _replace_teacher(path) -> None:
+    """Another metric at the same path: its config differs (sizes and times may not)."""
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(dict(config, dropout_rate=0.2)))
+
+
+def _few_pairs(count: int) -> distill.Pairs:
+    return distill.Pairs([f"article {i}" for i in range(count)],
+                         [f"summary {i}" for i in range(count)], np.full(count, np.nan),
+                         [f"pair:{i}" for i in range(count)])
+
+
+def test_a_teacher_replaced_at_the_same_path_is_refused_not_mixed(tmp_path):
+    """Issue 48 point 2: the cache is tied to the teacher's content."""
+    teacher = tmp_path / "teacher_checkpoint"
+    _copy_teacher(teacher)
+    config = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
+        tmp_path / "student", str(tmp_path / "prepared"), TEACHER=repr(str(teacher))))
+    cache = tmp_path / "student" / distill.TEACHER_DIR
+    killed = distill.TeacherScores(str(teacher), str(cache), config)
+    killed._score = lambda premises, hypotheses: np.full(len(premises), 0.25)
+    killed.scores(_few_pairs(3))  # a run killed once the cache had rows
+    again = distill.TeacherScores(str(teacher), str(cache), config)
+    again._score = lambda *_: pytest.fail("a cached pair was scored again")
+    np.testing.assert_array_equal(again.scores(_few_pairs(3)), [0.25] * 3)
+    _replace_teacher(teacher)
+    with pytest.raises(ValueError, match=r"scores\.jsonl holds scores of another teacher .*"
+                                         r"content.*remove .*teacher to score"):
+        distill.TeacherScores(str(teacher), str(cache), config)
+    (cache / distill.TEACHER_RECORD).unlink()  # as an earlier version left its cache
+    with pytest.raises(ValueError, match=r"holds scores without a teacher\.json"):
+        distill.TeacherScores(str(teacher), str(cache), config)
+    # `distill` refuses the MODEL_DIR before it reads the cache.
+    model_dir = tmp_path / "student"
+    first = tmp_path / "first"
+    _copy_teacher(first)
+    config = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
+        model_dir, str(tmp_path / "prepared"), TEACHER=repr(str(first))))
+    distill.check_resume(config)
+    _replace_teacher(first)
+    with pytest.raises(ValueError, match=r"holds a distillation with other settings "
+                                         r"\(DistillConfig\.teacher_content: 'sha256:"):
+        distill.check_resume(config)
+
+
+def test_a_resume_with_another_init_checkpoint_is_refused_in_one_line(tmp_path, capsys):
+    """Issue 48 point 9: killed before its first checkpoint, with its student cut."""
+    from seahorse_metrics.cli import main as cli_main
+
+    model_dir, data_dir = tmp_path / "student", str(tmp_path / "prepared")
+    distill.check_resume(distill.config_from_gin(["gin/runs/distill.gin"],
+                                                 _bindings(model_dir, data_dir)))
+    (model_dir / distill.STUDENT_INIT_DIR).mkdir()
+    other = _copy_teacher(tmp_path / "other_init")
+
+    def run(**overrides) -> tuple[int, list[str]]:
+        flags = [f"--gin.{b.replace(' = ', '=', 1)}"
+                 for b in _bindings(model_dir, data_dir, **overrides)]
+        status = cli_main(["distill", "--gin_file=gin/runs/distill.gin", *flags])
+        return status, [line for line in capsys.readouterr().err.splitlines()
+                        if line.startswith("error:")]
+
+    status, errors = run(**{"TrainConfig.init_checkpoint": repr(other)})
+    assert status == 2 and len(errors) == 1, errors
+    assert "holds a distillation with other settings (TrainConfig.init_checkpoint: " \
+           f"'{BACKBONE_DIR}' -> '{other}')" in errors[0]
+    # A setting a resume may change needs allow_config_change, as `train` asks.
+    status, errors = run(**{"TrainConfig.train_steps": STEPS + 20})
+    assert status == 2 and "TrainConfig.allow_config_change=True" in errors[0]
+    # Nothing done yet in MODEL_DIR: the new settings are simply recorded.
+    (model_dir / distill.STUDENT_INIT_DIR).rmdir()
+    changed = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
+        model_dir, data_dir, **{"TrainConfig.init_checkpoint": repr(other)}))
+    distill.check_resume(changed)
+    saved = json.loads((model_dir / distill.DISTILL_CONFIG_JSON).read_text())
+    assert saved["train"]["init_checkpoint"] == other
+
+
+def test_a_second_distillation_on_a_model_dir_gets_the_lock_refusal(tmp_path):
+    """Issue 48 point 11: the lock `train` takes, from before anything is written."""
+    from seahorse_metrics.locks import OutputInUseError
+    from seahorse_metrics.training import trainer
+
+    model_dir = tmp_path / "student"
+    config = distill.config_from_gin(["gin/runs/distill.gin"],
+                                     _bindings(model_dir, str(tmp_path / "prepared")))
+    with trainer.model_dir_lock(str(model_dir)):
+        with pytest.raises(OutputInUseError, match=f"another run \\(PID {os.getpid()} on "):
+            distill.distill(config)
+    assert not model_dir.exists()

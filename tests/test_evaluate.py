@@ -479,3 +479,61 @@ def test_evaluate_cli_rejects_bad_arguments(data, tmp_path):
         _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--bootstrap", "0",
                               "--compare", "length", "length"])
     assert not os.path.exists(tmp_path / "out" / "report.md")
+
+
+def test_a_failed_evaluate_leaves_no_output_directory(data, tmp_path):
+    """Issue 48 point 22: a scores file without the named column."""
+    scores = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"),
+                                         [{"id": "item0", "score": 0.5}])
+    output = tmp_path / "report"
+    with pytest.raises(ValueError, match=r"ext\.jsonl: no column 'nope'"):
+        _evaluate_cli(["--benchmark", f"true:{data['true']}", "--metric",
+                       f"ext=scores:{scores}:nope", "--output", str(output)])
+    assert not output.exists()
+    # An output directory that was there before is left as it was.
+    output.mkdir()
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        _evaluate_cli(["--benchmark", f"true:{data['true']}", "--metric",
+                       f"ext=scores:{scores}:nope", "--output", str(output)])
+    assert output.is_dir() and not os.listdir(output)
+
+
+def test_evaluate_prints_its_headline_table(data, tmp_path, capsys):
+    """Issue 48 point 16: per metric and benchmark, ROC-AUC and rho with
+    intervals; the best per benchmark marked."""
+    specs = [f"true:{data['true']}", f"ratings:{data['ratings']}"]
+    benchmarks = benchmarks_lib.load_benchmarks(specs)
+    scores = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"), _scores_rows(benchmarks))
+    output = tmp_path / "report"
+    assert _evaluate_cli([a for spec in specs for a in ("--benchmark", spec)] + [
+        "--metric", "baseline:rougeL", "--metric", f"ext=scores:{scores}",
+        "--bootstrap", "100", "--output", str(output)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((output / "report.json").read_text())
+    cells = {(r["metric"], r["benchmark"]): r["statistics"] for r in report["results"]}
+    header = next(line for line in printed.splitlines() if line.startswith("benchmark"))
+    assert header.split() == ["benchmark", "metric", "n", "ROC-AUC", "Pearson", "ρ", "Spearman",
+                              "ρ"]
+    rows = {}
+    for line in printed.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and (parts[0], parts[1]) in {(b, m) for m, b in cells}:
+            rows[(parts[1], parts[0])] = line
+    assert set(rows) == set(cells)
+
+    def shown(estimate):
+        return f"{estimate['value']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]"
+
+    for benchmark in (b.name for b in benchmarks):
+        for statistic in ("roc_auc", "pearson", "spearman"):
+            values = {m: s[statistic] for (m, b), s in cells.items()
+                      if b == benchmark and statistic in s}
+            if not values:
+                continue
+            best = max(values, key=lambda m: values[m]["value"])
+            for metric, estimate in values.items():
+                assert shown(estimate) + (" *" if metric == best else "") in rows[
+                    (metric, benchmark)], (metric, benchmark, statistic)
+    assert "* best on its benchmark" in printed
+    assert "95% percentile bootstrap intervals" in printed
+    assert f"wrote {output}/report.md, report.json, report.html" in printed

@@ -222,7 +222,7 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     import dataclasses
 
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from seahorse_metrics.evaluation import browser
 
@@ -232,6 +232,13 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     paths = report_lib.write_report(capped, str(tmp_path / "report"))
     chromium.get("file://" + os.path.abspath(paths["html"]))
     benchmark = report.benchmarks[0]
+    # Closed, a browser has built no rows; opening it builds them.
+    assert chromium.execute_script(_TABLE_JS, benchmark.name)["rows"] == []
+    chromium.find_element(
+        By.CSS_SELECTOR, f'details.browser-toggle[data-benchmark="{benchmark.name}"] > summary'
+    ).click()
+    WebDriverWait(chromium, 30).until(  # the toggle event comes after the click
+        lambda driver: driver.execute_script(_TABLE_JS, benchmark.name)["rows"])
     shown = browser.sample_rows(benchmark, 80, report.config.seed)
     items = {benchmark.items[i].id: (benchmark.items[i], i) for i in shown}
     good = report.scores[("good", benchmark.name)]
@@ -329,3 +336,92 @@ def test_markdown_passes_on_no_html_from_metric_and_benchmark_names(tmp_path):
     text = "".join(parsed.text)
     for name in (hostile_benchmark, hostile_metric, "`tick`<u>", "set <i>with</i> tags"):
         assert name in text  # shown as written
+
+
+class _FullDisk:
+    """A file handle on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def write(self, data):
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.close()
+
+
+def test_a_full_disk_names_the_file_and_leaves_the_reports_as_they_were(written, tmp_path,
+                                                                        monkeypatch):
+    """Issue 48 point 10: ENOSPC while report.html is written."""
+    import builtins
+
+    report, _ = written
+    real_open = builtins.open
+
+    def open_on_a_full_disk(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        full = any(c in mode for c in "wax") and "report.html" in os.fspath(file)
+        return _FullDisk(handle) if full else handle
+
+    output = tmp_path / "report"
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", open_on_a_full_disk)
+        with pytest.raises(OSError, match=rf"No space left on device while writing "
+                                          rf"{re.escape(str(output / 'report.html'))}"):
+            report_lib.write_report(report, str(output))
+    assert os.listdir(output) == []  # no report.md or report.json without report.html
+    # Over an earlier report: it stays whole, all three files as they were.
+    paths = report_lib.write_report(report, str(output))
+    before = {path: open(path, "rb").read() for path in paths.values()}
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", open_on_a_full_disk)
+        with pytest.raises(OSError, match="report.html"):
+            report_lib.write_report(report, str(output))
+    assert {path: open(path, "rb").read() for path in paths.values()} == before
+    assert sorted(os.listdir(output)) == ["report.html", "report.json", "report.md"]
+
+
+def test_html_opens_with_the_headline_and_plots_and_explains_every_mark(written):
+    """Issue 48 point 23: the headline and plots first, every mark explained,
+    the example browsers closed until opened."""
+    report, paths = written
+    text = open(paths["html"], encoding="utf-8").read()
+    order = [text.index(marker) for marker in (
+        "<h2>Headline</h2>", '<img class="roc"', "<h2>Marks</h2>", "<h2>Results</h2>",
+        '<details class="browser-toggle"')]
+    assert order == sorted(order)
+    headline = text[order[0]:order[1]]
+    # Per benchmark, the best of each statistic in bold and the † of the --compare pair.
+    good_row = re.search(r"<tr><td>seahorse/q4</td><td>good</td>.*?</tr>", headline).group(0)
+    assert good_row.count("<b>") == 2 and "<sup>†</sup>" in good_row
+    items = re.findall(r"<li>(.*?)</li>", text[order[2]:order[3]])
+    legend = [html_unescape(item) for item in items]
+    explained = {line.split(":")[0] for line in legend}
+    assert {"Bold", "[low, high]", "–", "n=…", "†"} <= explained, legend
+    assert any("†: good vs noise" in line for line in legend)
+    assert any("(≥t)" in line for line in legend)
+    # Every mark a table uses is one the legend explains.
+    used = set(re.findall(r"<sup>(.*?)</sup>", text))
+    assert used == {"†"}
+    # Browsers: closed, their rows built by the script when opened.
+    assert text.count('<details class="browser-toggle"') == len(report.benchmarks)
+    assert "<details open" not in text and '"toggle"' in text
+    markdown = open(paths["md"], encoding="utf-8").read()
+    assert markdown.index("### Headline") < markdown.index("### Marks") < markdown.index(
+        "### SEAHORSE\n")
+    assert "†: good vs noise" in markdown
+
+
+def html_unescape(text: str) -> str:
+    import html as html_lib
+
+    return html_lib.unescape(re.sub("<[^>]+>", "", text))

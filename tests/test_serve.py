@@ -150,6 +150,12 @@ def test_healthz_is_503_while_loading_then_ready_with_the_metrics(servers):
                                                                       "q6": THRESHOLD}
     assert last["max_request_pairs"] == 16
     assert last["engine"] == "jax" and last["data_parallel"] == 1
+    # What each metric's question means, for the page (issue 48 point 23).
+    assert last["questions"] == {
+        "q4": {"question": 4, "name": "attribution", "meaning": "all the information in the "
+               "summary is fully attributable to the article"},
+        "q6": {"question": 6, "name": "conciseness", "meaning": "the summary concisely "
+               "represents the information in the article"}}
     # `serve --cpu_devices 2`: each window's batch split over two XLA:CPU devices (the
     # overload and SIGTERM tests check its scores against `score` on one device).
     assert servers["slow_health"][-1]["data_parallel"] == 2
@@ -518,6 +524,17 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
     pair = {"article": PAIRS[3]["article"], "summary": PAIRS[3]["summary"],
             "question": "What does the fox do?"}
     chromium.get(served.url + "/")
+    # The loaded metrics, each with what its question means (issue 48 point 23).
+    WebDriverWait(chromium, 60).until(
+        lambda driver: driver.find_element(By.ID, "metrics").get_attribute("data-state"))
+    listed = chromium.execute_script(
+        "return Array.from(document.querySelectorAll('#metrics dt')).map("
+        "dt => [dt.textContent, dt.nextElementSibling.textContent]);")
+    assert [name for name, _ in listed] == ["q4", "q6"]
+    assert listed[0][1] == ("SEAHORSE Q4 (attribution): a yes means all the information in the "
+                            f"summary is fully attributable to the article. Decision: yes at a "
+                            f"score of {THRESHOLD} or more.")
+    assert listed[1][1].startswith("SEAHORSE Q6 (conciseness): a yes means the summary concisely")
     for field in ("article", "summary", "question"):
         chromium.find_element(By.ID, field).send_keys(pair[field])
     chromium.find_element(By.ID, "score").click()
@@ -542,6 +559,18 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
                                                                       "hsl(120, 70%, 82%)"]
     errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_each_metric_is_described_by_the_seahorse_question_its_name_or_path_names():
+    from seahorse_metrics.serving.service import metric_questions
+
+    described = metric_questions({"q4": "/models/any", "score": "runs/q6_small/best",
+                                  "student": "google/seahorse-large-q2", "nli": "runs/true",
+                                  "seq4": "runs/x", "q44": "runs/y"})
+    assert {name: about["question"] for name, about in described.items()} == {
+        "q4": 4, "score": 6, "student": 2}
+    assert described["q4"] == {"question": 4, "name": "attribution", "meaning": (
+        "all the information in the summary is fully attributable to the article")}
 
 
 def test_a_metric_that_cannot_load_stops_the_server_with_exit_2(tmp_path, capsys):

@@ -125,6 +125,7 @@ def _add_threshold_arguments(parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from seahorse_metrics.evaluation.report_tables import headline_text
     from seahorse_metrics.evaluation.run import EvaluationConfig, run_evaluation
 
     if args.bootstrap == 0 and args.compare:
@@ -146,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     for name, counts in report.scoring.items():
         logger.info("%s: %d benchmark(s) scored, %d from cache", name, counts["scored"],
                     counts["cached"])
+    print(headline_text(report))
     print(f"wrote {args.output}/report.md, report.json, report.html")
     return 0
 

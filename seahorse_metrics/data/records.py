@@ -8,6 +8,7 @@ the same examples with the same metadata.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Mapping, Optional
 
 QUESTIONS = (1, 2, 3, 4, 5, 6)
@@ -20,6 +21,30 @@ QUESTION_NAMES = {
     5: "main_ideas",
     6: "conciseness",
 }
+
+# What a "yes" (label 1) means for each question, after the SEAHORSE rating
+# guidelines (Clark et al. 2023, section 3).
+QUESTION_MEANINGS = {
+    1: "the summary can be read and understood",
+    2: "the summary is free of unnecessarily repeated information",
+    3: "the summary is grammatically correct",
+    4: "all the information in the summary is fully attributable to the article",
+    5: "the summary captures the main idea(s) of the article",
+    6: "the summary concisely represents the information in the article",
+}
+
+# "q4" in a metric's name or path ("q4", "runs/q4/best", "seahorse-xxl-q4").
+_QUESTION_TOKEN = re.compile(r"(?<![A-Za-z0-9])q([1-6])(?![0-9])", re.IGNORECASE)
+
+
+def question_of_metric(name: str, checkpoint: str = "") -> Optional[int]:
+    """The SEAHORSE question a metric answers, by the `qN` in its name (else
+    in its checkpoint's path, the last one there), or None when neither says."""
+    for text in (name, checkpoint):
+        found = _QUESTION_TOKEN.findall(str(text))
+        if found:
+            return int(found[-1])
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

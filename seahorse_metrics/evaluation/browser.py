@@ -9,8 +9,9 @@ threshold when thresholds were tuned, else at its accuracy threshold)
 differs from the human label.
 
 Everything is inline (the rows as JSON, the script, the styles): the page
-needs no network. A benchmark with more items than `browser_rows` shows a
-sample of that many, drawn with the run's seed and stratified by language
+needs no network. Each browser sits in a closed `<details>` and its table is
+built when it is first opened, so the page opens on its tables and plots.
+A benchmark with more items than `browser_rows` shows a sample of that many, drawn with the run's seed and stratified by language
 and label (or rating quartile), so every group keeps its share; the page
 states the cap and how the sample was drawn. Each article is stored once
 however many summaries share it, and cut at `MAX_ARTICLE_CHARS` characters
@@ -45,6 +46,7 @@ BROWSER_CSS = """
 .browser details summary { cursor: pointer; }
 .browser .full { white-space: pre-wrap; margin-top: 0.3em; }
 .browser .cap { font-size: 0.85em; color: #555; }
+details.browser-toggle > summary { cursor: pointer; font-weight: 600; margin: 0.8em 0; }
 """
 
 # Renders every section.browser from its embedded JSON; no external resources.
@@ -135,7 +137,17 @@ BROWSER_JS = r"""
     selects.forEach(function (select) { select.addEventListener("change", render); });
     render();
   }
-  Array.prototype.forEach.call(document.querySelectorAll("section.browser"), init);
+  // A browser is built when its <details> is first opened: a closed one
+  // costs the page no rows (and a report of many benchmarks stays short).
+  Array.prototype.forEach.call(document.querySelectorAll("section.browser"), function (section) {
+    var toggle = section.parentNode;
+    if (toggle.tagName !== "DETAILS" || toggle.open) { init(section); return; }
+    toggle.addEventListener("toggle", function opened() {
+      if (!toggle.open) { return; }
+      toggle.removeEventListener("toggle", opened);
+      init(section);
+    });
+  });
 })();
 """
 
@@ -271,11 +283,15 @@ def render_browser(report: EvaluationReport, benchmark) -> str:
     payload = payload.replace("<", "\\u003c")
     header = "".join(f'<th data-col="{html.escape(c["key"])}">{html.escape(c["label"])}</th>'
                      for c in columns)
-    return (f'<section class="browser" data-benchmark="{html.escape(benchmark.name)}">'
-            f"<h4>Examples: {html.escape(benchmark.name)}</h4>"
+    name = html.escape(benchmark.name)
+    return (f'<details class="browser-toggle" data-benchmark="{name}">'
+            f"<summary>Examples: {name} ({len(rows)} items; open to browse)</summary>"
+            f'<section class="browser" data-benchmark="{name}">'
             f'<p class="cap">{html.escape(_cap_note(report, benchmark, len(rows)))} Click a '
             "column header to sort; an article expands to its full text; a score the humans "
-            "disagree with is shaded.</p>"
+            "disagree with is shaded; (≥t) after a metric is the threshold its decisions are "
+            "made at.</p>"
             + _controls(report, rows, thresholds, benchmark.has_labels)
             + f'<table class="items"><thead><tr>{header}</tr></thead><tbody></tbody></table>'
-            f'<script type="application/json" class="browser-data">{payload}</script></section>')
+            f'<script type="application/json" class="browser-data">{payload}</script></section>'
+            "</details>")

@@ -8,6 +8,7 @@ metric to a report leaves the others' entries untouched.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ from typing import Optional
 import numpy as np
 
 from seahorse_metrics.evaluation.benchmarks import Benchmark
+from seahorse_metrics.scoring.output import write_files_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +58,12 @@ class ScoreCache:
 
     def save(self, metric_fingerprint: str, metric_spec: str, benchmark: Benchmark,
              scores: np.ndarray) -> str:
-        """Writes an entry atomically and returns its path."""
+        """Writes an entry atomically and returns its path.
+
+        Raises:
+          OSError: e.g. a full disk, naming the entry's file.
+        """
         path = self.path(metric_fingerprint, benchmark)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         entry = {
             "metric": metric_spec,
             "benchmark": benchmark.name,
@@ -67,13 +72,7 @@ class ScoreCache:
             # NaN is not JSON: stored as null.
             "scores": [None if not np.isfinite(s) else float(s) for s in scores],
         }
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                json.dump(entry, out)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_files_atomically({path: functools.partial(json.dump, entry)},
+                               "the scores of this metric were not cached: free some space "
+                               "and run again")
         return path

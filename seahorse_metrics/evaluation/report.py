@@ -2,16 +2,20 @@
 
 - report.json: every number (value, percentile interval, n, resamples, note)
   for every metric, benchmark, statistic, breakdown group and paired test.
-- report.md: tables laid out like the SEAHORSE paper's: metrics as rows, one
+- report.md: the headline table (`headline_table`, which `evaluate` also
+  prints: per benchmark and metric, ROC-AUC and rho with intervals, the
+  best of each benchmark marked), what every mark means (`marks_legend`),
+  then tables laid out like the SEAHORSE paper's: metrics as rows, one
   table per benchmark family, for each benchmark a rho (Pearson) and a ROC
   (ROC-AUC) column, n in the header, the best value of a column in bold;
   then the same with 95% intervals, accuracies, rank and system-level
   correlations, paired tests and notes on everything undefined.
-- report.html: the same tables, self-contained (inline CSS and script, PNG
-  figures embedded as base64), with ROC curves of all metrics per benchmark,
-  reliability (calibration) plots, breakdowns by language, source dataset,
-  summarization system and model-only vs reference-only subsets, and a
-  per-example browser of each benchmark (`browser.py`).
+- report.html: self-contained (inline CSS and script, PNG figures embedded
+  as base64): the headline, then the plots (ROC curves of all metrics per
+  benchmark, reliability plots), the marks, the same tables, breakdowns by
+  language, source dataset, summarization system and model-only vs
+  reference-only subsets, and a per-example browser of each benchmark
+  (`browser.py`, built when opened).
 - thresholds.json, when thresholds were tuned in this run (also in
   report.json); `evaluate --thresholds` and `score --threshold` read it.
 - calibration.json, when calibration maps were fitted in this run (also in
@@ -19,291 +23,36 @@
   reliability diagrams before/after: `report_calibration.py`.
 
 A cell marked `†` (or `†k` for the k-th `--compare` pair) is significantly
-better (paired bootstrap, p < alpha) than the other metric of the pair.
+better (paired bootstrap, p < alpha) than the other metric of the pair; both
+reports say so, and what every other mark means, before their tables. The
+files are written together (`write_files_atomically`): all are replaced, or
+none.
 """
 from __future__ import annotations
 
 import base64
 import dataclasses
 import datetime
+import functools
 import html
 import io
 import json
 import os
 import re
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Sequence
 
 
 from seahorse_metrics import __version__
 from seahorse_metrics.evaluation import stats
 from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
-from seahorse_metrics.evaluation.results import TUNED_STATISTIC, EvaluationReport
+from seahorse_metrics.evaluation.report_tables import (MISSING, Cell, Table, breakdown_tables,
+                                                       headline_table, marks_legend,
+                                                       report_notes, report_tables)
+from seahorse_metrics.evaluation.results import EvaluationReport
+from seahorse_metrics.scoring.output import write_files_atomically
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
-STAT_LABELS = {
-    "pearson": "ρ", "roc_auc": "ROC", "spearman": "Spearman", "kendall": "Kendall τ",
-    "accuracy": "acc", "balanced_accuracy": "bal. acc", "system_pearson": "system ρ",
-    TUNED_STATISTIC: "bal. acc (tuned)",
-}
-_MISSING = "–"
-_FAMILY_TITLES = {
-    "seahorse": "SEAHORSE", "mface-5lang": "mFACE, 5 languages shared with SEAHORSE",
-    "mface-all": "mFACE, all languages", "true": "TRUE", "ratings": "Ratings files",
-    "aggrefact": "LLM-AggreFact", "summac": "SummaC",
-}
-
-
-@dataclasses.dataclass
-class Cell:
-    text: str
-    bold: bool = False
-    mark: str = ""  # significance marker, drawn after the (bold) text
-
-
-@dataclasses.dataclass
-class Table:
-    """A table both renderers draw: header labels and rows of cells."""
-
-    title: str
-    header: list
-    rows: list
-    caption: Optional[str] = None
-
-
-# ---------------------------------------------------------------------------
-# Tables.
-
-
-def _fmt(value: Optional[float]) -> str:
-    return _MISSING if value is None else f"{value:.3f}"
-
-
-def _fmt_ci(estimate: stats.Estimate) -> str:
-    if estimate.value is None:
-        return _MISSING
-    if estimate.ci_low is None:
-        return _fmt(estimate.value)
-    return f"{estimate.value:.3f} [{estimate.ci_low:.3f}, {estimate.ci_high:.3f}]"
-
-
-def _families(report: EvaluationReport) -> dict:
-    families: dict = {}
-    for benchmark in report.benchmarks:
-        families.setdefault(benchmark.family, []).append(benchmark)
-    return families
-
-
-def _estimate(report: EvaluationReport, metric: str, benchmark: str,
-              statistic: str) -> Optional[stats.Estimate]:
-    return report.results[(metric, benchmark)].statistics.get(statistic)
-
-
-def _count_label(report: EvaluationReport, benchmark, statistic: str) -> str:
-    if statistic == "system_pearson":
-        systems = max(e.n for m in report.metrics
-                      if (e := _estimate(report, m.name, benchmark.name, statistic)))
-        return f"{systems} systems"
-    return f"n={len(benchmark)}"
-
-
-def _significance_marks(report: EvaluationReport) -> dict:
-    """(metric, benchmark, statistic) -> marker for significantly better cells."""
-    pairs = list(dict.fromkeys((c.metric_a, c.metric_b) for c in report.comparisons))
-    marks: dict = {}
-    for comparison in report.comparisons:
-        index = pairs.index((comparison.metric_a, comparison.metric_b))
-        marker = "†" if len(pairs) == 1 else f"†{index + 1}"
-        for statistic, test in comparison.tests.items():
-            if not test.significant(report.config.alpha):
-                continue
-            winner = comparison.metric_a if test.delta > 0 else comparison.metric_b
-            key = (winner, comparison.benchmark, statistic)
-            marks[key] = marks.get(key, "") + marker
-    return marks
-
-
-def _value_table(report: EvaluationReport, title: str, benchmarks: Sequence,
-                 statistics: Sequence[str], with_ci: bool, marks: dict,
-                 caption: Optional[str] = None) -> Optional[Table]:
-    columns = [(b, s) for b in benchmarks for s in statistics
-               if any(_estimate(report, m.name, b.name, s) for m in report.metrics)]
-    if not columns:
-        return None
-    header = ["Metric"] + [f"{b.column} {STAT_LABELS[s]} ({_count_label(report, b, s)})"
-                           for b, s in columns]
-    best = {}
-    for b, s in columns:
-        values = [e.value for m in report.metrics
-                  if (e := _estimate(report, m.name, b.name, s)) and e.value is not None]
-        best[(b.name, s)] = max(values) if values else None
-    rows = []
-    for metric in report.metrics:
-        estimates = [_estimate(report, metric.name, b.name, s) for b, s in columns]
-        if not any(estimates):
-            continue  # e.g. no accuracy for a metric without a threshold
-        row = [Cell(metric.name)]
-        for (b, s), estimate in zip(columns, estimates):
-            if estimate is None:
-                row.append(Cell(_MISSING))
-                continue
-            text = _fmt_ci(estimate) if with_ci else _fmt(estimate.value)
-            is_best = estimate.value is not None and abs(estimate.value - best[(b.name, s)]) < 1e-12
-            row.append(Cell(text, bold=is_best, mark=marks.get((metric.name, b.name, s), "")))
-        rows.append(row)
-    return Table(title, header, rows, caption)
-
-
-def _comparison_table(report: EvaluationReport) -> Optional[Table]:
-    if not report.comparisons:
-        return None
-    header = ["Benchmark", "Statistic", "A", "B", "A", "B", "Δ (A−B)", "95% CI", "p",
-              "significant"]
-    rows = []
-    for comparison in report.comparisons:
-        for statistic, test in comparison.tests.items():
-            interval = (_MISSING if test.ci_low is None
-                        else f"[{test.ci_low:.3f}, {test.ci_high:.3f}]")
-            significant = test.significant(report.config.alpha)
-            rows.append([
-                Cell(comparison.benchmark), Cell(STAT_LABELS[statistic]),
-                Cell(comparison.metric_a), Cell(comparison.metric_b),
-                Cell(_fmt(test.value_a)), Cell(_fmt(test.value_b)), Cell(_fmt(test.delta)),
-                Cell(interval),
-                Cell(_MISSING if test.p_value is None else f"{test.p_value:.4f}"),
-                Cell("yes" if significant else "no", bold=significant),
-            ])
-    caption = (f"Paired bootstrap tests ({report.config.n_resamples} resamples, shared "
-               f"between the two metrics); significant means p < {report.config.alpha}.")
-    return Table("Paired comparisons", header, rows, caption)
-
-
-def _tuned_caption(report: EvaluationReport, with_average: bool = True) -> str:
-    thresholds = report.thresholds
-    where = (f"read from {thresholds.source}" if thresholds.source
-             else f"tuned on {', '.join(thresholds.tuned_on)}")
-    scope = ("one per metric" if thresholds.scope == "metric"
-             else "one per metric and tuning benchmark of the same name")
-    caption = (f"score ≥ the metric's threshold ({scope}, {where}, maximising "
-               f"{thresholds.objective}) predicts yes.")
-    if with_average:
-        caption += (" avg: the mean over the family's benchmarks (as LLM-AggreFact reports), "
-                    "its interval from resampling each benchmark on its own.")
-    return caption
-
-
-def _tuned_table(report: EvaluationReport, title: str, family: str, benchmarks: Sequence,
-                 marks: dict) -> Optional[Table]:
-    """Balanced accuracy at tuned thresholds per benchmark, plus the family average."""
-    if report.thresholds is None:
-        return None
-    table = _value_table(report, title, benchmarks, (TUNED_STATISTIC,), True, marks,
-                         _tuned_caption(report))
-    averages = {m.name: report.macro[(m.name, family)] for m in report.metrics
-                if (m.name, family) in report.macro}
-    if table is None or not averages:
-        return table
-    best = max((e.value for e in averages.values() if e.value is not None), default=None)
-    table.header.append(f"avg ({len(benchmarks)} sets)")
-    for row in table.rows:
-        estimate = averages.get(row[0].text)
-        is_best = estimate is not None and estimate.value is not None and best is not None \
-            and abs(estimate.value - best) < 1e-12
-        row.append(Cell(_fmt_ci(estimate) if estimate else _MISSING, bold=is_best))
-    return table
-
-
-def _thresholds_table(report: EvaluationReport) -> Optional[Table]:
-    thresholds = report.thresholds
-    if thresholds is None or not thresholds.metrics:
-        return None
-    rows = [[Cell(name), Cell(f"{tuned.threshold:.4g}"), Cell(_fmt(tuned.value)),
-             Cell(str(tuned.n)),
-             Cell(", ".join(f"{b} {t.threshold:.4g}"
-                            for b, t in thresholds.per_benchmark.get(name, {}).items()) or _MISSING)]
-            for name, tuned in thresholds.metrics.items()]
-    return Table("Tuned thresholds", ["Metric", "threshold", f"{thresholds.objective} there",
-                                      "n", "per benchmark"], rows,
-                 _tuned_caption(report, with_average=False))
-
-
-def report_tables(report: EvaluationReport) -> list[Table]:
-    """The tables of report.md and report.html, in order."""
-    marks = _significance_marks(report)
-    tables = []
-    ci_note = (f"{report.config.confidence:.0%} percentile bootstrap intervals, "
-               f"{report.config.n_resamples} resamples, seed {report.config.seed}.")
-    for family, benchmarks in _families(report).items():
-        name = _FAMILY_TITLES.get(family, family)
-        tables.append(_value_table(
-            report, name, benchmarks, ("pearson", "roc_auc"), False, marks,
-            "ρ: Pearson between score and rating (0/1 label on binary sets). "
-            "ROC: ROC-AUC. Best per column in bold."))
-        tables.append(_value_table(report, f"{name}: with intervals", benchmarks,
-                                   ("pearson", "roc_auc"), True, marks, ci_note))
-        tables.append(_value_table(report, f"{name}: rank correlations", benchmarks,
-                                   ("spearman", "kendall"), True, marks, ci_note))
-        tables.append(_value_table(
-            report, f"{name}: accuracy at threshold", benchmarks,
-            ("accuracy", "balanced_accuracy"), True, marks,
-            f"score ≥ {report.config.threshold} predicts yes; only metrics with a "
-            "decision threshold."))
-        tables.append(_tuned_table(report, f"{name}: balanced accuracy at tuned thresholds",
-                                   family, benchmarks, marks))
-        tables.append(_value_table(
-            report, f"{name}: system level", benchmarks, ("system_pearson",), True, marks,
-            "Pearson between the mean score and the mean rating per summarization system; "
-            "intervals resample items within each system."))
-    tables.append(_thresholds_table(report))
-    tables += [Table(title, header, [[Cell(text) for text in row] for row in rows], caption)
-               for title, header, rows, caption in report_calibration.calibration_tables(report)]
-    tables.append(_comparison_table(report))
-    return [t for t in tables if t is not None]
-
-
-def report_notes(report: EvaluationReport) -> list[str]:
-    """One line per undefined value, left-out resample or uncovered cell."""
-    notes = []
-    for (metric, benchmark), result in report.results.items():
-        if result.note:
-            notes.append(f"{metric} on {benchmark}: {result.note}")
-        for statistic, estimate in result.statistics.items():
-            if estimate.note:
-                notes.append(f"{metric} on {benchmark}, {statistic}: {estimate.note}")
-    return notes
-
-
-def breakdown_tables(report: EvaluationReport, benchmark) -> list[Table]:
-    """Per-field breakdown tables of one benchmark (rows: groups)."""
-    tables = []
-    for field in report.config.breakdowns:
-        groups: dict = {}
-        for metric in report.metrics:
-            result = report.results[(metric.name, benchmark.name)]
-            for group, by_stat in result.breakdowns.get(field, {}).items():
-                groups.setdefault(group, {})[metric.name] = by_stat
-        if not groups:
-            continue
-        statistics = [s for s in ("pearson", "roc_auc")
-                      if any(s in by_stat for g in groups.values() for by_stat in g.values())]
-        # Only metrics that cover this benchmark get columns.
-        metrics = [m for m in report.metrics if any(m.name in g for g in groups.values())]
-        header = [field, "n"] + [f"{m.name} {STAT_LABELS[s]}" for m in metrics
-                                 for s in statistics]
-        rows = []
-        for group, per_metric in groups.items():
-            n = max(e.n for by_stat in per_metric.values() for e in by_stat.values())
-            row = [Cell(group), Cell(str(n))]
-            for metric in metrics:
-                for statistic in statistics:
-                    estimate = per_metric.get(metric.name, {}).get(statistic)
-                    row.append(Cell(_fmt_ci(estimate) if estimate else _MISSING))
-            rows.append(row)
-        title = {"subset": "model-only vs reference-only"}.get(field, f"by {field}")
-        tables.append(Table(f"{benchmark.name}: {title}", header, rows))
-    return tables
-
-
 # ---------------------------------------------------------------------------
 # Markdown.
 
@@ -326,7 +75,7 @@ def _md_code(text: str) -> str:
 def render_markdown_table(table: Table) -> str:
     def cell(c: Cell) -> str:
         text = _md(c.text).replace("|", "\\|")
-        return (f"**{text}**" if c.bold and c.text != _MISSING else text) + _md(c.mark)
+        return (f"**{text}**" if c.bold and c.text != MISSING else text) + _md(c.mark)
 
     lines = [f"### {_md(table.title)}", ""]
     if table.caption:
@@ -365,7 +114,11 @@ def render_markdown(report: EvaluationReport) -> str:
     """report.md contents."""
     parts = ["# Meta-evaluation report\n",
              f"seahorse-metrics {__version__}. " + _md(_config_line(report)) + "\n",
-             "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
+             render_markdown_table(headline_table(report)),
+             "### Marks\n\n" + "\n".join(f"- {_md(line)}" for line in marks_legend(report))
+             + "\n",
+             "### Metrics and benchmarks\n\n"
+             + "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
     parts += [render_markdown_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
@@ -489,13 +242,39 @@ def render_html_table(table: Table, heading: str = "h3") -> str:
     return "\n".join(parts)
 
 
+def _plots(report: EvaluationReport) -> list[str]:
+    """Every benchmark's figures, in one block near the top of the page."""
+    images = [f"<img class=\"{kind}\" alt=\"{html.escape(alt)}\" "
+              f"src=\"data:image/png;base64,{data}\">"
+              for benchmark in report.benchmarks for kind, alt, data in _figures(report, benchmark)]
+    if not images:
+        return []
+    return ["<h2>Plots</h2>",
+            "<p>ROC curves of every metric per labelled benchmark, reliability diagrams of "
+            "the metrics whose scores are probabilities (mean score against the share of yes, "
+            "per bin; the dotted diagonal is perfect calibration), and before/after "
+            "recalibration when maps were fitted. One colour per metric throughout.</p>",
+            "<div class=\"figures\">" + "".join(images) + "</div>"]
+
+
 def render_html(report: EvaluationReport) -> str:
-    """report.html contents: self-contained, no external resources."""
+    """report.html contents: self-contained, no external resources.
+
+    In order: the headline table, the plots, what each mark means, the
+    metrics and benchmarks, every table, the notes, and per benchmark its
+    breakdowns and example browser (rendered when opened).
+    """
     body = ["<h1>Meta-evaluation report</h1>",
             f"<p>seahorse-metrics {html.escape(__version__)}. "
             f"{html.escape(_config_line(report))}</p>",
-            "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
-            "<h2>Results</h2>"]
+            render_html_table(headline_table(report), "h2")]
+    body += _plots(report)
+    body += ["<h2>Marks</h2><ul class=\"legend\">"
+             + "".join(f"<li>{html.escape(line)}</li>" for line in marks_legend(report))
+             + "</ul>",
+             "<h2>Metrics and benchmarks</h2>",
+             "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
+             "<h2>Results</h2>"]
     body += [render_html_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
@@ -506,12 +285,6 @@ def render_html(report: EvaluationReport) -> str:
         body.append(f"<h3 id=\"{html.escape(benchmark.name)}\">{html.escape(benchmark.name)}"
                     "</h3>")
         body.append(f"<p>{html.escape(benchmark.description)}</p>")
-        figures = _figures(report, benchmark)
-        if figures:
-            body.append("<div class=\"figures\">" + "".join(
-                f"<img class=\"{kind}\" alt=\"{html.escape(alt)}\" "
-                f"src=\"data:image/png;base64,{data}\">" for kind, alt, data in figures
-            ) + "</div>")
         body += [render_html_table(t, "h4") for t in breakdown_tables(report, benchmark)]
         body.append(render_browser(report, benchmark))
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -544,36 +317,34 @@ def report_dict(report: EvaluationReport) -> dict:
     }
 
 
-def _write_atomic(path: str, text: str) -> None:
-    # A plain open() (not mkstemp) so the file gets the user's umask permissions.
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(report: EvaluationReport, output_dir: str) -> dict[str, str]:
     """Writes report.json, report.md and report.html (and thresholds.json /
-    calibration.json when tuned / fitted in this run); returns their paths."""
-    os.makedirs(output_dir, exist_ok=True)
+    calibration.json when tuned / fitted in this run); returns their paths.
+
+    All of them are rendered first and replace the earlier ones together
+    (`write_files_atomically`): a failure, e.g. a full disk, names the file
+    and leaves the directory as it was.
+    """
     paths = {name: os.path.join(output_dir, f"report.{name}") for name in ("json", "md", "html")}
+    texts = {}
     if report.thresholds is not None and report.thresholds.source is None:
         paths["thresholds"] = os.path.join(output_dir, "thresholds.json")
-        _write_atomic(paths["thresholds"], json.dumps(report.thresholds.to_dict(), indent=1) + "\n")
+        texts["thresholds"] = json.dumps(report.thresholds.to_dict(), indent=1) + "\n"
     if report.calibration is not None and report.calibration.source is None:
         paths["calibration"] = os.path.join(output_dir, "calibration.json")
-        _write_atomic(paths["calibration"],
-                      json.dumps(report.calibration.to_dict(), indent=1) + "\n")
-    _write_atomic(paths["json"], json.dumps(report_dict(report), indent=1, allow_nan=False,
-                                            ensure_ascii=False) + "\n")
-    _write_atomic(paths["md"], render_markdown(report))
-    _write_atomic(paths["html"], render_html(report))
+        texts["calibration"] = json.dumps(report.calibration.to_dict(), indent=1) + "\n"
+    texts["json"] = json.dumps(report_dict(report), indent=1, allow_nan=False,
+                               ensure_ascii=False) + "\n"
+    texts["md"] = render_markdown(report)
+    texts["html"] = render_html(report)
+    write_files_atomically({paths[name]: functools.partial(_write_text, text)
+                            for name, text in texts.items()},
+                           "no report file was replaced: free some space and run again")
     return paths
+
+
+def _write_text(text: str, handle) -> None:
+    handle.write(text)
 
 
 def iter_estimates(report_json: dict) -> Iterable[tuple[str, str, str, dict]]:

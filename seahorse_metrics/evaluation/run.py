@@ -23,11 +23,12 @@ Which statistics a (metric, benchmark) cell gets:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -520,16 +521,33 @@ def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
     benchmarks = load_benchmarks(benchmark_specs)
     metrics = build_metrics(metric_specs, threshold=config.threshold, vocab_path=vocab_path,
                             batch_size=batch_size)
-    os.makedirs(output_dir, exist_ok=True)
-    cache = ScoreCache(os.path.join(output_dir, "cache"))
-    # Tuning splits have the benchmarks' names (seahorse/q4 of validation and
-    # of test): their scores are cached apart.
-    thresholds = _thresholds(tune_on, thresholds_path, metrics, config,
-                             ScoreCache(os.path.join(output_dir, "cache", "tuning")))
-    calibration = (fit_calibrations(calibrate_on, metrics, config, calibration_method,
-                                    cache=ScoreCache(os.path.join(output_dir, "cache", "tuning")))
-                   if calibrate_on else None)
-    report = evaluate(benchmarks, metrics, config, cache=cache, compare=compare,
-                      thresholds=thresholds, calibration=calibration)
-    write_report(report, output_dir)
+    # The directory is made by the first file written into it (a cache entry
+    # or the report); a failed run removes the empty folders it made.
+    with _removing_empty_folders(output_dir):
+        cache = ScoreCache(os.path.join(output_dir, "cache"))
+        # Tuning splits have the benchmarks' names (seahorse/q4 of validation and
+        # of test): their scores are cached apart.
+        tuning_cache = ScoreCache(os.path.join(output_dir, "cache", "tuning"))
+        thresholds = _thresholds(tune_on, thresholds_path, metrics, config, tuning_cache)
+        calibration = (fit_calibrations(calibrate_on, metrics, config, calibration_method,
+                                        cache=tuning_cache) if calibrate_on else None)
+        report = evaluate(benchmarks, metrics, config, cache=cache, compare=compare,
+                          thresholds=thresholds, calibration=calibration)
+        write_report(report, output_dir)
     return report
+
+
+@contextlib.contextmanager
+def _removing_empty_folders(output_dir: str) -> Iterator[None]:
+    """On an error, removes the folders under `output_dir` (and `output_dir`
+    itself, unless it was there before) that hold no file: a failed run
+    leaves no empty output behind, and keeps the cache entries it wrote."""
+    existed = os.path.isdir(output_dir)
+    try:
+        yield
+    except BaseException:
+        if os.path.isdir(output_dir):
+            for folder, _, _ in sorted(os.walk(output_dir), key=lambda w: -len(w[0])):
+                if (folder != output_dir or not existed) and not os.listdir(folder):
+                    os.rmdir(folder)
+        raise

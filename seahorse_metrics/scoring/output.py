@@ -225,21 +225,49 @@ def write_atomically(path: str, write: Callable[[Any], None]) -> None:
     A `.gz` path is written through gzip. If the write fails (a full disk:
     the error names `path`), the temporary file is removed.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp")
+    temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
+                             f".{os.path.basename(path)}.tmp")
+    _stage(path, temporary, write, "nothing was left half-written: free some space and run "
+                                   "again")
+    os.replace(temporary, path)
+
+
+def write_files_atomically(files: Mapping[str, Callable[[Any], None]], what_next: str) -> None:
+    """`write_atomically` for files that belong together (a report's .json,
+    .md and .html): every file is written and synced to a temporary first,
+    and only then are they all renamed into place, so a failure (a full
+    disk: the error names the file and ends with `what_next`) replaces none
+    of them and leaves no temporary behind.
+    """
+    staged = []
+    try:
+        for path, write in files.items():
+            temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
+                                     f".{os.path.basename(path)}.{os.getpid()}.tmp")
+            _stage(path, temporary, write, what_next)
+            staged.append((temporary, path))
+    except BaseException:
+        for temporary, _ in staged:
+            os.remove(temporary)
+        raise
+    for temporary, path in staged:
+        os.replace(temporary, path)
+
+
+def _stage(path: str, temporary: str, write: Callable[[Any], None], what_next: str) -> None:
+    """`write(handle)` into `temporary` (gzip for a `.gz` `path`), synced; on
+    failure the temporary is removed and a full disk named as `path`."""
+    os.makedirs(os.path.dirname(temporary), exist_ok=True)
     try:
         with open(temporary, "wb") as raw:
             _write_text(raw, write, tables.is_gzip(path))
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(temporary, path)
     except BaseException as error:
         if os.path.exists(temporary):
             os.remove(temporary)
         if is_no_space(error):
-            raise no_space_error(error, path, "nothing was left half-written: free some "
-                                              "space and run again") from None
+            raise no_space_error(error, path, what_next) from None
         raise
 
 

@@ -1,6 +1,10 @@
 """`GET /`: a self-contained page to try the metrics by hand.
 
-Paste an article and a summary (and a question, for a query-focused one),
+The page first lists the metrics the server has loaded (from `/healthz`,
+polled while they load): each with the SEAHORSE question it answers and
+what a "yes" to it means (`records.QUESTION_MEANINGS`, for the metrics
+whose name or path says `qN`), and its decision threshold. Paste an article
+and a summary (and, for a query-focused summary, the question it answers),
 press Score: the page sends two requests to `/v1/score` on the same server
 (the summary whole, with the server's settings, and sentence by sentence)
 and shows each metric's score, its decision at the server's threshold
@@ -32,17 +36,21 @@ button { margin-top: .8rem; font: inherit; padding: .4rem 1.4rem; }
 .sentences { line-height: 1.9; margin-top: .6rem; }
 .sentence { padding: .15rem .2rem; border-radius: 3px; margin-right: .15rem; }
 .note { color: #666; font-size: .9rem; }
+#metrics dt { font-weight: 600; margin-top: .4rem; } #metrics dd { margin-left: 1.2rem; }
 </style>
 </head>
 <body>
 <h1>seahorse-metrics</h1>
 <p class="note">Scores are P("1") at the first decoder step of each metric, as
-<code>seahorse-metrics score</code> writes them. Sentences are shaded by their own score
-(red 0, green 1).</p>
+<code>seahorse-metrics score</code> writes them: the metric's probability that the answer to
+its question is yes. Sentences are shaded by their own score (red 0, green 1).</p>
+<section id="metrics" aria-live="polite"><p class="note">Asking the server which metrics it
+has loaded…</p></section>
 <form id="form">
   <label for="article">Article</label><textarea id="article" required></textarea>
   <label for="summary">Summary</label><textarea id="summary" required></textarea>
-  <label for="question">Question (query-focused summaries; optional)</label>
+  <label for="question">The question the summary answers (query-focused summaries only, e.g.
+  SQuALITY's; leave empty for a generic summary)</label>
   <input id="question" type="text">
   <label for="token">Bearer token (if the server needs one)</label>
   <input id="token" type="password" autocomplete="off">
@@ -104,6 +112,49 @@ function metricBlock(name, whole, thresholds, sentences) {
   block.appendChild(shaded);
   return block;
 }
+
+function describe(name, health) {
+  const about = (health.questions || {})[name];
+  let text = about
+    ? `SEAHORSE Q${about.question} (${about.name.replace("_", " ")}): a yes means ${about.meaning}.`
+    : 'Its name and path name no SEAHORSE question (q1-q6): the score is P("1") for ' +
+      "whatever it was trained to answer.";
+  if (name in (health.thresholds || {})) {
+    text += ` Decision: yes at a score of ${health.thresholds[name]} or more.`;
+  }
+  return text;
+}
+
+async function listMetrics() {
+  const section = $("metrics");
+  let health;
+  try {
+    const response = await fetch("healthz");
+    health = await response.json();
+  } catch (error) {
+    health = {status: "unreachable"};
+  }
+  if (health.status === "loading") {
+    section.replaceChildren(element("p", "note", "The metrics are loading…"));
+    setTimeout(listMetrics, 2000);
+    return;
+  }
+  if (health.status !== "ready") {
+    section.replaceChildren(element("p", "note", `The metrics are not available (${
+      health.error || health.status}).`));
+    return;
+  }
+  const list = element("dl");
+  for (const name of health.metrics) {
+    const term = element("dt", "", name);
+    term.dataset.metric = name;
+    list.append(term, element("dd", "", describe(name, health)));
+  }
+  section.replaceChildren(element("h2", "", "Loaded metrics"), list);
+  section.dataset.state = "listed";
+}
+
+listMetrics();
 
 $("form").addEventListener("submit", async (event) => {
   event.preventDefault();

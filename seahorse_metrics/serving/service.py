@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
+from seahorse_metrics.data import records
 from seahorse_metrics.serving import protocol
 from seahorse_metrics.serving.batcher import BatcherClosed, DynamicBatcher, QueueFull
 from seahorse_metrics.serving.core import ERROR_FIELD, scorer_for_mode
@@ -73,6 +74,18 @@ class Limits:
             raise ValueError("--max_wait_ms must be >= 0 and --request_timeout_s > 0")
 
 
+def metric_questions(checkpoints: Mapping[str, str]) -> dict[str, dict]:
+    """Metric -> {"question", "name", "meaning"} of the SEAHORSE question it
+    answers (`records.question_of_metric`), for the metrics whose name or path says."""
+    questions = {}
+    for name, path in checkpoints.items():
+        question = records.question_of_metric(name, path)
+        if question is not None:
+            questions[name] = {"question": question, "name": records.QUESTION_NAMES[question],
+                               "meaning": records.QUESTION_MEANINGS[question]}
+    return questions
+
+
 @dataclasses.dataclass
 class Outcome:
     """An HTTP answer: status, JSON body and extra headers."""
@@ -114,6 +127,7 @@ class ScoringService:
         self.scorer = None
         # The engine, data_parallel, signatures and int8 self-check, for /healthz.
         self.devices: dict = {}
+        self.questions: dict = {}  # Metric -> its SEAHORSE question, for /healthz and the page.
         self.batcher: Optional[DynamicBatcher] = None
         self.default_mode: Optional[protocol.Mode] = None
         self.metrics = ServerMetrics(lambda: self.batcher.queued_pairs if self.batcher else 0)
@@ -147,6 +161,7 @@ class ScoringService:
                         "signatures": described.get("signatures", {})}
         if "int8_check" in described:
             self.devices["int8_check"] = described["int8_check"]
+        self.questions = metric_questions(scorer.checkpoints)
         self.default_mode = protocol.Mode(tuple(scorer.names), scorer.settings.long_inputs,
                                           scorer.settings.per_sentence)
         limits = self.limits
@@ -187,6 +202,7 @@ class ScoringService:
         body = {"status": self.state}
         if self.state == READY:
             body.update(metrics=list(self.scorer.names), thresholds=self.thresholds,
+                        questions=self.questions,
                         max_request_pairs=self.limits.max_request_pairs,
                         settings=self.scorer.settings.to_dict(), **self.devices)
             return Outcome(200, body)

@@ -4,27 +4,36 @@ A distillation run is an ordinary training run of the trainer (same
 checkpoints, resume and MODEL_DIR/best, loadable by `score`, `evaluate` and
 `export`) whose examples carry soft targets (`soft_targets.py`):
 
-1. pairs: the prepared splits' (article, summary) pairs (ratings ignored,
-   except to mix with the teacher when `label_weight` > 0) plus any
-   `pairs` files (JSONL/CSV/TSV with article and summary columns; globs);
-   the validation split's pairs are held out to measure agreement;
+1. pairs (`distill_pairs.py`): the prepared splits' (article, summary)
+   pairs (ratings ignored, except to mix with the teacher when
+   `label_weight` > 0) plus any `pairs` files (JSONL/CSV/TSV with article
+   and summary columns; globs); the validation split's pairs are held out
+   to measure agreement;
 2. the teacher's P("1") over {"0", "1"} for every pair (`normalize="pair"`:
    the distribution the student learns): scored with the scorer from a
    checkpoint or hub id, cached in MODEL_DIR/teacher/scores.jsonl (appended
    as it goes, so an interrupted run resumes and a cached pair is never
-   scored again), or read from a scores file written by `score`;
+   scored again; MODEL_DIR/teacher/teacher.json ties the cache to the
+   teacher's content and scoring settings, so a teacher replaced at the same
+   path is refused, never mixed in), or read from a scores file written by
+   `score`;
 3. the student: `TrainConfig.model` (+ `model_overrides`, e.g. fewer
    layers), or `TrainConfig.init_checkpoint`, optionally cut to its first
    `student_layers` encoder and decoder layers (written to
    MODEL_DIR/student_init), trained on the soft-label cross-entropy with
    the best checkpoint chosen by Spearman with the teacher on held-out pairs;
 4. a table (`distill_report.md` / `.json`, `distill_report.py`).
+
+A run holds `train`'s lock on MODEL_DIR from before it writes anything, and
+MODEL_DIR/distill_config.json records its settings, the student's training
+settings and the content of the teacher (and, with `student_layers`, of
+`init_checkpoint`): a resume of a MODEL_DIR that holds work (teacher
+scores, the cut student, checkpoints) under other settings is refused as
+`train` refuses one.
 """
 from __future__ import annotations
 
 import dataclasses
-import glob
-import hashlib
 import json
 import logging
 import os
@@ -33,14 +42,20 @@ from typing import Any, Optional, Sequence
 import gin
 import numpy as np
 
+from seahorse_metrics.scoring.output import write_json_atomically
 from seahorse_metrics.training import soft_targets
-from seahorse_metrics.training.config import TrainConfig, parse_gin
+from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig,
+                                               config_differences, parse_gin)
+from seahorse_metrics.training.distill_pairs import (Pairs, concatenate, first, pair_key,
+                                                     read_pair_files, read_split)
 from seahorse_metrics.training.data import ExampleSet
 
 logger = logging.getLogger(__name__)
 
 DISTILL_CONFIG_JSON = "distill_config.json"
 TEACHER_DIR = "teacher"
+# What the teacher cache's scores were computed with (beside scores.jsonl).
+TEACHER_RECORD = "teacher.json"
 STUDENT_INIT_DIR = "student_init"
 # Teacher scores are appended to the cache after every this many pairs.
 TEACHER_CHUNK = 256
@@ -107,111 +122,6 @@ _GIN_DISTILL_CONFIG = gin.external_configurable(DistillConfig, name="DistillConf
 
 
 # --------------------------------------------------------------------------
-# Pairs.
-
-
-@dataclasses.dataclass
-class Pairs:
-    """Article/summary pairs with their human labels (NaN = none) and ids."""
-
-    premises: list
-    hypotheses: list
-    labels: np.ndarray
-    ids: list
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def keys(self) -> list[str]:
-        return [pair_key(p, h) for p, h in zip(self.premises, self.hypotheses)]
-
-
-def pair_key(premise: str, hypothesis: str) -> str:
-    """The cache key of a pair (its texts' hash)."""
-    return hashlib.sha1(f"{premise}\x00{hypothesis}".encode("utf-8")).hexdigest()
-
-
-def _label(value: Any) -> float:
-    return float(value) if isinstance(value, bool) else np.nan
-
-
-def read_split(data_dir: str, split: str, question: int) -> Pairs:
-    """The pairs of a prepared split and their label for `question` (NaN: unsure/none).
-
-    Raises:
-      FileNotFoundError: when the split was not prepared.
-      ValueError: for a line that is not a prepared row (naming file and line).
-    """
-    path = os.path.join(data_dir, f"{split}.jsonl")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: prepare the release with "
-                                "`seahorse-metrics prepare` (DATA_DIR)")
-    pairs = Pairs([], [], [], [])
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                premise, hypothesis = record["article"], record["summary"]
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a prepared row ({error}); prepare the "
-                                 "release again with `seahorse-metrics prepare`") from None
-            pairs.premises.append(premise)
-            pairs.hypotheses.append(hypothesis)
-            pairs.labels.append(_label(record.get(f"q{question}")))
-            pairs.ids.append(f"{split}:{number}")
-    pairs.labels = np.asarray(pairs.labels, np.float64)
-    return pairs
-
-
-def read_pair_files(patterns: Sequence[str], premise_field: str = "article",
-                    hypothesis_field: str = "summary") -> Pairs:
-    """Unlabelled pairs from JSONL/CSV/TSV files (paths or globs).
-
-    Rows without both texts are skipped, counted and logged.
-
-    Raises:
-      FileNotFoundError: for a pattern that matches no file.
-    """
-    from seahorse_metrics.data import tables
-
-    pairs, skipped = Pairs([], [], [], []), 0
-    for pattern in patterns:
-        paths = sorted(glob.glob(pattern)) or ([pattern] if os.path.isfile(pattern) else [])
-        if not paths:
-            raise FileNotFoundError(f"--pairs {pattern}: no such file")
-        for path in paths:
-            for row in tables.iter_table(path):
-                record = row.record or {}
-                premise, hypothesis = record.get(premise_field), record.get(hypothesis_field)
-                if not (isinstance(premise, str) and premise.strip() and isinstance(
-                        hypothesis, str) and hypothesis.strip()):
-                    skipped += 1
-                    continue
-                pairs.premises.append(premise)
-                pairs.hypotheses.append(hypothesis)
-                pairs.ids.append(f"{path}:{row.line}")
-    if skipped:
-        logger.warning("--pairs: %d rows without %s and %s were skipped", skipped,
-                       premise_field, hypothesis_field)
-    pairs.labels = np.full(len(pairs.ids), np.nan)
-    return pairs
-
-
-def concatenate(parts: Sequence[Pairs]) -> Pairs:
-    return Pairs([p for part in parts for p in part.premises],
-                 [h for part in parts for h in part.hypotheses],
-                 np.concatenate([part.labels for part in parts]),
-                 [i for part in parts for i in part.ids])
-
-
-def first(pairs: Pairs, count: int) -> Pairs:
-    return Pairs(pairs.premises[:count], pairs.hypotheses[:count], pairs.labels[:count],
-                 pairs.ids[:count])
-
-
-# --------------------------------------------------------------------------
 # Teacher scores.
 
 
@@ -223,15 +133,31 @@ class TeacherScores:
       teacher: Checkpoint directory / hub id, or a scores file.
       cache_dir: Where a checkpoint teacher's scores are cached.
       config: The run's `DistillConfig` (fields, batch size, input budget).
+      content: The teacher's `content_digest` when the caller has it
+        (computed otherwise).
+
+    Raises:
+      ValueError: a cache that holds scores of another teacher or of other
+        scoring settings (written by an earlier version included).
     """
 
-    def __init__(self, teacher: str, cache_dir: str, config: DistillConfig):
+    def __init__(self, teacher: str, cache_dir: str, config: DistillConfig,
+                 content: Optional[str] = None):
         self.teacher, self.config = teacher, config
         self.cache_path = os.path.join(cache_dir, "scores.jsonl")
+        self.record_path = os.path.join(cache_dir, TEACHER_RECORD)
         self.is_file = os.path.isfile(teacher)
         self.scored = 0  # Pairs the teacher scored in this process.
         self._scorer = None
-        self._known: dict[str, float] = self._read_file() if self.is_file else self._read_cache()
+        if self.is_file:
+            self._known: dict[str, float] = self._read_file()
+            return
+        from seahorse_metrics.checkpoints.content import content_digest_or_none
+
+        self.identity = {"teacher": content or content_digest_or_none(teacher) or teacher,
+                         "max_input_length": config.teacher_max_input_length,
+                         "normalize": "pair", "long_summaries": soft_targets.LONG_SUMMARIES}
+        self._known = self._read_cache()
 
     def _read_file(self) -> dict[str, float]:
         from seahorse_metrics.data import tables
@@ -268,7 +194,27 @@ class TeacherScores:
                     if not line.endswith(b"\n"):
                         break
                     self._cache_bytes += len(line)
+        if known:
+            self._check_cache_record()
         return known
+
+    def _check_cache_record(self) -> None:
+        """Refuses cached scores that another teacher (or other settings) gave."""
+        from seahorse_metrics.checkpoints.readers import read_json
+
+        saved = read_json(self.record_path) if os.path.isfile(self.record_path) else {}
+        changed = {name: (saved.get(name), value) for name, value in self.identity.items()
+                   if saved.get(name) != value}
+        if not changed:
+            return
+        listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in changed.items())
+        which = (f"of another teacher or of other scoring settings ({listed}; the teacher by "
+                 "its content)" if saved else
+                 f"without a {TEACHER_RECORD} saying whose they are (an earlier version's)")
+        raise ValueError(
+            f"{self.cache_path} holds scores {which}; they are not mixed with "
+            f"{self.teacher}'s: distil into a new MODEL_DIR, or remove "
+            f"{os.path.dirname(self.cache_path)} to score the teacher again")
 
     def _score(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         if self._scorer is None:
@@ -304,6 +250,8 @@ class TeacherScores:
         logger.info("teacher %s: scoring %d pairs (%d cached)", self.teacher, len(todo),
                     len(self._known))
         os.makedirs(os.path.dirname(self.cache_path), exist_ok=True)
+        if not self._cache_bytes:  # A new cache: say first whose scores it holds.
+            write_json_atomically(self.record_path, self.identity)
         if os.path.isfile(self.cache_path):
             os.truncate(self.cache_path, self._cache_bytes)
         with open(self.cache_path, "a", encoding="utf-8") as handle:
@@ -401,26 +349,72 @@ class DistillResult:
     table: str
 
 
-def check_resume(config: DistillConfig) -> None:
-    """Refuses a MODEL_DIR distilled with other settings; records them otherwise.
+# Settings a resumed distillation may change (with allow_config_change): the
+# student's as `train` allows, and how many pairs the teacher scores at once.
+CHANGEABLE = tuple(f"TrainConfig.{name}" for name in CHANGEABLE_ON_RESUME) + (
+    "DistillConfig.teacher_batch_size",)
+
+
+def run_record(config: DistillConfig) -> dict[str, Any]:
+    """What a distillation in MODEL_DIR is tied to (distill_config.json): its
+    settings, the student's training settings (`train`), and the content of
+    the teacher and, with `student_layers`, of the `init_checkpoint` cut."""
+    from seahorse_metrics.checkpoints.content import content_digest_or_none
+
+    record = config.to_json()
+    record["teacher_content"] = content_digest_or_none(config.teacher)
+    record["init_checkpoint_content"] = (None if config.student_layers is None
+                                         else content_digest_or_none(config.train.init_checkpoint))
+    record["train"] = json.loads(json.dumps(config.train.to_json(), default=str))
+    return record
+
+
+def _has_progress(model_dir: str) -> bool:
+    """Whether MODEL_DIR holds work a change of settings would mix with new work."""
+    return any(os.path.exists(os.path.join(model_dir, name)) for name in (
+        os.path.join(TEACHER_DIR, "scores.jsonl"), STUDENT_INIT_DIR, "checkpoints", "best"))
+
+
+def _differences(saved: dict[str, Any], record: dict[str, Any],
+                 config: DistillConfig) -> dict[str, tuple]:
+    """{setting: (saved, now)}, named as gin binds them (DistillConfig.*, TrainConfig.*)."""
+    differences = {f"DistillConfig.{name}": (saved.get(name), value)
+                   for name, value in record.items()
+                   if name != "train" and saved.get(name) != value}
+    if "train" not in saved:  # Written by an earlier version.
+        differences["TrainConfig"] = ("not recorded", "recorded now")
+    else:
+        differences.update({f"TrainConfig.{name}": values for name, values in
+                            config_differences(saved["train"], config.train).items()})
+    return differences
+
+
+def check_resume(config: DistillConfig, record: Optional[dict[str, Any]] = None) -> None:
+    """Refuses a MODEL_DIR that holds a distillation under other settings;
+    records the settings otherwise.
+
+    A MODEL_DIR without work done (no teacher scores, cut student or
+    checkpoints) takes the new settings. The student's settings follow
+    `train`'s rule: `CHANGEABLE_ON_RESUME` ones with `allow_config_change`.
+
+    Args:
+      config: The run about to start.
+      record: Its `run_record` (computed when None).
 
     Raises:
       ValueError: naming the settings that differ.
     """
-    path = os.path.join(config.train.model_dir, DISTILL_CONFIG_JSON)
-    current = config.to_json()
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-        changed = {k: (saved.get(k), v) for k, v in current.items() if saved.get(k) != v}
-        if changed:
-            raise ValueError(f"{config.train.model_dir} holds a distillation with other settings "
-                             f"({changed}); distil into a new MODEL_DIR")
-        return
-    os.makedirs(config.train.model_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(current, handle, indent=2)
-    os.replace(path + ".tmp", path)
+    from seahorse_metrics.checkpoints.readers import read_json
+    from seahorse_metrics.training import trainer
+
+    model_dir = config.train.model_dir
+    path = os.path.join(model_dir, DISTILL_CONFIG_JSON)
+    record = run_record(config) if record is None else record
+    if os.path.isfile(path) and _has_progress(model_dir):
+        trainer.refuse_other_settings(model_dir, _differences(read_json(path), record, config),
+                                      CHANGEABLE, config.train.allow_config_change, path,
+                                      run="distillation")
+    write_json_atomically(path, record)
 
 
 def _student_config(config: DistillConfig) -> TrainConfig:
@@ -460,26 +454,39 @@ def distill(config: DistillConfig, *, report: bool = True) -> DistillResult:
     compares the two (`distill_report.compare`) unless `report` is False.
 
     Raises:
-      ValueError: a MODEL_DIR distilled with other settings, a scores-file
-        teacher without scores for some pairs, bad student layers.
+      ValueError: a MODEL_DIR distilled with other settings (or another
+        teacher), a scores-file teacher without scores for some pairs, bad
+        student layers.
+      OutputInUseError: another run (`distill` or `train`) works in MODEL_DIR.
     """
-    from seahorse_metrics.training import distill_report, trainer
+    from seahorse_metrics.training import trainer
 
-    check_resume(config)
-    train_config = _student_config(config)
-    teacher = TeacherScores(config.teacher, os.path.join(train_config.model_dir, TEACHER_DIR),
-                            config)
-    splits = soft_splits(config, train_config, teacher)
-    result = trainer.train(train_config, splits)
-    numbers, table = {}, ""
-    if report and result.best_checkpoint is not None:
-        data_dir = train_config.data_dir
-        held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
-        numbers = distill_report.compare(config, teacher, result.best_checkpoint, held_out,
-                                         read_split(data_dir, "test", config.question))
-        table = distill_report.markdown(numbers)
-        distill_report.write(train_config.model_dir, numbers, table)
+    with trainer.model_dir_lock(config.train.model_dir):
+        record = run_record(config)
+        check_resume(config, record)
+        train_config = _student_config(config)
+        teacher = TeacherScores(config.teacher, os.path.join(train_config.model_dir, TEACHER_DIR),
+                                config, content=record["teacher_content"])
+        splits = soft_splits(config, train_config, teacher)
+        result = trainer.train_locked(train_config, splits)
+        numbers, table = _report(config, train_config, teacher, result) if report else ({}, "")
     return DistillResult(result, teacher.scored, numbers, table)
+
+
+def _report(config: DistillConfig, train_config: TrainConfig, teacher: TeacherScores,
+            result) -> tuple[dict, str]:
+    """The teacher/student table's numbers and Markdown, written to MODEL_DIR."""
+    from seahorse_metrics.training import distill_report
+
+    if result.best_checkpoint is None:
+        return {}, ""
+    data_dir = train_config.data_dir
+    held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
+    numbers = distill_report.compare(config, teacher, result.best_checkpoint, held_out,
+                                     read_split(data_dir, "test", config.question))
+    table = distill_report.markdown(numbers)
+    distill_report.write(train_config.model_dir, numbers, table)
+    return numbers, table
 
 
 def config_from_gin(gin_files: Sequence[str], bindings: Sequence[str] = ()) -> DistillConfig:

@@ -438,20 +438,43 @@ def check_resume(config: TrainConfig) -> None:
         return
     with open(saved_path, encoding="utf-8") as handle:
         differences = config_differences(json.load(handle), config)
+    refuse_other_settings(config.model_dir, differences, CHANGEABLE_ON_RESUME,
+                          config.allow_config_change,
+                          os.path.join(config.model_dir, "config.gin"))
+
+
+def refuse_other_settings(model_dir: str, differences: Mapping[str, tuple],
+                          changeable: Sequence[str], allow_change: bool, settings_file: str,
+                          run: str = "run") -> None:
+    """The resume rule of a run whose settings differ from its saved ones.
+
+    Args:
+      model_dir: The run's MODEL_DIR.
+      differences: {setting: (saved value, value now)}.
+      changeable: The settings a resume may change, given `allow_change`
+        (how long and how often the run works, not what a step computes).
+      allow_change: `TrainConfig.allow_config_change`.
+      settings_file: Where the saved settings are, for the message.
+      run: What MODEL_DIR holds, for the message ("run", "distillation").
+
+    Raises:
+      ValueError: for a difference outside `changeable`, or any without
+        `allow_change`; the message lists them and says what to do.
+    """
     listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in differences.items())
-    fixed = [name for name in differences if name not in CHANGEABLE_ON_RESUME]
+    fixed = [name for name in differences if name not in changeable]
     if fixed:
+        verb, them = ("changes", "it") if len(fixed) == 1 else ("change", "them")
         raise ValueError(
-            f"{config.model_dir} holds a run trained with other settings ({listed}); "
-            f"{', '.join(fixed)} change what is trained, so it cannot resume with them: train "
-            "in a new MODEL_DIR, or rerun with the settings in "
-            f"{os.path.join(config.model_dir, 'config.gin')}")
-    if differences and not config.allow_config_change:
+            f"{model_dir} holds a {run} with other settings ({listed}); {', '.join(fixed)} "
+            f"{verb} what is trained, so it cannot resume with {them}: start in a new "
+            f"MODEL_DIR, or rerun with the settings in {settings_file}")
+    if differences and not allow_change:
         raise ValueError(
-            f"{config.model_dir} holds a run started with other settings ({listed}); to resume "
-            "it with these, pass --gin.TrainConfig.allow_config_change=True")
+            f"{model_dir} holds a {run} started with other settings ({listed}); to resume it "
+            "with these, pass --gin.TrainConfig.allow_config_change=True")
     if differences:
-        logger.warning("Resuming %s with changed settings: %s.", config.model_dir, listed)
+        logger.warning("Resuming %s with changed settings: %s.", model_dir, listed)
 
 
 def train_from_gin(
@@ -500,8 +523,15 @@ def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = No
       OutputInUseError: another run trains in MODEL_DIR.
     """
     with model_dir_lock(config.model_dir):
-        check_resume(config)
-        return _train(config, examples)
+        return train_locked(config, examples)
+
+
+def train_locked(config: TrainConfig,
+                 examples: Optional[Mapping[str, ExampleSet]] = None) -> TrainResult:
+    """`train` for a caller that already holds `model_dir_lock(config.model_dir)`
+    (`distill`, which writes into MODEL_DIR before the student trains)."""
+    check_resume(config)
+    return _train(config, examples)
 
 
 def model_dir_lock(model_dir: str) -> contextlib.AbstractContextManager:
