@@ -92,6 +92,7 @@ class FitResult:
     device_bytes: int
     scan_layers: bool
     dtype: str
+    source: str = planning.CPU_ESTIMATE
 
     def bindings(self) -> list[str]:
         """The chosen setting as `train` flags."""
@@ -118,6 +119,7 @@ class FitResult:
 
     def report(self) -> str:
         lines = [trial.line() for trial in self.trials]
+        lines.append(f"per-device figures: {self.source}")
         budget = f"{planning.format_bytes(self.device_bytes)} per device"
         if self.best is None:
             lines.append(f"nothing fits in {budget}: more devices, a smaller batch or shorter "
@@ -184,7 +186,8 @@ def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[i
 
 def iterate_search(config: Any, devices: int, device_bytes: int, input_length: int,
                    batch_size: int, target_length: int = 4, optimizer: Any = None,
-                   make_mesh: Optional[Callable[[int], Any]] = None) -> Iterator[Trial]:
+                   make_mesh: Optional[Callable[[int], Any]] = None,
+                   alternatives: bool = True) -> Iterator[Trial]:
     """Yields each trial in the order tried; the caller picks the cheapest fit.
 
     Args:
@@ -196,6 +199,9 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
       optimizer: An `OptimizerConfig` (default Adafactor).
       make_mesh: model_parallel -> mesh over the devices (default
         `partitioning.make_mesh`); there must be `devices` devices.
+      alternatives: After the remat setting of the first fit, go on to the
+        more recomputing ones for fits with fewer microbatches (False stops
+        there: the cheapest fit is the same, found with fewer compilations).
     """
     from seahorse_metrics.model.partitioning import make_mesh as default_make_mesh
 
@@ -225,6 +231,8 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
             yield from trials.values()
             if found is not None:
                 best_microbatches = found
+        if best_microbatches is not None and not alternatives:
+            return
 
 
 def cheapest(trials: list[Trial]) -> Optional[Trial]:
@@ -251,12 +259,15 @@ for trial in fitting.iterate_search(config, optimizer=optimizer and OptimizerCon
 
 def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, batch_size: int,
                target_length: int = 4, optimizer: Any = None,
-               on_trial: Optional[Callable[[Trial], None]] = None) -> FitResult:
-    """Runs the search, in this process when it has `devices` devices, else on
-    as many simulated CPU devices in a child process.
+               on_trial: Optional[Callable[[Trial], None]] = None,
+               alternatives: bool = True) -> FitResult:
+    """Runs the search, in this process when it has `devices` devices (compiled
+    for them: `FitResult.source` is `planning.DEVICE` on an accelerator), else
+    on as many simulated CPU devices in a child process (a CPU-compiler estimate).
 
     Args:
       on_trial: Called with each trial as it is done (e.g. to print it).
+      alternatives: See `iterate_search`.
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
@@ -272,8 +283,10 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
 
     shapes = dict(input_length=int(input_length), batch_size=int(batch_size),
                   target_length=int(target_length), devices=int(devices),
-                  device_bytes=int(device_bytes))
+                  device_bytes=int(device_bytes), alternatives=bool(alternatives))
+    platform = "cpu"
     if jax.device_count() == devices:
+        platform = jax.devices()[0].platform
         for trial in iterate_search(config, optimizer=optimizer, **shapes):
             record(trial)
     else:
@@ -281,7 +294,8 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
                        optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None)
         for trial in _child_trials(request, devices):
             record(trial)
-    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype)
+    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype,
+                     planning.figure_source(platform))
 
 
 def _child_trials(request: dict, devices: int) -> Iterator[Trial]:

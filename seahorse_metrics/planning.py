@@ -39,6 +39,20 @@ _TRAIN_FEATURES = ("encoder_input_tokens", "decoder_input_tokens", "decoder_targ
                    "decoder_loss_weights")
 
 
+# What a plan's per-device figures are: the compiled program's own memory
+# analysis for the accelerator it will run on, or XLA:CPU's accounting of the
+# same program standing in for an accelerator's (see `figure_source`).
+DEVICE = "device"
+CPU_ESTIMATE = "CPU-compiler estimate"
+
+
+def figure_source(platform: str) -> str:
+    """`DEVICE` for a program compiled for an accelerator (gpu, tpu, ...),
+    `CPU_ESTIMATE` for one compiled by XLA:CPU: exact for parameters, optimizer
+    state and batch, the CPU compiler's own for the temporaries."""
+    return CPU_ESTIMATE if platform == "cpu" else DEVICE
+
+
 # Simulated devices a plan may ask for: beyond the largest pods (a TPU v5p pod
 # has 8,960 chips), and far below what makes XLA refuse its own flags.
 MAX_DEVICES = 65536
@@ -127,12 +141,18 @@ class MemoryPlan:
     input_length: int
     steps: list[StepMemory]
 
+    @property
+    def source(self) -> str:
+        """`DEVICE` or `CPU_ESTIMATE` (see `figure_source`)."""
+        return figure_source(self.platform)
+
     def report(self) -> str:
         """A few readable lines: per-device bytes of each program."""
         devices = math.prod(self.mesh.values())
         lines = [f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
                  f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
-                 f"{self.platform} devices), inputs of {self.input_length} tokens"]
+                 f"{self.platform} devices), inputs of {self.input_length} tokens",
+                 f"per-device figures: {self.source}"]
         for step in self.steps:
             lines.append(f"{step.name} (compiled in {step.compile_seconds:.0f} s):")
             for group, size in step.arguments.items():
@@ -200,13 +220,15 @@ def _step_memory(name: str, compiled: Any, groups: Mapping[str, tuple[Any, Any]]
         compile_seconds=seconds)
 
 
-def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                    target_length: int = 4, optimizer: Any = None,
-                    compiler_options: Optional[Mapping[str, Any]] = None,
-                    microbatches: int = 1) -> StepMemory:
-    """Compiles the trainer's step from shapes (with `model_config.remat`,
-    `scan_layers` and `microbatches` as the trainer would run them); returns
-    its per-device memory."""
+def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                       target_length: int = 4, optimizer: Any = None,
+                       compiler_options: Optional[Mapping[str, Any]] = None,
+                       microbatches: int = 1) -> tuple[Any, StepMemory, Any]:
+    """`plan_train_step`, also returning the compiled program and the
+    trainer's `CompiledStep`: (executable `(state, batch) -> (state,
+    metrics)`, its memory, the `CompiledStep` whose `init_state` makes the
+    state it takes). Running the executable runs the very program the
+    figures describe (bench/accelerator.py measures it so)."""
     import jax
     import jax.numpy as jnp
 
@@ -234,9 +256,20 @@ def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size:
               "batch": (batch, batch_shardings)}
     settings = (f"remat {model_config.remat}, {microbatches} microbatch"
                 f"{'es' if microbatches > 1 else ''}{', scanned layers' if model_config.scan_layers else ''}")
-    return _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
-                        compiled,
-                        groups, abstract.params, state_shardings.params, seconds)
+    memory = _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
+                          compiled, groups, abstract.params, state_shardings.params, seconds)
+    return compiled, memory, plan
+
+
+def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                    target_length: int = 4, optimizer: Any = None,
+                    compiler_options: Optional[Mapping[str, Any]] = None,
+                    microbatches: int = 1) -> StepMemory:
+    """Compiles the trainer's step from shapes (with `model_config.remat`,
+    `scan_layers` and `microbatches` as the trainer would run them); returns
+    its per-device memory."""
+    return compile_train_step(model_config, mesh, input_length, batch_size, target_length,
+                              optimizer, compiler_options, microbatches)[1]
 
 
 def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
