@@ -36,9 +36,10 @@ skipped. Nothing is installed or downloaded. The parts:
             alongside): Spearman and the largest |delta log P("1")|; skipped
             with a note when the checkpoints are absent
 
-Alongside, a CPU child compiles each training setting measured with XLA:CPU
-(what `plan` says where no device is), so the record gives measured /
-CPU-compiler ratios too. One JSON record (schema SCHEMA; README,
+After the training parts, alongside the scoring parts, a CPU child compiles
+each training setting measured with XLA:CPU (what `plan` says where no device
+is), so the record gives measured / CPU-compiler ratios too (the figures
+`plan --device_record` corrects the CPU compiler's by). One JSON record (schema SCHEMA; README,
 "Accelerators") goes to $OUT/accelerator.json when OUT is set (or --out) and
 to --results_dir (default bench/results/); a table is printed.
 
@@ -300,10 +301,11 @@ def run_scoring(runner: Runner, device: dict) -> None:
                       cap_enforced=bool(cap) and score_fraction(cap, device) is not None)
 
 
-def start_cpu_plan(runner: Runner, cache_dir: str):
-    """XLA:CPU's figures of every training setting that ran (in the background)."""
+def start_cpu_plan(runner: Runner, cache_dir: str, names: tuple[str, ...]):
+    """XLA:CPU's figures of the settings of the training parts `names` (in the background)."""
     settings = []
-    for name, part in runner.parts.items():
+    for name in names:
+        part = runner.parts.get(name, {})
         if part.get("role") == "train" and part.get("setting"):
             settings.append(dict(part["setting"], part=name, preset=part["preset"],
                                  input_length=part["input_length"],
@@ -351,22 +353,23 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
     parts = set(args.parts.split(","))
     runner = Runner(args, shapes, work)
     cache_dir = os.path.join(work, "jax_cache")
-    reference = None
-    have_metrics = bool(demo_checkpoints(args.metrics_dir))
-    if "numerics" in parts and have_metrics:  # XLA:CPU's float32, alongside the device parts
-        reference = runner.background("numerics", numerics_request(args, shapes, ["float32"]),
-                                      child_env(cpu=True))
     probe = runner.run("probe", "probe", {}, child_env(1.0), "probe")
     device = describe_device(probe, args)
     run_training(runner, parts, cache_dir)
-    cpu_plan = start_cpu_plan(runner, cache_dir)
+    # CPU-only children run alongside the scoring parts, not the timed training steps.
+    reference, have_metrics = None, bool(demo_checkpoints(args.metrics_dir))
+    if "numerics" in parts and have_metrics:  # XLA:CPU's float32
+        reference = runner.background("numerics", numerics_request(args, shapes, ["float32"]),
+                                      child_env(cpu=True))
+    cpu_plans = {"cpu_plan_training": start_cpu_plan(runner, cache_dir, tuple(runner.parts))}
     if "score" in parts:
         run_scoring(runner, device)
     if "anchor" in parts:
         length, target = shapes.anchor
-        runner.run(f"anchor_mt5_large_{length}_{target}", "train", train_request(
-            args, shapes, "mt5_large", length, target, cache_dir), child_env(args.memory_fraction),
-            "train")
+        name = f"anchor_mt5_large_{length}_{target}"
+        runner.run(name, "train", train_request(args, shapes, "mt5_large", length, target,
+                                                cache_dir), child_env(args.memory_fraction), "train")
+        cpu_plans["cpu_plan_anchor"] = start_cpu_plan(runner, cache_dir, (name,))
     if "numerics" in parts:
         if have_metrics:
             runner.run("numerics", "numerics", numerics_request(args, shapes,
@@ -378,8 +381,9 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
                 "status": "skipped", "role": "numerics",
                 "note": f"no demo checkpoints in {args.metrics_dir}: run `python -m "
                         "seahorse_metrics.demo` first (and carry demo_output/ to the device)"}
-    if cpu_plan is not None:
-        runner.collect("cpu_plan", "cpu_plan", cpu_plan, "cpu")
+    for name, started in cpu_plans.items():
+        if started is not None:
+            runner.collect(name, "cpu_plan", started, "cpu")
     return runner, device
 
 

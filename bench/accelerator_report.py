@@ -93,7 +93,8 @@ def _goals(record: dict) -> list[dict]:
 def summarize(record: dict) -> dict:
     """Derived figures into the parts (in place); returns anchors and goals."""
     parts, peak_flops = record["parts"], record["device"].get("bf16_peak_flops")
-    cpu = {s["part"]: s for s in (parts.get("cpu_plan") or {}).get("settings", [])}
+    cpu = {s["part"]: s for part in parts.values() if part.get("role") == "cpu_plan"
+           for s in part.get("settings", [])}
     for name, part in parts.items():
         if part.get("role") == "train" and part.get("setting"):
             derive_training(part, peak_flops, cpu.get(name, {}))

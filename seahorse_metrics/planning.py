@@ -53,6 +53,65 @@ def figure_source(platform: str) -> str:
     return CPU_ESTIMATE if platform == "cpu" else DEVICE
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceCorrection:
+    """The CPU compiler's per-device figure carried over to a device, from
+    what an accelerator run measured there (`read_device_correction`).
+
+    An estimate: one device's ratio of measured peak memory to the CPU
+    compiler's figure, the median over the training settings measured;
+    shapes far from those can differ.
+
+    Attributes:
+      device: The device kind the record measured ("NVIDIA H100 80GB HBM3").
+      factor: Measured peak / CPU-compiler figure (median over settings).
+      settings: How many settings the factor comes from.
+      record: The record's path.
+    """
+
+    device: str
+    factor: float
+    settings: int
+    record: str
+
+    def apply(self, size: int) -> int:
+        """`size` bytes of the CPU compiler as the device's estimate."""
+        return int(math.ceil(size * self.factor))
+
+    def label(self) -> str:
+        """How `plan` names a corrected figure."""
+        return (f"{CPU_ESTIMATE}, corrected by x{self.factor:.3f} for {self.device} (measured "
+                f"peak / CPU-compiler figure of {self.settings} training setting"
+                f"{'s' if self.settings != 1 else ''} in {self.record})")
+
+
+def read_device_correction(path: str) -> DeviceCorrection:
+    """The correction an accelerator record gives (bench/accelerator.py's
+    JSON: README, "Accelerators"): its training parts' `peak_over_cpu_plan`.
+
+    Raises:
+      FileNotFoundError: if the record is missing.
+      ValueError: naming the record, if it is no device run or measured no
+        training setting against the CPU compiler's figure.
+    """
+    import statistics
+
+    from seahorse_metrics.checkpoints.readers import read_json
+
+    record = read_json(path)
+    if record.get("mode") != "device":
+        raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode "
+                         f"{record.get('mode')!r}); a correction needs a device's measurements")
+    ratios = [part["peak_over_cpu_plan"] for part in (record.get("parts") or {}).values()
+              if isinstance(part, dict) and part.get("role") == "train"
+              and part.get("status") == "ok" and part.get("peak_over_cpu_plan")]
+    if not ratios:
+        raise ValueError(f"{path}: no training setting with a measured peak and a CPU-compiler "
+                         "figure (parts.*.peak_over_cpu_plan); rerun its train part")
+    return DeviceCorrection(str((record.get("device") or {}).get("kind")),
+                            float(statistics.median(ratios)), len(ratios), path)
+
+
 # Simulated devices a plan may ask for: beyond the largest pods (a TPU v5p pod
 # has 8,960 chips), and far below what makes XLA refuse its own flags.
 MAX_DEVICES = 65536
@@ -146,8 +205,9 @@ class MemoryPlan:
         """`DEVICE` or `CPU_ESTIMATE` (see `figure_source`)."""
         return figure_source(self.platform)
 
-    def report(self) -> str:
-        """A few readable lines: per-device bytes of each program."""
+    def report(self, correction: Optional[DeviceCorrection] = None) -> str:
+        """A few readable lines: per-device bytes of each program (and, for a
+        CPU-compiler estimate with a `correction`, its total carried over)."""
         devices = math.prod(self.mesh.values())
         lines = [f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
                  f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
@@ -161,11 +221,17 @@ class MemoryPlan:
             lines.append(f"  {'activations, temporaries':<26} {format_bytes(step.temp_bytes):>10} per device")
             lines.append(f"  {'outputs':<26} {format_bytes(step.output_bytes):>10} per device")
             lines.append(f"  {'total':<26} {format_bytes(step.per_device_bytes):>10} per device")
+            if correction is not None and self.source == CPU_ESTIMATE:
+                lines.append(f"  {'total, corrected':<26} "
+                             f"{format_bytes(correction.apply(step.per_device_bytes)):>10} "
+                             f"per device ({correction.device})")
             name, size = step.largest_whole
             lines.append(f"  largest parameter left whole: {name} ({format_bytes(size)})")
         if self.platform == "cpu":
             lines.append("Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
                          "differ. Parameters, optimizer state and batch are exact.")
+            if correction is not None:
+                lines.append(f"corrected totals: {correction.label()}")
         return "\n".join(lines)
 
 
