@@ -159,3 +159,24 @@ def test_a_record_without_device_measurements_gives_no_correction(tmp_path):
         planning.read_device_correction(_record(tmp_path / "tiny.json", mode="tiny"))
     with pytest.raises(ValueError, match="no training setting"):
         planning.read_device_correction(_record(tmp_path / "none.json", ratios=()))
+
+
+def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monkeypatch):
+    from seahorse_metrics import fitting
+
+    compiled = []
+
+    def plan(config, *args, microbatches=1, **kwargs):
+        compiled.append(config.remat)
+        return _step(10 ** 7 // microbatches)
+
+    monkeypatch.setattr(planning, "plan_train_step", plan)
+    budget = 6 * 10 ** 6  # 2 microbatches and more fit, whatever the remat
+    everything = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4))
+    # With alternatives, the more recomputing remats are tried for 1 microbatch.
+    assert [t.remat for t in everything if t.microbatches == 1] == ["none", "minimal", "full"]
+    compiled.clear()
+    first = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4, alternatives=False))
+    assert set(compiled) == {"none"}
+    assert fitting.cheapest(first) == fitting.cheapest(everything)
+    assert (fitting.cheapest(first).remat, fitting.cheapest(first).microbatches) == ("none", 2)
