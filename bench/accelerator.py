@@ -186,19 +186,24 @@ def finish_child(started: tuple[Any, str, str], timeout: Optional[float]) -> dic
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-        return {"status": "timed out", "seconds": timeout, "error": _last_line(err_path)}
+        return {"status": "timed out", "seconds": timeout, "log_tail": _tail(err_path)}
     with open(out_path, encoding="utf-8") as handle:
         results = [line for line in handle if line.startswith("RESULT ")]
     if not results:
-        return {"status": "failed", "seconds": time.monotonic() - begun,
-                "error": f"exit {process.returncode}: {_last_line(err_path)}"}
-    return json.loads(results[-1][len("RESULT "):])
+        tail = _tail(err_path)
+        return {"status": "failed", "seconds": time.monotonic() - begun, "log_tail": tail,
+                "error": f"exit {process.returncode}: {tail[-1] if tail else ''}"}
+    result = json.loads(results[-1][len("RESULT "):])
+    if result.get("status") not in ("ok", "not run", "nothing fits"):
+        result["log_tail"] = _tail(err_path)
+    return result
 
 
-def _last_line(path: str) -> str:
+def _tail(path: str, lines: int = 15) -> list[str]:
+    """The last non-empty lines a child wrote to stderr (for the record)."""
     with open(path, encoding="utf-8", errors="replace") as handle:
-        lines = [line.strip() for line in handle if line.strip()]
-    return lines[-1][:1000] if lines else ""
+        found = [line.rstrip()[:500] for line in handle if line.strip()]
+    return found[-lines:]
 
 
 class Runner:
@@ -286,14 +291,14 @@ def score_fraction(cap: Optional[int], device: dict) -> Optional[float]:
     return cap / total
 
 
-def run_scoring(runner: Runner, device: dict) -> None:
+def run_scoring(runner: Runner, device: dict, cache_dir: str) -> None:
     shapes = runner.shapes
     for preset, dtype, quantize, cap in SCORING:
         pairs = max(shapes.score_batch, shapes.score_pairs // (4 if preset == "mt5_xxl" else 1))
         request = {"preset": preset, "tiny": runner.args.tiny, "dtype": dtype,
                    "quantize": quantize, "input_length": shapes.score_length,
                    "batch_size": shapes.score_batch // (2 if preset == "mt5_xxl" else 1),
-                   "pairs": pairs}
+                   "pairs": pairs, "cache_dir": cache_dir}
         name = f"score_{preset}_{quantize or dtype}" + (f"_cap{cap // GB}GB" if cap else "")
         result = runner.run(name, "score", request,
                             child_env(score_fraction(cap, device)), "score")
@@ -317,8 +322,9 @@ def start_cpu_plan(runner: Runner, cache_dir: str, names: tuple[str, ...]):
                                           "cache_dir": cache_dir}, child_env(cpu=True))
 
 
-def numerics_request(args, shapes: Shapes, dtypes: list[str]) -> dict:
-    return {"metrics_dir": args.metrics_dir, "rows": shapes.numerics_rows, "dtypes": dtypes}
+def numerics_request(args, shapes: Shapes, dtypes: list[str], cache_dir: str) -> dict:
+    return {"metrics_dir": args.metrics_dir, "rows": shapes.numerics_rows, "dtypes": dtypes,
+            "cache_dir": cache_dir}
 
 
 def describe_device(probe: dict, args: argparse.Namespace) -> dict:
@@ -359,11 +365,11 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
     # CPU-only children run alongside the scoring parts, not the timed training steps.
     reference, have_metrics = None, bool(demo_checkpoints(args.metrics_dir))
     if "numerics" in parts and have_metrics:  # XLA:CPU's float32
-        reference = runner.background("numerics", numerics_request(args, shapes, ["float32"]),
-                                      child_env(cpu=True))
+        reference = runner.background(
+            "numerics", numerics_request(args, shapes, ["float32"], cache_dir), child_env(cpu=True))
     cpu_plans = {"cpu_plan_training": start_cpu_plan(runner, cache_dir, tuple(runner.parts))}
     if "score" in parts:
-        run_scoring(runner, device)
+        run_scoring(runner, device, cache_dir)
     if "anchor" in parts:
         length, target = shapes.anchor
         name = f"anchor_mt5_large_{length}_{target}"
@@ -372,9 +378,8 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
         cpu_plans["cpu_plan_anchor"] = start_cpu_plan(runner, cache_dir, (name,))
     if "numerics" in parts:
         if have_metrics:
-            runner.run("numerics", "numerics", numerics_request(args, shapes,
-                                                                 ["float32", "bfloat16"]),
-                       child_env(), "numerics")
+            runner.run("numerics", "numerics", numerics_request(
+                args, shapes, ["float32", "bfloat16"], cache_dir), child_env(), "numerics")
             runner.collect("numerics_cpu_reference", "numerics", reference, "numerics")
         else:
             runner.parts["numerics"] = {

@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from typing import Any, Optional
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -269,10 +270,12 @@ def run_score(request: dict) -> dict:
     import jax
 
     from real_size import make_pairs
+    from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.scoring.runner import default_mesh
     from seahorse_metrics.scoring.scorer import Scorer
 
+    compilation_cache.enable(request.get("cache_dir"))
     config = model_config(request["preset"], request["tiny"], dtype=request["dtype"],
                           quantize=request["quantize"])
     model, mesh, length = EncoderDecoderModel(config), default_mesh(), request["input_length"]
@@ -327,8 +330,10 @@ def run_numerics(request: dict) -> dict:
     import jax
     import numpy as np
 
+    from seahorse_metrics import compilation_cache
     from seahorse_metrics.scoring.scorer import MultiScorer
 
+    compilation_cache.enable(request.get("cache_dir"))
     checkpoints = demo_checkpoints(request["metrics_dir"])
     premises, hypotheses = demo_pairs(request["metrics_dir"], request["rows"])
     log_p = {}
@@ -351,6 +356,7 @@ def main(role: str, request: dict) -> int:
     try:
         result = ROLES[role](request)
     except Exception as error:  # noqa: BLE001 - reported to the parent, which goes on
+        traceback.print_exc()  # the parent keeps the end of it in the record
         lines = str(error).strip().splitlines() or [""]
         result = {"status": "out of memory" if is_out_of_memory(error) else "failed",
                   "error": f"{type(error).__name__}: {lines[0][:1000]}"}
