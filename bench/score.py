@@ -151,6 +151,22 @@ def parse_args(argv=None):
 
 
 # ------------------------------------------------------------------ model
+def init_std(name: str, shape: tuple, config) -> Optional[float]:
+    """T5-style initialisation of the parameter `name` ("a/b/kernel"): the
+    standard deviation of its normal draw, or None for a norm scale (ones).
+    Shared by `random_params` (numpy, host) and bench/accelerator.py (drawn on
+    the device)."""
+    if name.endswith("scale"):
+        return None
+    if "embedding" in name and "token_embedder" in name:
+        return 1.0
+    fan_in = shape[0] if "rel_embedding" not in name else shape[1]
+    std = fan_in ** -0.5
+    if name.endswith("query/kernel"):
+        std *= config.d_kv ** -0.5
+    return std
+
+
 def random_params(config, seed: int) -> dict:
     """T5-style random float32 weights for `config`, in our parameter layout."""
     from seahorse_metrics.model.model import EncoderDecoderModel
@@ -160,15 +176,12 @@ def random_params(config, seed: int) -> dict:
 
     def draw(path, leaf):
         name = "/".join(str(getattr(k, "key", k)) for k in path)
-        if name.endswith("scale"):
+        std = init_std(name, leaf.shape, config)
+        if std is None:
             return np.ones(leaf.shape, np.float32)
-        if "embedding" in name and "token_embedder" in name:
-            return rng.standard_normal(leaf.shape, dtype=np.float32)
-        fan_in = leaf.shape[0] if "rel_embedding" not in name else leaf.shape[1]
         values = rng.standard_normal(leaf.shape, dtype=np.float32)
-        values *= np.float32(fan_in ** -0.5)
-        if name.endswith("query/kernel"):
-            values *= np.float32(config.d_kv ** -0.5)
+        if std != 1.0:
+            values *= np.float32(std)
         return values
 
     import jax

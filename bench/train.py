@@ -111,10 +111,11 @@ def step_flops(config, rows: int, length: int, target: int) -> float:
 
 
 # ------------------------------------------------------------------ batches
-def random_batch(rows: int, length: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
+def random_batch(rows: int, length: int, vocab: int, seed: int,
+                 target_length: int = TARGET_LENGTH) -> dict[str, np.ndarray]:
     """A full batch of random tokens (every position real), T5X features."""
     rng = np.random.default_rng(seed)
-    targets = rng.integers(2, vocab, (rows, TARGET_LENGTH)).astype(np.int32)
+    targets = rng.integers(2, vocab, (rows, target_length)).astype(np.int32)
     targets[:, -1] = 1  # EOS
     decoder_inputs = np.zeros_like(targets)
     decoder_inputs[:, 1:] = targets[:, :-1]

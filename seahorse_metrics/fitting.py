@@ -92,6 +92,7 @@ class FitResult:
     device_bytes: int
     scan_layers: bool
     dtype: str
+    source: str = planning.CPU_ESTIMATE
 
     def bindings(self) -> list[str]:
         """The chosen setting as `train` flags."""
@@ -118,6 +119,7 @@ class FitResult:
 
     def report(self) -> str:
         lines = [trial.line() for trial in self.trials]
+        lines.append(f"per-device figures: {self.source}")
         budget = f"{planning.format_bytes(self.device_bytes)} per device"
         if self.best is None:
             lines.append(f"nothing fits in {budget}: more devices, a smaller batch or shorter "
@@ -184,7 +186,8 @@ def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[i
 
 def iterate_search(config: Any, devices: int, device_bytes: int, input_length: int,
                    batch_size: int, target_length: int = 4, optimizer: Any = None,
-                   make_mesh: Optional[Callable[[int], Any]] = None) -> Iterator[Trial]:
+                   make_mesh: Optional[Callable[[int], Any]] = None,
+                   alternatives: bool = True, correction: float = 1.0) -> Iterator[Trial]:
     """Yields each trial in the order tried; the caller picks the cheapest fit.
 
     Args:
@@ -196,6 +199,11 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
       optimizer: An `OptimizerConfig` (default Adafactor).
       make_mesh: model_parallel -> mesh over the devices (default
         `partitioning.make_mesh`); there must be `devices` devices.
+      alternatives: After the remat setting of the first fit, go on to the
+        more recomputing ones for fits with fewer microbatches (False stops
+        there: the cheapest fit is the same, found with fewer compilations).
+      correction: Multiplies each compiled figure before it is compared
+        (`planning.DeviceCorrection.factor`; 1: the figure as compiled).
     """
     from seahorse_metrics.model.partitioning import make_mesh as default_make_mesh
 
@@ -214,9 +222,9 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
                 memory = planning.plan_train_step(
                     config.replace(remat=remat), make_mesh(model), input_length, batch_size,
                     target_length, optimizer, microbatches=microbatches)
-                trials[microbatches] = Trial(remat, microbatches, data, model,
-                                             memory.per_device_bytes,
-                                             memory.per_device_bytes <= device_bytes)
+                need = int(math.ceil(memory.per_device_bytes * correction))
+                trials[microbatches] = Trial(remat, microbatches, data, model, need,
+                                             need <= device_bytes)
                 return trials[microbatches].fits
 
             candidates = [k for k in _divisors(batch_size // data)
@@ -225,6 +233,8 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
             yield from trials.values()
             if found is not None:
                 best_microbatches = found
+        if best_microbatches is not None and not alternatives:
+            return
 
 
 def cheapest(trials: list[Trial]) -> Optional[Trial]:
@@ -251,12 +261,18 @@ for trial in fitting.iterate_search(config, optimizer=optimizer and OptimizerCon
 
 def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, batch_size: int,
                target_length: int = 4, optimizer: Any = None,
-               on_trial: Optional[Callable[[Trial], None]] = None) -> FitResult:
-    """Runs the search, in this process when it has `devices` devices, else on
-    as many simulated CPU devices in a child process.
+               on_trial: Optional[Callable[[Trial], None]] = None,
+               alternatives: bool = True,
+               correction: Optional[planning.DeviceCorrection] = None) -> FitResult:
+    """Runs the search, in this process when it has `devices` devices (compiled
+    for them: `FitResult.source` is `planning.DEVICE` on an accelerator), else
+    on as many simulated CPU devices in a child process (a CPU-compiler estimate).
 
     Args:
       on_trial: Called with each trial as it is done (e.g. to print it).
+      alternatives: See `iterate_search`.
+      correction: Carries CPU-compiler figures over to a device (ignored
+        where the search compiles for the devices themselves).
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
@@ -272,7 +288,12 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
 
     shapes = dict(input_length=int(input_length), batch_size=int(batch_size),
                   target_length=int(target_length), devices=int(devices),
-                  device_bytes=int(device_bytes))
+                  device_bytes=int(device_bytes), alternatives=bool(alternatives))
+    platform = "cpu"
+    if jax.device_count() == devices:
+        platform = jax.devices()[0].platform
+    applied = correction if correction is not None and platform == "cpu" else None
+    shapes["correction"] = applied.factor if applied else 1.0
     if jax.device_count() == devices:
         for trial in iterate_search(config, optimizer=optimizer, **shapes):
             record(trial)
@@ -281,7 +302,8 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
                        optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None)
         for trial in _child_trials(request, devices):
             record(trial)
-    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype)
+    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype,
+                     applied.label() if applied else planning.figure_source(platform))
 
 
 def _child_trials(request: dict, devices: int) -> Iterator[Trial]:

@@ -39,6 +39,79 @@ _TRAIN_FEATURES = ("encoder_input_tokens", "decoder_input_tokens", "decoder_targ
                    "decoder_loss_weights")
 
 
+# What a plan's per-device figures are: the compiled program's own memory
+# analysis for the accelerator it will run on, or XLA:CPU's accounting of the
+# same program standing in for an accelerator's (see `figure_source`).
+DEVICE = "device"
+CPU_ESTIMATE = "CPU-compiler estimate"
+
+
+def figure_source(platform: str) -> str:
+    """`DEVICE` for a program compiled for an accelerator (gpu, tpu, ...),
+    `CPU_ESTIMATE` for one compiled by XLA:CPU: exact for parameters, optimizer
+    state and batch, the CPU compiler's own for the temporaries."""
+    return CPU_ESTIMATE if platform == "cpu" else DEVICE
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceCorrection:
+    """The CPU compiler's per-device figure carried over to a device, from
+    what an accelerator run measured there (`read_device_correction`).
+
+    An estimate: one device's ratio of measured peak memory to the CPU
+    compiler's figure, the median over the training settings measured;
+    shapes far from those can differ.
+
+    Attributes:
+      device: The device kind the record measured ("NVIDIA H100 80GB HBM3").
+      factor: Measured peak / CPU-compiler figure (median over settings).
+      settings: How many settings the factor comes from.
+      record: The record's path.
+    """
+
+    device: str
+    factor: float
+    settings: int
+    record: str
+
+    def apply(self, size: int) -> int:
+        """`size` bytes of the CPU compiler as the device's estimate."""
+        return int(math.ceil(size * self.factor))
+
+    def label(self) -> str:
+        """How `plan` names a corrected figure."""
+        return (f"{CPU_ESTIMATE}, corrected by x{self.factor:.3f} for {self.device} (measured "
+                f"peak / CPU-compiler figure of {self.settings} training setting"
+                f"{'s' if self.settings != 1 else ''} in {self.record})")
+
+
+def read_device_correction(path: str) -> DeviceCorrection:
+    """The correction an accelerator record gives (bench/accelerator.py's
+    JSON: README, "Accelerators"): its training parts' `peak_over_cpu_plan`.
+
+    Raises:
+      FileNotFoundError: if the record is missing.
+      ValueError: naming the record, if it is no device run or measured no
+        training setting against the CPU compiler's figure.
+    """
+    import statistics
+
+    from seahorse_metrics.checkpoints.readers import read_json
+
+    record = read_json(path)
+    if record.get("mode") != "device":
+        raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode "
+                         f"{record.get('mode')!r}); a correction needs a device's measurements")
+    ratios = [part["peak_over_cpu_plan"] for part in (record.get("parts") or {}).values()
+              if isinstance(part, dict) and part.get("role") == "train"
+              and part.get("status") == "ok" and part.get("peak_over_cpu_plan")]
+    if not ratios:
+        raise ValueError(f"{path}: no training setting with a measured peak and a CPU-compiler "
+                         "figure (parts.*.peak_over_cpu_plan); rerun its train part")
+    return DeviceCorrection(str((record.get("device") or {}).get("kind")),
+                            float(statistics.median(ratios)), len(ratios), path)
+
+
 # Simulated devices a plan may ask for: beyond the largest pods (a TPU v5p pod
 # has 8,960 chips), and far below what makes XLA refuse its own flags.
 MAX_DEVICES = 65536
@@ -127,12 +200,19 @@ class MemoryPlan:
     input_length: int
     steps: list[StepMemory]
 
-    def report(self) -> str:
-        """A few readable lines: per-device bytes of each program."""
+    @property
+    def source(self) -> str:
+        """`DEVICE` or `CPU_ESTIMATE` (see `figure_source`)."""
+        return figure_source(self.platform)
+
+    def report(self, correction: Optional[DeviceCorrection] = None) -> str:
+        """A few readable lines: per-device bytes of each program (and, for a
+        CPU-compiler estimate with a `correction`, its total carried over)."""
         devices = math.prod(self.mesh.values())
         lines = [f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
                  f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
-                 f"{self.platform} devices), inputs of {self.input_length} tokens"]
+                 f"{self.platform} devices), inputs of {self.input_length} tokens",
+                 f"per-device figures: {self.source}"]
         for step in self.steps:
             lines.append(f"{step.name} (compiled in {step.compile_seconds:.0f} s):")
             for group, size in step.arguments.items():
@@ -141,11 +221,17 @@ class MemoryPlan:
             lines.append(f"  {'activations, temporaries':<26} {format_bytes(step.temp_bytes):>10} per device")
             lines.append(f"  {'outputs':<26} {format_bytes(step.output_bytes):>10} per device")
             lines.append(f"  {'total':<26} {format_bytes(step.per_device_bytes):>10} per device")
+            if correction is not None and self.source == CPU_ESTIMATE:
+                lines.append(f"  {'total, corrected':<26} "
+                             f"{format_bytes(correction.apply(step.per_device_bytes)):>10} "
+                             f"per device ({correction.device})")
             name, size = step.largest_whole
             lines.append(f"  largest parameter left whole: {name} ({format_bytes(size)})")
         if self.platform == "cpu":
             lines.append("Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
                          "differ. Parameters, optimizer state and batch are exact.")
+            if correction is not None:
+                lines.append(f"corrected totals: {correction.label()}")
         return "\n".join(lines)
 
 
@@ -200,13 +286,15 @@ def _step_memory(name: str, compiled: Any, groups: Mapping[str, tuple[Any, Any]]
         compile_seconds=seconds)
 
 
-def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                    target_length: int = 4, optimizer: Any = None,
-                    compiler_options: Optional[Mapping[str, Any]] = None,
-                    microbatches: int = 1) -> StepMemory:
-    """Compiles the trainer's step from shapes (with `model_config.remat`,
-    `scan_layers` and `microbatches` as the trainer would run them); returns
-    its per-device memory."""
+def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                       target_length: int = 4, optimizer: Any = None,
+                       compiler_options: Optional[Mapping[str, Any]] = None,
+                       microbatches: int = 1) -> tuple[Any, StepMemory, Any]:
+    """`plan_train_step`, also returning the compiled program and the
+    trainer's `CompiledStep`: (executable `(state, batch) -> (state,
+    metrics)`, its memory, the `CompiledStep` whose `init_state` makes the
+    state it takes). Running the executable runs the very program the
+    figures describe (bench/accelerator.py measures it so)."""
     import jax
     import jax.numpy as jnp
 
@@ -234,9 +322,20 @@ def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size:
               "batch": (batch, batch_shardings)}
     settings = (f"remat {model_config.remat}, {microbatches} microbatch"
                 f"{'es' if microbatches > 1 else ''}{', scanned layers' if model_config.scan_layers else ''}")
-    return _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
-                        compiled,
-                        groups, abstract.params, state_shardings.params, seconds)
+    memory = _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
+                          compiled, groups, abstract.params, state_shardings.params, seconds)
+    return compiled, memory, plan
+
+
+def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
+                    target_length: int = 4, optimizer: Any = None,
+                    compiler_options: Optional[Mapping[str, Any]] = None,
+                    microbatches: int = 1) -> StepMemory:
+    """Compiles the trainer's step from shapes (with `model_config.remat`,
+    `scan_layers` and `microbatches` as the trainer would run them); returns
+    its per-device memory."""
+    return compile_train_step(model_config, mesh, input_length, batch_size, target_length,
+                              optimizer, compiler_options, microbatches)[1]
 
 
 def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,

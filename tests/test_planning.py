@@ -6,6 +6,7 @@ encoder and one decoder layer: every layer is the same program, and the full
 24+24 layers take minutes to compile on 2 cores (`seahorse-metrics plan
 --model mt5_xxl` does it). What is checked is the split.
 """
+import json
 import math
 
 import jax
@@ -68,9 +69,114 @@ def test_plan_command_prints_per_device_memory(capsys):
     assert status == 0
     printed = capsys.readouterr().out
     assert "data=1 x model=1 mesh" in printed
+    assert "per-device figures: CPU-compiler estimate" in printed  # compiled by XLA:CPU
     for line in ("parameters (float32)", "optimizer state", "parameters (bfloat16)",
                  "activations, temporaries", "total"):
         assert line in printed, line
     with pytest.raises(SystemExit):
         cli_main(["plan", "--model", "tiny", "--mesh", "data=2,pipeline=4", "--batch_size", "2"])
     assert "is not data=N or model=N" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- figure source
+def _step(per_device: int) -> planning.StepMemory:
+    return planning.StepMemory("train step", {"parameters (float32)": planning.ArgumentBytes(
+        per_device, per_device)}, 0, 0, ("none", 0), 0.0)
+
+
+def test_figures_are_the_devices_own_where_compiled_for_an_accelerator():
+    assert planning.figure_source("cpu") == planning.CPU_ESTIMATE == "CPU-compiler estimate"
+    assert planning.figure_source("gpu") == planning.figure_source("tpu") == planning.DEVICE
+    plan = planning.MemoryPlan("m", 1, {"data": 1, "model": 1}, "gpu", 8, [_step(100)])
+    report = plan.report()
+    assert "per-device figures: device" in report and "CPU compiler" not in report
+
+
+def test_plan_figures_are_the_compiled_programs_memory_analysis():
+    from seahorse_metrics.model.partitioning import make_mesh
+
+    config = get_config("tiny", num_encoder_layers=1, num_decoder_layers=1)
+    executable, memory, _ = planning.compile_train_step(config, make_mesh(1), 16, 2)
+    analysis = executable.memory_analysis()
+    assert memory.temp_bytes == analysis.temp_size_in_bytes
+    assert memory.output_bytes == analysis.output_size_in_bytes - analysis.alias_size_in_bytes
+
+
+class _FakeDevice:
+    platform = "gpu"
+
+
+def test_fit_search_on_present_devices_is_labelled_device(monkeypatch):
+    """With the devices at hand the search runs here, compiled for them: its
+    figures are the device's, and no CPU correction applies."""
+    from seahorse_metrics import fitting
+
+    seen = {}
+
+    def search(config, **request):
+        seen.update(request)
+        yield fitting.Trial("none", 1, 1, 1, 100, True)
+
+    monkeypatch.setattr(fitting, "iterate_search", search)
+    monkeypatch.setattr(jax, "device_count", lambda: 1)
+    monkeypatch.setattr(jax, "devices", lambda: [_FakeDevice()])
+    correction = planning.DeviceCorrection("H100", 0.5, 2, "record.json")
+    result = fitting.search_fit(get_config("tiny"), 1, 200, 16, 2, correction=correction)
+    assert result.source == planning.DEVICE and seen["correction"] == 1.0
+    assert "per-device figures: device" in result.report()
+
+
+def _record(path, mode="device", ratios=(0.8, 0.9, 1.0)):
+    parts = {f"train_{i}": {"role": "train", "status": "ok", "peak_over_cpu_plan": r}
+             for i, r in enumerate(ratios)}
+    parts["score"] = {"role": "score", "status": "ok"}
+    path.write_text(json.dumps({"mode": mode, "device": {"kind": "NVIDIA H100 80GB HBM3"},
+                                "parts": parts}))
+    return str(path)
+
+
+def test_cpu_figures_are_corrected_by_a_device_record(tmp_path, monkeypatch):
+    from seahorse_metrics import fitting
+
+    correction = planning.read_device_correction(_record(tmp_path / "run.json"))
+    assert (correction.factor, correction.settings) == (0.9, 3)
+    assert correction.device == "NVIDIA H100 80GB HBM3" and correction.apply(1000) == 900
+    # The search compares corrected figures: 10 MB on XLA:CPU are 9 MB on the device.
+    monkeypatch.setattr(planning, "plan_train_step", lambda *a, **k: _step(10 ** 7))
+    trials = list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
+                                         alternatives=False, correction=correction.factor))
+    assert trials[0].fits and trials[0].per_device_bytes == 9_000_000
+    assert not list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
+                                           alternatives=False))[0].fits
+    plan = planning.MemoryPlan("m", 1, {"data": 1, "model": 1}, "cpu", 8, [_step(2 ** 30)])
+    report = plan.report(correction)
+    assert "total, corrected" in report and "0.90 GiB" in report
+    assert "corrected by x0.900 for NVIDIA H100 80GB HBM3" in report
+
+
+def test_a_record_without_device_measurements_gives_no_correction(tmp_path):
+    with pytest.raises(ValueError, match="not a device run"):
+        planning.read_device_correction(_record(tmp_path / "tiny.json", mode="tiny"))
+    with pytest.raises(ValueError, match="no training setting"):
+        planning.read_device_correction(_record(tmp_path / "none.json", ratios=()))
+
+
+def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monkeypatch):
+    from seahorse_metrics import fitting
+
+    compiled = []
+
+    def plan(config, *args, microbatches=1, **kwargs):
+        compiled.append(config.remat)
+        return _step(10 ** 7 // microbatches)
+
+    monkeypatch.setattr(planning, "plan_train_step", plan)
+    budget = 6 * 10 ** 6  # 2 microbatches and more fit, whatever the remat
+    everything = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4))
+    # With alternatives, the more recomputing remats are tried for 1 microbatch.
+    assert [t.remat for t in everything if t.microbatches == 1] == ["none", "minimal", "full"]
+    compiled.clear()
+    first = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4, alternatives=False))
+    assert set(compiled) == {"none"}
+    assert fitting.cheapest(first) == fitting.cheapest(everything)
+    assert (fitting.cheapest(first).remat, fitting.cheapest(first).microbatches) == ("none", 2)

@@ -20,6 +20,11 @@ optimizer state and batch are exact, temporaries are the CPU compiler's.
 cheapest training setting that fits --device_memory (or --device), prints
 every combination it compiled and the gin bindings to pass to `train`.
 
+Every report says what its per-device figures are: "device" (compiled for the
+accelerators present) or "CPU-compiler estimate"; --device_record FILE (a
+JSON record of bench/accelerator.py from the target device) corrects the
+CPU compiler's figures by the ratio measured there.
+
 examples:
   seahorse-metrics plan --model mt5_xxl --mesh data=2,model=8 --input_length 2048 \\
       --batch_size 16 --dtype bfloat16 --scan_layers --remat full
@@ -71,6 +76,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--memory_fraction", type=float, default=0.9,
                         help="Share of the device memory a fit may use (default 0.9: the rest "
                              "is the runtime's, fragmentation's and the estimate's margin).")
+    parser.add_argument("--device_record", default=None, metavar="FILE",
+                        help="A device run of bench/accelerator.py (bench/results/*.json): "
+                             "scale CPU-compiler figures by the measured peak / CPU-compiler "
+                             "ratio of its training settings (an estimate).")
     parser.add_argument("--devices", type=int, default=None,
                         help="Devices of the run for --fit (default: the --mesh size, else 1).")
     parser.set_defaults(func=run)
@@ -100,8 +109,10 @@ def run(args) -> int:
     if args.score_batch_size is not None:
         planning.check_request(config, data, model, args.input_length, args.score_batch_size, 1)
     optimizer = OptimizerConfig(name=args.optimizer)
+    correction = (planning.read_device_correction(args.device_record) if args.device_record
+                  else None)
     if args.fit:
-        return _fit(args, config, data * model, optimizer)
+        return _fit(args, config, data * model, optimizer, correction)
     if args.microbatches < 1 or (args.batch_size // data) % args.microbatches:
         raise ValueError(f"--microbatches {args.microbatches} must divide the "
                          f"{args.batch_size // data} rows per data-parallel device")
@@ -118,11 +129,11 @@ def run(args) -> int:
         logger.info("%d devices here; compiling on %d simulated CPU devices", jax.device_count(),
                     data * model)
         plan = planning.plan_in_subprocess(config, data, model, **request)
-    print(plan.report())
+    print(plan.report(correction))
     return 0
 
 
-def _fit(args, config, devices: int, optimizer) -> int:
+def _fit(args, config, devices: int, optimizer, correction) -> int:
     from seahorse_metrics import fitting, planning
 
     if (args.device_memory is None) == (args.device is None):
@@ -138,6 +149,7 @@ def _fit(args, config, devices: int, optimizer) -> int:
           f"{args.device or args.device_memory}; train step, per device):", flush=True)
     result = fitting.search_fit(config, devices, device_bytes, args.input_length, args.batch_size,
                                 args.target_length, optimizer,
-                                on_trial=lambda trial: print(trial.line(), flush=True))
+                                on_trial=lambda trial: print(trial.line(), flush=True),
+                                correction=correction)
     print("\n".join(result.report().splitlines()[len(result.trials):]))
     return 0 if result.best is not None else 1

@@ -32,14 +32,21 @@ INT8_MAX = 127
 SCALE_SUFFIX = "_scale"
 
 
-def quantize_kernel(kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 values, float32 scale per output channel) of a 2-D [in, out] kernel."""
-    kernel = np.asarray(kernel, np.float32)
+def quantize_kernel(kernel: np.ndarray, xp: Any = np) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 values, float32 scale per output channel) of a 2-D [in, out] kernel.
+
+    Args:
+      kernel: The float kernel.
+      xp: The array module: numpy (loading, on the host), or `jax.numpy`
+        inside a jitted function (weights drawn on a device, as
+        bench/accelerator.py does), the same formula either way.
+    """
+    kernel = xp.asarray(kernel, xp.float32)
     if kernel.ndim != 2:
         raise ValueError(f"int8 quantization takes 2-D kernels, got shape {kernel.shape}")
-    largest = np.max(np.abs(kernel), axis=0)
-    scale = np.where(largest > 0, largest / INT8_MAX, 1.0).astype(np.float32)
-    values = np.clip(np.rint(kernel / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+    largest = xp.max(xp.abs(kernel), axis=0)
+    scale = xp.where(largest > 0, largest / INT8_MAX, 1.0).astype(xp.float32)
+    values = xp.clip(xp.rint(kernel / scale), -INT8_MAX, INT8_MAX).astype(xp.int8)
     return values, scale
 
 
