@@ -273,7 +273,7 @@ def run_score(request: dict) -> dict:
     from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.scoring.runner import default_mesh
-    from seahorse_metrics.scoring.scorer import Scorer
+    from seahorse_metrics.scoring.single import Scorer
 
     compilation_cache.enable(request.get("cache_dir"))
     config = model_config(request["preset"], request["tiny"], dtype=request["dtype"],

@@ -359,7 +359,7 @@ def our_scorers(args, config, params, vocab_path, hf_dir: str, threads: int) -> 
     beside it)."""
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.model.quantize import quantize_params
-    from seahorse_metrics.scoring.scorer import Scorer
+    from seahorse_metrics.scoring.single import Scorer
 
     buckets = [int(b) for b in args.buckets.split(",")] if args.buckets else None
     batching = {"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}

@@ -10,7 +10,7 @@ Typical use::
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Scorer": "seahorse_metrics.scoring.scorer",
+    "Scorer": "seahorse_metrics.scoring.single",
     "MultiScorer": "seahorse_metrics.scoring.scorer",
 }
 

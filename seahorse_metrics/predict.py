@@ -4,9 +4,11 @@
     scorer = Scorer.load("path/to/checkpoint")       # ours, Hugging Face or T5X
     probs = scorer.score(articles, summaries)        # float32 numpy array, input order
 
-Both live in `seahorse_metrics.scoring.scorer` with the machinery they use;
-this module keeps the documented import path.
+They live in `seahorse_metrics.scoring.scorer` (`MultiScorer`, with the
+machinery it uses) and `seahorse_metrics.scoring.single` (`Scorer`); this
+module keeps the documented import path.
 """
-from seahorse_metrics.scoring.scorer import MultiScorer, ScoreOutput, Scorer, find_vocabulary
+from seahorse_metrics.scoring.scorer import MultiScorer, ScoreOutput, find_vocabulary
+from seahorse_metrics.scoring.single import Scorer
 
 __all__ = ["MultiScorer", "ScoreOutput", "Scorer", "find_vocabulary"]

@@ -113,7 +113,7 @@ def test_pairs_files_are_read_by_glob_and_rows_without_texts_counted(tmp_path, c
 
 
 def test_student_agrees_with_the_teacher_better_than_its_initialisation(reference, prepared):
-    from seahorse_metrics.scoring.scorer import Scorer
+    from seahorse_metrics.scoring.single import Scorer
 
     model_dir, result = reference
     held_out = distill.first(distill.read_split(prepared, "validation", 4), SIZES["validation"])

@@ -537,3 +537,39 @@ def test_evaluate_prints_its_headline_table(data, tmp_path, capsys):
     assert "* best on its benchmark" in printed
     assert "95% percentile bootstrap intervals" in printed
     assert f"wrote {output}/report.md, report.json, report.html" in printed
+
+
+def test_each_metric_carries_its_signature_into_the_reports(tiny_hf_dir, tmp_path, monkeypatch):
+    """What produced each metric's scores (`scoring.signature`) is in report.json,
+    .md and .html, from the cache too; an int8 checkpoint adds its self-check."""
+    from seahorse_metrics.evaluation.report import write_report
+    from seahorse_metrics.scoring.signature import parse_signature
+
+    monkeypatch.setenv("SEAHORSE_METRICS_CACHE", str(tmp_path / "user_cache"))
+    bench = _bench(n=12)
+    rows = [{"id": i, "q4": float(n) / 12} for n, i in enumerate(bench.ids)]
+    scores = eval_data.write_scores_file(str(tmp_path / "scored.csv"), rows)
+    with open(scores + ".meta.json", "w", encoding="utf-8") as handle:
+        json.dump({"columns": {"q4": "q4"}, "settings": {"signatures": {"q4": "seahorse:x|q"}}},
+                  handle)
+    specs = [f"tiny=checkpoint:{tiny_hf_dir},quantize=int8,max_input_length=128", "baseline:length",
+             f"ext=scores:{scores}:q4"]
+    cache = ScoreCache(str(tmp_path / "cache"))
+    for run in range(2):
+        metrics = [metrics_lib.build_metric(metrics_lib.parse_metric_spec(s), batch_size=4)
+                   for s in specs]
+        report = run_lib.evaluate([bench], metrics, FAST, cache=cache)
+        tiny = report.provenance["tiny"]
+        assert parse_signature(tiny["signature"])["quant"].startswith("int8-")
+        assert tiny["int8_check"]["pairs"] > 0
+        assert (metrics[0]._scorer is None) == (run == 1)  # The second run reads the cache.
+    assert report.provenance["length"]["signature"].endswith("|baseline:length")
+    assert report.provenance["ext"]["signature"] == "seahorse:x|q"
+    paths = write_report(report, str(tmp_path / "report"))
+    with open(paths["json"], encoding="utf-8") as handle:
+        listed = {m["name"]: m for m in json.load(handle)["metrics"]}
+    assert listed["tiny"]["signature"] == tiny["signature"]
+    for kind in ("md", "html"):
+        with open(paths[kind], encoding="utf-8") as handle:
+            text = handle.read()
+        assert tiny["signature"].split("|")[1] in text and "int8 against float32" in text

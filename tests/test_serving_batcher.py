@@ -23,6 +23,7 @@ class HeldScorer:
     names = ["m"]
     settings = InputSettings(max_input_length=64)
     window_size = 512
+    checkpoints: dict = {}
 
     def __init__(self):
         self.release = threading.Event()
@@ -32,7 +33,11 @@ class HeldScorer:
         pass
 
     def metadata(self):
-        return {"engine": "jax", "batching": {"data_parallel": 1}}
+        return {"engine": "jax", "batching": {"data_parallel": 1},
+                "signatures": self.signatures()}
+
+    def signatures(self):
+        return {"m": "seahorse:test|held"}
 
     def run(self, windows, batch_size=None, stats=None):
         from seahorse_metrics.scoring.window_scoring import ExampleResult

@@ -196,7 +196,8 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
                "--engine_option", "int8_smoothing=0.7", "--engine_option", "smoothing_pairs=8",
                "--engine_option", "convert_in_child=false"]
     assert cli_main(command + ["--output", str(tmp_path / "out.jsonl")]) == 0
-    (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
+    # (The int8 self-check converts a float32 twin beside it.)
+    (entry,) = [name for name in os.listdir(cache) if name.endswith("-int8")]
     record = json.load(open(cache / entry / conversion.ENGINE_FILE, encoding="utf-8"))
     assert record["smoothing"]["alpha"] == 0.7 and record["smoothing"]["inputs"] == 8
     meta = json.load(open(tmp_path / "out.jsonl.meta.json", encoding="utf-8"))
@@ -205,7 +206,7 @@ def test_score_command_passes_engine_options(tiny_hf_dir, tmp_path, monkeypatch,
     assert cli_main(command + ["--output", str(tmp_path / "beam.jsonl"), "--runner",
                                "DirectRunner", "--merge",
                                "--direct_running_mode=in_memory"]) == 0
-    assert [name for name in os.listdir(cache) if not name.startswith(".")] == [entry]
+    assert [name for name in os.listdir(cache) if name.endswith("-int8")] == [entry]
     capsys.readouterr()
 
     with pytest.raises(SystemExit) as exited:  # argparse's usage error

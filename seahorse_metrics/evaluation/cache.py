@@ -41,6 +41,13 @@ class ScoreCache:
 
     def load(self, metric_fingerprint: str, benchmark: Benchmark) -> Optional[np.ndarray]:
         """Cached scores in item order, or None when absent or stale."""
+        entry = self.load_entry(metric_fingerprint, benchmark)
+        return None if entry is None else entry[0]
+
+    def load_entry(self, metric_fingerprint: str,
+                   benchmark: Benchmark) -> Optional[tuple[np.ndarray, dict]]:
+        """(cached scores in item order, what produced them: `Metric.provenance`),
+        or None when absent or stale."""
         path = self.path(metric_fingerprint, benchmark)
         if not os.path.isfile(path):
             return None
@@ -54,10 +61,11 @@ class ScoreCache:
                 or entry.get("ids") != benchmark.ids):
             logger.info("cache entry %s is stale (benchmark changed); rescoring", path)
             return None
-        return np.array([np.nan if s is None else s for s in entry["scores"]], dtype=np.float64)
+        scores = np.array([np.nan if s is None else s for s in entry["scores"]], dtype=np.float64)
+        return scores, dict(entry.get("provenance") or {"signature": None})
 
     def save(self, metric_fingerprint: str, metric_spec: str, benchmark: Benchmark,
-             scores: np.ndarray) -> str:
+             scores: np.ndarray, provenance: Optional[dict] = None) -> str:
         """Writes an entry atomically and returns its path.
 
         Raises:
@@ -71,6 +79,7 @@ class ScoreCache:
             "ids": benchmark.ids,
             # NaN is not JSON: stored as null.
             "scores": [None if not np.isfinite(s) else float(s) for s in scores],
+            "provenance": provenance,
         }
         write_files_atomically({path: functools.partial(json.dump, entry)},
                                "the scores of this metric were not cached: free some space "

@@ -65,11 +65,12 @@ _NON_SCORE_FIELDS = frozenset({
 })
 _ERROR_FIELD = "error"
 _SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab=PATH]"
-              "[,per_sentence=min|mean|share@T], baseline:rougeL|majority|length, "
+              "[,per_sentence=min|mean|share@T][,engine=ctranslate2][,quantize=int8], "
+              "baseline:rougeL|majority|length, "
               "scores:FILE[:COLUMN]")
 # Scorer settings a checkpoint spec may set, and how each is read.
 CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length", "vocab",
-                      "long_summaries")
+                      "long_summaries", "engine", "quantize")
 _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 
@@ -155,7 +156,8 @@ def _checkpoint_settings(rest: str, text: str) -> tuple[str, tuple]:
         raise ValueError(f"bad metric spec {text!r}: an option is given twice")
     try:
         kwargs = checkpoint_scorer_kwargs(tuple(settings.items()))
-        kwargs.pop("vocab", None)
+        for loading in ("vocab", "engine", "quantize"):
+            kwargs.pop(loading, None)
         InputSettings(**kwargs)
     except ValueError as error:
         raise ValueError(f"bad metric spec {text!r}: {error}") from None
@@ -229,6 +231,11 @@ class Metric(abc.ABC):
     def fingerprint(self) -> str:
         """Cache key: changes whenever the scores could change."""
 
+    def provenance(self) -> dict:
+        """What produced the scores this run scored: {"signature": ...} (see
+        `scoring.signature`), with "int8_check" for int8 checkpoints."""
+        return {"signature": None}
+
     def score_pairs(self, premises: Sequence[str], hypotheses: Sequence[str],
                     questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
         """Scores pairs (with the question of each query-focused summary, None
@@ -275,6 +282,15 @@ class CheckpointMetric(Metric):
         return _digest(["checkpoint", os.path.abspath(self.path), content_digest(self.path),
                         self.vocab_path] + ([settings] if settings else []))
 
+    def provenance(self) -> dict:
+        if self._scorer is None:
+            return {"signature": None}
+        described = self._scorer.metadata()
+        found = {"signature": described["signatures"]["score"]}
+        if "int8_check" in described:
+            found["int8_check"] = described["int8_check"]["score"]
+        return found
+
     def score_pairs(self, premises, hypotheses, questions=None):
         if self._scorer is None:
             from seahorse_metrics import Scorer
@@ -303,6 +319,12 @@ class BaselineMetric(Metric):
             path = self.vocab_path or str(_default_vocab())
             vocab = [os.path.abspath(path), _stat_signature(path)]
         return _digest(["baseline", self.spec.argument, self.spec.option, vocab])
+
+    def provenance(self) -> dict:
+        from seahorse_metrics import __version__
+
+        option = f":{self.spec.option}" if self.spec.option else ""
+        return {"signature": f"seahorse:{__version__}|baseline:{self.spec.argument}{option}"}
 
     def score_pairs(self, premises, hypotheses, questions=None):
         # The baselines compare summary and article; a question does not change them.
@@ -462,6 +484,20 @@ class ScoresFileMetric(Metric):
         with open(self.spec.argument, "rb") as handle:
             content = hashlib.sha256(handle.read()).hexdigest()
         return _digest(["scores", content, self.spec.option])
+
+    def provenance(self) -> dict:
+        """The signature `score` wrote for this column into `<file>.meta.json`."""
+        from seahorse_metrics.scoring.job import META_SUFFIX, read_metadata
+
+        try:
+            meta = read_metadata(self.spec.argument + META_SUFFIX) or {}
+        except (OSError, ValueError):
+            meta = {}
+        signatures = (meta.get("settings") or {}).get("signatures") or {}
+        by_column = {(meta.get("columns") or {}).get(name, name): signature
+                     for name, signature in signatures.items()}
+        column = self.spec.option or (next(iter(by_column)) if len(by_column) == 1 else None)
+        return {"signature": by_column.get(column)}
 
     @property
     def table(self) -> _ScoreTable:

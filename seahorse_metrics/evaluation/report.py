@@ -92,13 +92,28 @@ def _run_lines(report: EvaluationReport) -> list[list[tuple[str, bool]]]:
     for index, metric in enumerate(report.metrics):
         metrics += [(", " if index else "", False), (metric.name, True), (" = ", False),
                     (metric.spec.text, True)]
-    lines = [metrics]
+    lines = [metrics] + [_provenance_line(report, metric) for metric in report.metrics
+                         if (report.provenance.get(metric.name) or {}).get("signature")]
     for b in report.benchmarks:
         summary = b.summary()
         counts = (f", {summary['n_positive']} yes / {summary['n_negative']} no"
                   if b.has_labels else "")
         lines.append([(b.name, True), (f": {b.description}; n = {len(b)}{counts}", False)])
     return lines
+
+
+def _provenance_line(report: EvaluationReport, metric) -> list[tuple[str, bool]]:
+    """"NAME signature: ..." and, for int8, its self-check on this host."""
+    found = report.provenance[metric.name]
+    line = [(metric.name, True), (" signature: ", False), (found["signature"], True)]
+    check = found.get("int8_check") or {}
+    if "spearman" in check:
+        line.append((f"; int8 against float32 on this host: Spearman {check['spearman']:.4f}, "
+                     f"largest |log P(\"1\") difference| {check['max_abs_log_p1_diff']:.3f} "
+                     f"({check['pairs']} probe pairs)", False))
+    elif check:
+        line.append((f"; int8 self-check skipped: {check.get('skipped')}", False))
+    return line
 
 
 def _markdown_line(fragments) -> str:
@@ -306,7 +321,8 @@ def report_dict(report: EvaluationReport) -> dict:
         "config": dataclasses.asdict(report.config),
         "benchmarks": [b.summary() for b in report.benchmarks],
         "metrics": [{"name": m.name, "spec": m.spec.text, "kind": m.spec.kind,
-                     "threshold": m.threshold} for m in report.metrics],
+                     "threshold": m.threshold, **(report.provenance.get(m.name) or {})}
+                    for m in report.metrics],
         "results": [result.to_dict() for result in report.results.values()],
         "comparisons": [c.to_dict() for c in report.comparisons],
         "scoring": report.scoring,

@@ -159,6 +159,8 @@ class EvaluationReport:
       calibration: The calibration maps fitted (`--calibrate_on`), if any.
       calibration_cells: (metric name, benchmark name) -> CalibrationCell
         (ECE, Brier score, reliability before and after the metric's map).
+      provenance: Metric name -> what produced its scores: {"signature"}
+        (`scoring.signature`; None where unknown), and "int8_check".
     """
 
     config: EvaluationConfig
@@ -172,6 +174,7 @@ class EvaluationReport:
     macro: dict = dataclasses.field(default_factory=dict)
     calibration: Optional[calibration_lib.CalibrationSet] = None
     calibration_cells: dict = dataclasses.field(default_factory=dict)
+    provenance: dict = dataclasses.field(default_factory=dict)
 
     def result(self, metric: str, benchmark: str) -> MetricResult:
         return self.results[(metric, benchmark)]

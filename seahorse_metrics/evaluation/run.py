@@ -70,6 +70,7 @@ class ScoreSource:
         self._memo: dict = {}
         self._fingerprints: dict = {}
         self.counts: dict = {}
+        self.provenance: dict = {}  # Metric name -> what produced its scores.
 
     def _fingerprint(self, metric: Metric) -> str:
         if metric.name not in self._fingerprints:
@@ -90,10 +91,11 @@ class ScoreSource:
         use_cache = self.cache is not None and metric.cacheable
         fingerprint = self._fingerprint(metric) if use_cache or metric.content_only else None
         if use_cache:
-            cached = self.cache.load(fingerprint, benchmark)
+            cached = self.cache.load_entry(fingerprint, benchmark)
             if cached is not None:
                 self._count(metric, "cached")
-                return cached
+                self.provenance.setdefault(metric.name, cached[1])
+                return cached[0]
         if metric.content_only:
             scores = self._score_by_content(metric, fingerprint, benchmark)
         else:
@@ -102,8 +104,11 @@ class ScoreSource:
             raise ValueError(f"metric {metric.name} returned {scores.shape} scores for "
                              f"{len(benchmark)} items of {benchmark.name}")
         self._count(metric, "scored")
+        provenance = metric.provenance()
+        if provenance.get("signature") is not None or metric.name not in self.provenance:
+            self.provenance[metric.name] = provenance
         if use_cache:
-            self.cache.save(fingerprint, metric.spec.text, benchmark, scores)
+            self.cache.save(fingerprint, metric.spec.text, benchmark, scores, provenance)
         return scores
 
     def _score_by_content(self, metric: Metric, fingerprint: str,
@@ -356,7 +361,9 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
                             all_scores, source.counts, thresholds,
                             _macro_averages(benchmarks, metrics, results, all_scores, config),
                             calibration, _calibration_cells(benchmarks, results, all_scores,
-                                                            calibration, config))
+                                                            calibration, config),
+                            {m.name: source.provenance.get(m.name) or m.provenance()
+                             for m in metrics})
 
 
 def _tuning_items(metric: Metric, benchmark: Benchmark, source: ScoreSource,

@@ -218,7 +218,7 @@ class TeacherScores:
 
     def _score(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         if self._scorer is None:
-            from seahorse_metrics.scoring.scorer import Scorer
+            from seahorse_metrics.scoring.single import Scorer
 
             self._scorer = Scorer.load(self.teacher, batch_size=self.config.teacher_batch_size,
                                        max_input_length=self.config.teacher_max_input_length,

@@ -95,7 +95,7 @@ def compare(config, teacher, student_dir: str, held_out, test) -> dict:
       held_out: The held-out `distill.Pairs` (Spearman with the teacher).
       test: The test split's `distill.Pairs` (ROC-AUC, Pearson, speed).
     """
-    from seahorse_metrics.scoring.scorer import Scorer
+    from seahorse_metrics.scoring.single import Scorer
 
     teacher_held_out, teacher_test = teacher.scores(held_out), teacher.scores(test)
     length = config.train.input_length
