@@ -132,3 +132,62 @@ def test_cpu_devices_agrees_with_xla_flags_or_says_which(monkeypatch):
     with pytest.raises(ValueError, match="XLA_FLAGS already has "
                                          "--xla_force_host_platform_device_count=4"):
         split_host_cpu(2)
+
+
+# ------------------------------------------------------- mistyped flags (issue 48 point 13)
+def _mistyped_flag_case(command):
+    """A real flag of `command`, and it with one letter dropped."""
+    from seahorse_metrics.cli import build_parser
+
+    subparser = next(action for action in build_parser()._actions
+                     if action.dest == "command").choices[command]
+    flag = max((option for action in subparser._actions for option in action.option_strings
+                if option.startswith("--") and option not in ("--help", "--debug")), key=len)
+    return flag, flag[:4] + flag[5:]
+
+
+@pytest.mark.parametrize("command", ["prepare", "train", "score", "evaluate", "export", "plan",
+                                     "distill", "serve"])
+def test_a_mistyped_flag_is_named_with_the_closest_one_and_the_subcommand_usage(command,
+                                                                                capsys):
+    flag, mistyped = _mistyped_flag_case(command)
+    with pytest.raises(SystemExit) as exited:
+        main([command, mistyped, "x"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert f"usage: seahorse-metrics {command} " in err, err
+    assert f"unrecognized argument {mistyped} (did you mean {flag}?)" in err, err
+    assert "the following arguments are required" not in err, err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["score", "--chekpoint", "ck", "--input", "in.jsonl", "--output", "out.jsonl"],
+     "unrecognized argument --chekpoint (did you mean --checkpoint?)"),
+    (["score", "--checkpoint", "ck", "--input", "in.jsonl", "--output", "out.jsonl",
+      "--per_sentense"], "unrecognized argument --per_sentense (did you mean --per_sentence?)"),
+    (["score", "--checkpoint", "ck", "--input", "in.jsonl", "--output", "out.jsonl",
+      "--per_sentense", "--zzz=1"],
+     "unrecognized arguments --per_sentense (did you mean --per_sentence?), --zzz"),
+    (["train", "--gin_file", "g.gin", "--gin.MODEL_DIR=runs", "--gin_bindngs", "x"],
+     "unrecognized argument --gin_bindngs (did you mean --gin_bindings?)"),
+    (["score", "--checkpoint", "ck", "--input", "in.jsonl", "--output", "out.jsonl", "extra"],
+     "unrecognized argument extra"),
+])
+def test_the_probe_s_mistyped_flags(argv, said, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert f"usage: seahorse-metrics {argv[0]} " in err and said in err, err
+    assert "usage: seahorse-metrics [-h]" not in err, err
+
+
+def test_beam_options_still_pass_with_runner():
+    from seahorse_metrics.cli import parse_args
+
+    args = parse_args(["score", "--checkpoint", "ck", "--input", "in.jsonl", "--output",
+                       "out.jsonl", "--runner", "DirectRunner", "--direct_num_workers=2"])
+    assert args.pipeline_args == ["--direct_num_workers=2"]
+    # An abbreviation argparse accepts is no unknown flag.
+    args = parse_args(["score", "--checkpoint", "ck", "--input", "in.jsonl", "--output",
+                       "out.jsonl", "--per_sent"])
+    assert args.per_sentence and args.pipeline_args == []

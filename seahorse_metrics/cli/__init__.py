@@ -13,6 +13,9 @@ import importlib
 import logging
 import sys
 
+from seahorse_metrics.cli.parsing import (CommandParser, long_flags,
+                                         unknown_arguments_message)
+
 SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export", "plan", "distill", "serve")
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -39,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log_level", default="INFO", help="Python logging level (default: INFO)."
     )
     _add_debug_flag(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=CommandParser)
     subparsers.required = True
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"seahorse_metrics.cli.{name}")
@@ -85,7 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "runner", None):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(unknown_arguments_message(unknown, long_flags(parser), parser.prog))
     args.pipeline_args = unknown
     return args
 

@@ -15,13 +15,14 @@ import logging
 import sys
 
 from seahorse_metrics import compilation_cache
+from seahorse_metrics.cli.parsing import CommandParser
 
 logger = logging.getLogger(__name__)
 
 EXIT_DIVERGED = 3
 
 
-class GinFlagParser(argparse.ArgumentParser):
+class GinFlagParser(CommandParser):
     """An ArgumentParser that sets `gin_flag_bindings` from `--gin.NAME=VALUE` flags.
 
     Such flags cannot be declared to argparse (their names are open-ended),
