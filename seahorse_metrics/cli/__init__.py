@@ -10,9 +10,9 @@ one line on stderr and exit status 2; `--debug` shows the traceback instead.
 """
 import argparse
 import importlib
-import logging
 import sys
 
+from seahorse_metrics.cli import logs
 from seahorse_metrics.cli.parsing import (CommandParser, long_flags,
                                          unknown_arguments_message)
 
@@ -38,9 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
             "meta-evaluate metrics against human ratings."
         ),
     )
-    parser.add_argument(
-        "--log_level", default="INFO", help="Python logging level (default: INFO)."
-    )
+    logs.add_arguments(parser)
     _add_debug_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
                                        parser_class=CommandParser)
@@ -49,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"seahorse_metrics.cli.{name}")
         module.add_parser(subparsers)
     for subparser in subparsers.choices.values():
-        # Also after the subcommand; SUPPRESS keeps a --debug given before it.
+        # Also after the subcommand; SUPPRESS keeps a value given before it.
         _add_debug_flag(subparser, default=argparse.SUPPRESS)
+        logs.add_arguments(subparser, default=argparse.SUPPRESS)
     return parser
 
 
@@ -96,10 +95,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(args.log_level, args.verbose)
     return run_command(args.func, args, user_errors(args.command))
 
 

@@ -91,8 +91,6 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs training as the parsed arguments say; returns the exit status."""
-    # Orbax logs every save step at INFO through absl; keep the console readable.
-    logging.getLogger("absl").setLevel(logging.WARNING)
     if args.multihost:
         _initialize_distributed(args)
     compilation_cache.enable_from_args(args)
