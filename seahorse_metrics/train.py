@@ -12,6 +12,7 @@ import sys
 from typing import Optional, Sequence
 
 from seahorse_metrics.cli import logs, run_command
+from seahorse_metrics.cli.parsing import long_flags
 from seahorse_metrics.cli import train as train_cli
 
 
@@ -26,7 +27,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="On an error, show the Python traceback instead of one line.")
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.verbose)
-    return run_command(train_cli.run, args)
+    return run_command(train_cli.run, args, flags=long_flags(parser))
 
 
 if __name__ == "__main__":

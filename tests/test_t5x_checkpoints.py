@@ -208,10 +208,10 @@ def test_missing_vocabulary_names_the_options(tmp_path, tiny_params):
     from seahorse_metrics import Scorer
 
     with pytest.raises(FileNotFoundError, match=r"config\.gin names the vocabulary gs://t5-data/.*"
-                       r"--vocab PATH .*checkpoint:DIR,vocab=PATH"):
+                       r"vocab=PATH \(Scorer\.load, or checkpoint:DIR,vocab=PATH"):
         Scorer.load(step_dir)
     os.remove(tmp_path / "t5x-run" / "config.gin")
-    with pytest.raises(FileNotFoundError, match=r"no spiece\.model in .* --vocab PATH"):
+    with pytest.raises(FileNotFoundError, match=r"no spiece\.model in .* vocab=PATH"):
         Scorer.load(step_dir)
     assert main(["score", "--checkpoint", step_dir, "--input", str(pairs),
                  "--output", str(tmp_path / "out.jsonl")]) == 2

@@ -37,6 +37,7 @@ from seahorse_metrics.checkpoints.streaming import (Convert, ParamSource, Stored
                                                     materialise, param_shardings)
 from seahorse_metrics.checkpoints.t5x_orbax import is_orbax_step_dir, stored_orbax_tensors
 from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.option_names import option
 
 logger = logging.getLogger(__name__)
 
@@ -381,6 +382,6 @@ def missing_vocabulary_message(path: str) -> str:
     _, why_not = run_vocabulary(path)
     looked = (f"no spiece.model in {path} or the directory above it, and no T5X "
               f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY")
-    return (f"{why_not or looked}; pass the SentencePiece model: --vocab PATH (score, "
-            "evaluate, export), checkpoint:DIR,vocab=PATH in an evaluate --metric, or "
-            "Scorer.load(..., vocab=PATH)")
+    vocab = option("vocab=PATH (Scorer.load, or checkpoint:DIR,vocab=PATH in an evaluate "
+                   "metric spec)", "--vocab PATH")
+    return f"{why_not or looked}; pass the SentencePiece model: {vocab}"

@@ -68,6 +68,14 @@ def long_flags(parser: argparse.ArgumentParser) -> list[str]:
             for option in action.option_strings if option.startswith("--")]
 
 
+def subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of `parser`'s subcommand `name`."""
+    for action in parser._actions:  # pylint: disable=protected-access
+        if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+            return action.choices[name]
+    raise KeyError(f"{parser.prog} has no subcommands")
+
+
 def closest_flag(name: str, flags: Iterable[str]) -> Optional[str]:
     """The flag of `flags` spelt most like `name`, or None when none is close."""
     flags = list(flags)
