@@ -19,28 +19,11 @@ import numpy as np
 import pytest
 
 from fixtures import tiny_model
+from fixtures.tiny_model import write_t5x_orbax_checkpoint
 from seahorse_metrics.checkpoints import (CheckpointError, checkpoint_config, detect_format,
                                           load_checkpoint)
 from seahorse_metrics.checkpoints.params import flatten, unflatten
 from seahorse_metrics.checkpoints.t5x import adafactor_initial_state, initial_optimizer_state
-
-
-def write_t5x_orbax_checkpoint(model_dir, params, step, param_states=True):
-    """Writes T5X's state dict `{"target": params, "state": {"step", "param_states"}}`
-    the way T5X's OrbaxCheckpointManagerInterface.save does; returns the step dir."""
-    import orbax.checkpoint as ocp
-
-    shapes = {name: np.shape(value) for name, value in flatten(params).items()}
-    state = initial_optimizer_state(shapes, step) if param_states else {"step": np.int32(step)}
-    state_dict = {"target": params, "state": state}
-    manager = ocp.CheckpointManager(
-        os.path.abspath(model_dir),
-        options=ocp.CheckpointManagerOptions(step_prefix="checkpoint"),
-        item_handlers={"state": ocp.PyTreeCheckpointHandler(use_ocdbt=True)})
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state_dict)))
-    manager.wait_until_finished()
-    manager.close()
-    return os.path.join(model_dir, f"checkpoint_{step}")
 
 
 @pytest.fixture(scope="module")
