@@ -15,6 +15,7 @@ import difflib
 import sys
 from typing import Iterable, Optional, Sequence
 
+
 class CommandParser(argparse.ArgumentParser):
     """The parser of one subcommand.
 
@@ -78,7 +79,6 @@ def subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.Ar
 
 def closest_flag(name: str, flags: Iterable[str]) -> Optional[str]:
     """The flag of `flags` spelt most like `name`, or None when none is close."""
-    flags = list(flags)
     stripped = {flag.lstrip("-"): flag for flag in flags}
     match = difflib.get_close_matches(name.lstrip("-"), list(stripped), n=1, cutoff=0.6)
     return stripped[match[0]] if match else None
