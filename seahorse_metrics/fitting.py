@@ -22,15 +22,16 @@ cost more time than recomputation does).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import logging
 import math
-import os
-import subprocess
-import sys
 from typing import Any, Callable, Iterator, Optional
 
 from seahorse_metrics import planning
 from seahorse_metrics.model.config import REMAT_POLICIES
+
+logger = logging.getLogger(__name__)
 
 GiB = 2 ** 30
 # Nominal memory per device of the accelerators `--device` names.
@@ -173,7 +174,7 @@ def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[i
     if not candidates or not fits(candidates[-1]):
         return None
     low, high = 0, len(candidates) - 1  # candidates[high] fits
-    if fits(candidates[0]):
+    if high == 0 or fits(candidates[0]):
         return candidates[0]
     while high - low > 1:  # candidates[low] does not fit
         middle = (low + high) // 2
@@ -182,6 +183,21 @@ def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[i
         else:
             low = middle
     return candidates[high]
+
+
+def _compilation_bound(candidates: int) -> int:
+    """The most compilations `_first_fit` makes over `candidates` values."""
+    if candidates < 2:
+        return candidates
+    return 2 + math.ceil(math.log2(candidates - 1))
+
+
+def max_compilations(config: Any, devices: int, batch_size: int) -> int:
+    """How many train steps the search compiles at most (every remat setting
+    and mesh shape bisected; a mesh left out, or a bisection cut short by an
+    earlier fit, compiles fewer)."""
+    return len(REMAT_POLICIES) * sum(_compilation_bound(len(_divisors(batch_size // data)))
+                                     for data, _ in mesh_shapes(config, devices, batch_size))
 
 
 def iterate_search(config: Any, devices: int, device_bytes: int, input_length: int,
@@ -209,6 +225,9 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
 
     make_mesh = make_mesh or default_make_mesh
     best_microbatches: Optional[int] = None
+    compiled = itertools.count(1)
+    bound = max_compilations(config, devices, batch_size)
+    layers = "scanned layers" if config.scan_layers else "unrolled layers"
     for remat in REMAT_POLICIES:
         for data, model in mesh_shapes(config, devices, batch_size):
             fixed = _fixed_bytes(config, data, model)
@@ -219,6 +238,9 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
             trials: dict[int, Trial] = {}
 
             def fits(microbatches: int) -> bool:
+                logger.info("compiling the train step %d of at most %d: remat=%s, microbatches=%d, "
+                            "data=%d x model=%d, %s", next(compiled), bound, remat, microbatches,
+                            data, model, layers)
                 memory = planning.plan_train_step(
                     config.replace(remat=remat), make_mesh(model), input_length, batch_size,
                     target_length, optimizer, microbatches=microbatches)
@@ -247,7 +269,8 @@ def cheapest(trials: list[Trial]) -> Optional[Trial]:
 
 _CHILD = """
 import dataclasses, json, sys
-from seahorse_metrics import fitting
+from seahorse_metrics import fitting, planning
+planning.forward_logs_to_stdout()
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.training.optimizers import OptimizerConfig
 request = json.loads(sys.argv[1])
@@ -307,14 +330,6 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
 
 
 def _child_trials(request: dict, devices: int) -> Iterator[Trial]:
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                          f" --xla_force_host_platform_device_count={int(devices)}"))
-    with subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(request)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
-        for line in child.stdout:
-            if line.startswith("TRIAL "):
-                yield Trial(**json.loads(line[len("TRIAL "):]))
-        errors = [line for line in child.stderr.read().splitlines() if line.strip()]
-        if child.wait() != 0:
-            raise ValueError(f"planning failed: {errors[-1] if errors else child.returncode}")
+    for line in planning.child_output(_CHILD, request, devices):
+        if line.startswith("TRIAL "):
+            yield Trial(**json.loads(line[len("TRIAL "):]))

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
+
+logger = logging.getLogger(__name__)
 
 # Token ids read by the planned scorer; any two ids compile the same program.
 _PLAN_TOKEN_IDS = (1, 2)
@@ -393,13 +398,24 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
     from seahorse_metrics.model.model import EncoderDecoderModel
 
     abstract = EncoderDecoderModel(model_config).abstract_params()
-    steps = [plan_train_step(model_config, mesh, input_length, batch_size, target_length, optimizer,
-                             compiler_options, microbatches),
-             plan_scoring_step(model_config, mesh, input_length, score_batch_size or batch_size,
-                               compiler_options)]
+    model_name = model_name or (f"d_model={model_config.d_model} x "
+                                f"{model_config.num_encoder_layers}+"
+                                f"{model_config.num_decoder_layers} layers")
+    cfg, where = model_config, (f"inputs of {input_length} tokens, on a data={mesh.shape['data']} "
+                                f"x model={mesh.shape['model']} mesh")
+    # Each compilation takes from seconds to many minutes (an unrolled mT5-XXL).
+    logger.info("compiling the train step of %s: batch %d, compute %s, remat %s, %d microbatch%s, "
+                "%d+%d layers %s, %s", model_name, batch_size, cfg.dtype, cfg.remat, microbatches,
+                "es" if microbatches > 1 else "", cfg.num_encoder_layers, cfg.num_decoder_layers,
+                "scanned" if cfg.scan_layers else "unrolled", where)
+    train = plan_train_step(model_config, mesh, input_length, batch_size, target_length, optimizer,
+                            compiler_options, microbatches)
+    logger.info("compiling the scoring step of %s: batch %d, weights %s, %s", model_name,
+                score_batch_size or batch_size, cfg.dtype, where)
+    steps = [train, plan_scoring_step(model_config, mesh, input_length,
+                                      score_batch_size or batch_size, compiler_options)]
     return MemoryPlan(
-        model=model_name or f"d_model={model_config.d_model} x {model_config.num_encoder_layers}"
-                            f"+{model_config.num_decoder_layers} layers",
+        model=model_name,
         parameter_count=sum(math.prod(a.shape) for a in jax.tree.leaves(abstract)),
         mesh={name: int(size) for name, size in mesh.shape.items()},
         platform=mesh.devices.flat[0].platform, input_length=input_length, steps=steps)
@@ -408,6 +424,7 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
 _CHILD = """
 import dataclasses, json, sys
 from seahorse_metrics import planning
+planning.forward_logs_to_stdout()
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.model.partitioning import make_mesh
 from seahorse_metrics.training.optimizers import OptimizerConfig
@@ -439,17 +456,71 @@ def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: i
                "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
                "model_name": model_name, "microbatches": int(microbatches),
                "compiler_options": None if compiler_options is None else dict(compiler_options)}
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                          f" --xla_force_host_platform_device_count={int(data) * int(model)}"))
-    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(request)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("PLAN ")]
-    if done.returncode != 0 or not lines:
-        errors = [line for line in done.stderr.splitlines() if line.strip()]
-        raise ValueError(f"planning failed: {errors[-1] if errors else done.returncode}")
+    lines = [line for line in child_output(_CHILD, request, int(data) * int(model), timeout)
+             if line.startswith("PLAN ")]
+    if not lines:
+        raise ValueError("planning failed: the planning process printed no plan")
     values = json.loads(lines[-1][len("PLAN "):])
     steps = [StepMemory(**dict(step, arguments={k: ArgumentBytes(**v) for k, v in step["arguments"].items()},
                                largest_whole=tuple(step["largest_whole"])))
              for step in values.pop("steps")]
     return MemoryPlan(steps=steps, **values)
+
+
+# A planning child's own log lines, on its stdout among its results.
+_LOG_PREFIX = "LOG "
+
+
+def forward_logs_to_stdout() -> None:
+    """In a planning child process: our INFO lines go to stdout, where
+    `child_output` logs them in the parent as they come."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(_LOG_PREFIX + "%(message)s"))
+    own = logging.getLogger("seahorse_metrics")
+    own.addHandler(handler)
+    own.setLevel(logging.INFO)
+    own.propagate = False
+
+
+def child_output(script: str, request: Mapping[str, Any], devices: int,
+                 timeout: Optional[float] = None) -> Iterator[str]:
+    """Runs `script` (argv[1]: `request` as JSON) on `devices` simulated CPU
+    devices; yields its stdout lines as they come, and logs here the log
+    lines it forwards (`forward_logs_to_stdout`).
+
+    Raises:
+      ValueError: with the child's last error line, if it fails.
+      subprocess.TimeoutExpired: if it runs longer than `timeout` seconds.
+    """
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                          f" --xla_force_host_platform_device_count={int(devices)}"))
+    command = [sys.executable, "-c", script, json.dumps(request)]
+    # stderr to a file: a pipe nobody reads while stdout is read could fill and block the child.
+    with tempfile.TemporaryFile("w+") as stderr, subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True) as child:
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            child.kill()
+
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer is not None:
+            timer.start()
+        try:
+            for line in child.stdout:
+                if line.startswith(_LOG_PREFIX):
+                    logger.info("%s", line[len(_LOG_PREFIX):].rstrip("\n"))
+                else:
+                    yield line
+            returncode = child.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if timed_out.is_set():
+            raise subprocess.TimeoutExpired(command, timeout)
+        stderr.seek(0)
+        errors = [line for line in stderr.read().splitlines() if line.strip()]
+    if returncode != 0:
+        raise ValueError(f"planning failed: {errors[-1] if errors else returncode}")

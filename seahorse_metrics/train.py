@@ -8,11 +8,11 @@ The launch/ scripts call this module with `--multihost`.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Optional, Sequence
 
-from seahorse_metrics.cli import run_command
+from seahorse_metrics.cli import logs, run_command
+from seahorse_metrics.cli.parsing import long_flags
 from seahorse_metrics.cli import train as train_cli
 
 
@@ -22,15 +22,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     train_cli.add_arguments(parser)
-    parser.add_argument("--log_level", default="INFO", help="Python logging level.")
+    logs.add_arguments(parser)
     parser.add_argument("--debug", action="store_true",
                         help="On an error, show the Python traceback instead of one line.")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    return run_command(train_cli.run, args)
+    logs.configure(args.log_level, args.verbose)
+    return run_command(train_cli.run, args, flags=long_flags(parser))
 
 
 if __name__ == "__main__":

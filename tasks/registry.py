@@ -130,8 +130,8 @@ def require_input_length(dataset: tf.data.Dataset, sequence_length=None, *, inpu
             f"task {task} was registered with input_length={input_length} but "
             f"get_dataset asked for inputs of {requested}; register the tasks with "
             f"input_length={requested} so that the article, not the summary, is shortened "
-            f"(with T5X: set the gin macro or environment variable SEAHORSE_INPUT_LENGTH={requested}, "
-            "which gin/t5x/finetune.gin also puts in TASK_FEATURE_LENGTHS)"
+            f"(with T5X: pass --gin.SEAHORSE_INPUT_LENGTH={requested}, which "
+            "gin/t5x/finetune.gin also puts in TASK_FEATURE_LENGTHS)"
         )
     return dataset
 

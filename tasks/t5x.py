@@ -87,6 +87,16 @@ def _vocabulary() -> Optional[Any]:
     return gin_macro(T5X_VOCABULARY)
 
 
+def _warn_if_overridden(name: str, value: Any) -> None:
+    """Says when the environment variable `name` loses to a gin macro of
+    another `value` (gin/t5x/finetune.gin binds SEAHORSE_INPUT_LENGTH)."""
+    environment = os.environ.get(name)
+    if environment and gin_macro(name) is not None and str(value) != environment:
+        logger.warning("the environment's %s=%s is not used: the gin macro %s is bound to %s "
+                       "(a gin file binds it); pass --gin.%s=%s instead", name, environment,
+                       name, value, name, environment)
+
+
 def register_from_settings() -> list[str]:
     """Registers the tasks from the gin macros / environment variables above.
 
@@ -98,6 +108,7 @@ def register_from_settings() -> list[str]:
         environment, or a setting is malformed.
     """
     input_length = setting(INPUT_LENGTH)
+    _warn_if_overridden(INPUT_LENGTH, input_length)
     try:
         input_length = int(input_length) if input_length is not None else DEFAULT_INPUT_LENGTH
     except ValueError:

@@ -19,10 +19,15 @@ from seahorse_metrics.model import EncoderDecoderModel, get_config
 MiB = 2 ** 20
 
 
-def test_xxl_train_and_scoring_steps_split_parameters_eight_ways():
+def test_xxl_train_and_scoring_steps_split_parameters_eight_ways(caplog):
     config = get_config("mt5_xxl", dtype="bfloat16", num_encoder_layers=1, num_decoder_layers=1)
-    plan = planning.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
-                                       model_name="mt5_xxl 1+1", timeout=900)
+    with caplog.at_level("INFO"):
+        plan = planning.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
+                                           model_name="mt5_xxl 1+1", timeout=900)
+    # The child process says what it compiles, as it goes (issue 48 point 17).
+    assert [r.getMessage().split(":")[0] for r in caplog.records
+            if r.getMessage().startswith("compiling")] == [
+        "compiling the train step of mt5_xxl 1+1", "compiling the scoring step of mt5_xxl 1+1"]
     assert plan.mesh == {"data": 1, "model": 8} and plan.platform == "cpu"
     abstract = EncoderDecoderModel(config).abstract_params()
     assert plan.parameter_count == sum(math.prod(a.shape) for a in jax.tree.leaves(abstract))
@@ -63,10 +68,17 @@ def test_adamw_state_is_split_like_the_parameters():
     assert [s.spec for s in moments] == [s.spec for s in params] * 2
 
 
-def test_plan_command_prints_per_device_memory(capsys):
-    status = cli_main(["plan", "--model", "tiny", "--mesh", "data=1,model=1", "--input_length", "32",
-                       "--batch_size", "2", "--dtype", "bfloat16"])
+def test_plan_command_prints_per_device_memory(capsys, caplog):
+    with caplog.at_level("INFO"):
+        status = cli_main(["plan", "--model", "tiny", "--mesh", "data=1,model=1", "--input_length",
+                           "32", "--batch_size", "2", "--dtype", "bfloat16"])
     assert status == 0
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("compiling")]
+    assert said == [
+        "compiling the train step of tiny: batch 2, compute bfloat16, remat none, 1 microbatch, "
+        "2+2 layers unrolled, inputs of 32 tokens, on a data=1 x model=1 mesh",
+        "compiling the scoring step of tiny: batch 2, weights bfloat16, inputs of 32 tokens, on a "
+        "data=1 x model=1 mesh"], said
     printed = capsys.readouterr().out
     assert "data=1 x model=1 mesh" in printed
     assert "per-device figures: CPU-compiler estimate" in printed  # compiled by XLA:CPU

@@ -326,7 +326,8 @@ def test_reruns_check_inputs_options_and_earlier_shards(tmp_path, tiny_hf_dir, s
     with pytest.raises(ValueError, match="another input or other settings"):
         beam_scoring.score_files(shards, output, {"q": tiny_hf_dir}, pipeline_args=IN_PROCESS)
     (tmp_path / "scores.jsonl").write_text("{}\n")
-    with pytest.raises(ValueError, match="--overwrite"):
+    # The Python API names its keyword (the command line its flag: tests/test_cli_errors.py).
+    with pytest.raises(ValueError, match="overwrite=True"):
         beam_scoring.score_files(shards, output, {"q": tiny_hf_dir}, pipeline_args=IN_PROCESS)
 
 

@@ -19,28 +19,11 @@ import numpy as np
 import pytest
 
 from fixtures import tiny_model
+from fixtures.tiny_model import write_t5x_orbax_checkpoint
 from seahorse_metrics.checkpoints import (CheckpointError, checkpoint_config, detect_format,
                                           load_checkpoint)
 from seahorse_metrics.checkpoints.params import flatten, unflatten
 from seahorse_metrics.checkpoints.t5x import adafactor_initial_state, initial_optimizer_state
-
-
-def write_t5x_orbax_checkpoint(model_dir, params, step, param_states=True):
-    """Writes T5X's state dict `{"target": params, "state": {"step", "param_states"}}`
-    the way T5X's OrbaxCheckpointManagerInterface.save does; returns the step dir."""
-    import orbax.checkpoint as ocp
-
-    shapes = {name: np.shape(value) for name, value in flatten(params).items()}
-    state = initial_optimizer_state(shapes, step) if param_states else {"step": np.int32(step)}
-    state_dict = {"target": params, "state": state}
-    manager = ocp.CheckpointManager(
-        os.path.abspath(model_dir),
-        options=ocp.CheckpointManagerOptions(step_prefix="checkpoint"),
-        item_handlers={"state": ocp.PyTreeCheckpointHandler(use_ocdbt=True)})
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.PyTreeSave(state_dict)))
-    manager.wait_until_finished()
-    manager.close()
-    return os.path.join(model_dir, f"checkpoint_{step}")
 
 
 @pytest.fixture(scope="module")
@@ -208,10 +191,10 @@ def test_missing_vocabulary_names_the_options(tmp_path, tiny_params):
     from seahorse_metrics import Scorer
 
     with pytest.raises(FileNotFoundError, match=r"config\.gin names the vocabulary gs://t5-data/.*"
-                       r"--vocab PATH .*checkpoint:DIR,vocab=PATH"):
+                       r"vocab=PATH \(Scorer\.load, or checkpoint:DIR,vocab=PATH"):
         Scorer.load(step_dir)
     os.remove(tmp_path / "t5x-run" / "config.gin")
-    with pytest.raises(FileNotFoundError, match=r"no spiece\.model in .* --vocab PATH"):
+    with pytest.raises(FileNotFoundError, match=r"no spiece\.model in .* vocab=PATH"):
         Scorer.load(step_dir)
     assert main(["score", "--checkpoint", step_dir, "--input", str(pairs),
                  "--output", str(tmp_path / "out.jsonl")]) == 2

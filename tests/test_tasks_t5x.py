@@ -257,3 +257,62 @@ def test_gin_t5x_files_name_only_what_t5x_and_the_module_define(kind, question):
         assert set(bindings) == T5X_BINDINGS
     else:
         assert macros["MIXTURE_OR_TASK_SPLIT"] == "test"
+
+
+# ------------------------------------------------- the input length with T5X (issue 48 point 21)
+def _feature_lengths(lengths=None):
+    """Stands in for T5X's `utils.DatasetConfig`, which gets `%TASK_FEATURE_LENGTHS`."""
+    return lengths
+
+
+def _finetune_gin_lengths():
+    """The lines of gin/t5x/finetune.gin that set the input length, as T5X parses them."""
+    with open(os.path.join(REPO_ROOT, "gin/t5x/finetune.gin"), encoding="utf-8") as handle:
+        lines = [line for line in handle
+                 if line.startswith(("SEAHORSE_INPUT_LENGTH", "TASK_FEATURE_LENGTHS"))]
+    assert len(lines) == 2, lines
+    return lines
+
+
+def _t5x_run(flags):
+    """What T5X's train.py does with gin/t5x/finetune.gin and `--gin.` flags: parse the
+    file, then the flags, import MIXTURE_OR_TASK_MODULE, and ask the task for its dataset
+    at TASK_FEATURE_LENGTHS."""
+    import gin
+
+    gin.clear_config()
+    tasks.unregister()  # each T5X run is a new process
+    sys.modules.pop(MODULE, None)
+    gin.parse_config(_finetune_gin_lengths() + flags
+                     + ["seahorse_test_feature_lengths.lengths = %TASK_FEATURE_LENGTHS"])
+    import_t5x_module()
+    lengths = gin.get_configurable("seahorse_test_feature_lengths")()
+    return seqio.get_mixture_or_task("seahorse_q4").get_dataset(lengths, split="train",
+                                                                shuffle=False)
+
+
+def test_the_input_length_message_names_the_gin_flag_that_works(clean, data, tiny_hf_dir,
+                                                                caplog):
+    import gin
+
+    if "seahorse_test_feature_lengths" not in gin.config._REGISTRY:  # pylint: disable=protected-access
+        gin.external_configurable(_feature_lengths, "seahorse_test_feature_lengths")
+    clean.setenv("SEAHORSE_DATA_DIR", data["prepared"])
+    clean.setenv("SEAHORSE_VOCABULARY", os.path.join(tiny_hf_dir, "spiece.model"))
+    shorter = ["TASK_FEATURE_LENGTHS = {'inputs': 512, 'targets': 4}"]
+    with pytest.raises(ValueError) as refused:
+        _t5x_run(shorter)
+    message = str(refused.value)
+    assert "pass --gin.SEAHORSE_INPUT_LENGTH=512" in message
+    assert "environment variable" not in message
+    # The environment variable loses to the gin file's own macro: said, not silently ignored.
+    clean.setenv("SEAHORSE_INPUT_LENGTH", "512")
+    with caplog.at_level("WARNING"), pytest.raises(ValueError, match="SEAHORSE_INPUT_LENGTH=512"):
+        _t5x_run(shorter)
+    assert ("the environment's SEAHORSE_INPUT_LENGTH=512 is not used: the gin macro "
+            "SEAHORSE_INPUT_LENGTH is bound to 2048") in caplog.text
+    clean.delenv("SEAHORSE_INPUT_LENGTH")
+    # Following the message: the flag sets both the tasks' and T5X's length.
+    dataset = _t5x_run(["SEAHORSE_INPUT_LENGTH = 512"])
+    assert tasks.registered_config().input_length == 512
+    assert max(len(row["inputs"]) for row in dataset.as_numpy_iterator()) <= 512

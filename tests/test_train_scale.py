@@ -190,18 +190,28 @@ def test_scanned_microbatched_run_resumes_exactly_and_saves_per_layer(train_samp
     np.testing.assert_allclose(np.asarray(scanned_probs), np.asarray(unrolled_probs), rtol=1e-5)
 
 
-def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys):
+def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     from seahorse_metrics.model.partitioning import make_mesh
 
     config = get_config("tiny", scan_layers=True)
     shapes = dict(input_length=32, batch_size=2)
     unchanged = planning.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
     budget = unchanged - 1  # the run as it is does not fit
-    status = cli_main(["plan", "--model", "tiny", "--fit", "--scan_layers", "--devices", "1",
-                       "--device_memory", str(budget), "--memory_fraction", "1", "--input_length", "32",
-                       "--batch_size", "2"])
+    with caplog.at_level("INFO"):  # --fit searches scanned layers unless told otherwise
+        status = cli_main(["plan", "--model", "tiny", "--fit", "--devices", "1",
+                           "--device_memory", str(budget), "--memory_fraction", "1",
+                           "--input_length", "32", "--batch_size", "2"])
     printed = capsys.readouterr().out
     assert status == 0, printed
+    # Issue 48 point 17: what is compiled, and how far the search is, as it goes.
+    bound = fitting.max_compilations(config, 1, 2)
+    compiles = [r.getMessage() for r in caplog.records if "compiling the train step" in r.getMessage()]
+    assert compiles and len(compiles) <= bound == 3 * 2, compiles  # remat x bisection of [1, 2]
+    settings = [line.split(": ", 1)[1] for line in compiles]
+    assert len(settings) == len(set(settings)), compiles  # no setting compiled twice
+    assert compiles[0] == (f"compiling the train step 1 of at most {bound}: remat=none, "
+                           "microbatches=2, data=1 x model=1, scanned layers")
+    assert any("searching with scanned layers" in r.getMessage() for r in caplog.records)
     lines = printed.splitlines()
     tried = [line for line in lines if line.startswith("remat=")]
     assert any(line.startswith("remat=none    microbatches=1 ") and "does not fit" in line
@@ -224,6 +234,21 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys):
     result = fitting.FitResult([fitting.Trial(remat, microbatches, 1, 1, confirmed.per_device_bytes,
                                               True)], None, budget, True, "float32")
     assert fitting.cheapest(result.trials).microbatches == microbatches
+
+
+def test_an_unrolled_fit_says_up_front_what_it_costs(capsys, caplog):
+    with caplog.at_level("INFO"):
+        status = cli_main(["plan", "--model", "mt5_xxl", "--fit", "--no_scan_layers", "--devices",
+                           "8", "--device_memory", "1MiB", "--batch_size", "128"])
+    assert status == 1  # nothing fits in 1 MiB: every mesh is left out without compiling
+    said = caplog.text
+    bound = fitting.max_compilations(get_config("mt5_xxl"), 8, 128)
+    assert bound == 3 * (4 + 5 + 5 + 5)  # remat x (the bisections over 16, 32, 64, 128 rows)
+    assert (f"searching unrolled layers: each of up to {bound} compilations compiles the train "
+            "step's 24+24 layers one by one") in said, said
+    assert "--scan_layers" in said
+    assert "compiling the train step" not in said
+    assert "TrainConfig.scan_layers" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("arguments, message", [

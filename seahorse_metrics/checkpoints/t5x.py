@@ -14,7 +14,9 @@ T5X's `train.py` saves with Orbax by default (`use_orbax=True`): a step
 directory then holds `state/`, an Orbax PyTree (OCDBT) of the same state dict
 (`target`, `state/step`, `state/param_states`), and no msgpack file; that
 layout is read by `checkpoints.t5x_orbax`. The layout is detected from the
-files, so a model directory may hold steps of both.
+files, so a model directory may hold steps of both. Scanned layers (T5X's
+scalable_t5, the `layers` axis stacked) are read layer by layer by
+`checkpoints.t5x_scanned`.
 
 The parameter tree is the network's (`token_embedder`, `encoder`, `decoder`);
 the config is derived from the parameter shapes (heads from the relative
@@ -36,7 +38,9 @@ from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, 
 from seahorse_metrics.checkpoints.streaming import (Convert, ParamSource, StoredTensor,
                                                     materialise, param_shardings)
 from seahorse_metrics.checkpoints.t5x_orbax import is_orbax_step_dir, stored_orbax_tensors
+from seahorse_metrics.checkpoints.t5x_scanned import is_scanned, unscanned_tensors
 from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.option_names import option
 
 logger = logging.getLogger(__name__)
 
@@ -201,11 +205,15 @@ def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
 def stored_t5x_tensors(step_dir: str) -> dict[str, StoredTensor]:
     """The `target` parameters of a T5X step directory (msgpack or Orbax
     layout, told apart by their files) as {"a/b/c": StoredTensor}: inline
-    arrays, and TensorStore arrays opened (not read)."""
+    arrays, and TensorStore arrays opened (not read). Scanned layers
+    (scalable_t5) are given per layer, under the unscanned names
+    (`t5x_scanned`)."""
     if not _is_msgpack_checkpoint(os.path.join(step_dir, MSGPACK_FILE)) and is_orbax_step_dir(step_dir):
-        return stored_orbax_tensors(step_dir)
-    flat_target = _flatten_target(_read_msgpack_target(step_dir))
-    return {name: _stored_tensor(step_dir, name, leaf) for name, leaf in flat_target.items()}
+        tensors = stored_orbax_tensors(step_dir)
+    else:
+        flat_target = _flatten_target(_read_msgpack_target(step_dir))
+        tensors = {name: _stored_tensor(step_dir, name, leaf) for name, leaf in flat_target.items()}
+    return unscanned_tensors(tensors, step_dir) if is_scanned(tensors) else tensors
 
 
 def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
@@ -381,6 +389,6 @@ def missing_vocabulary_message(path: str) -> str:
     _, why_not = run_vocabulary(path)
     looked = (f"no spiece.model in {path} or the directory above it, and no T5X "
               f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY")
-    return (f"{why_not or looked}; pass the SentencePiece model: --vocab PATH (score, "
-            "evaluate, export), checkpoint:DIR,vocab=PATH in an evaluate --metric, or "
-            "Scorer.load(..., vocab=PATH)")
+    vocab = option("vocab=PATH (Scorer.load, or checkpoint:DIR,vocab=PATH in an evaluate "
+                   "metric spec)", "--vocab PATH")
+    return f"{why_not or looked}; pass the SentencePiece model: {vocab}"

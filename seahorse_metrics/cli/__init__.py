@@ -10,8 +10,13 @@ one line on stderr and exit status 2; `--debug` shows the traceback instead.
 """
 import argparse
 import importlib
-import logging
 import sys
+from typing import Iterable, Optional
+
+from seahorse_metrics import option_names
+from seahorse_metrics.cli import logs
+from seahorse_metrics.cli.parsing import (CommandParser, long_flags, subcommand_parser,
+                                         unknown_arguments_message)
 
 SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export", "plan", "distill", "serve")
 EXIT_USER_ERROR = 2
@@ -35,18 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
             "meta-evaluate metrics against human ratings."
         ),
     )
-    parser.add_argument(
-        "--log_level", default="INFO", help="Python logging level (default: INFO)."
-    )
+    logs.add_arguments(parser)
     _add_debug_flag(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=CommandParser)
     subparsers.required = True
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"seahorse_metrics.cli.{name}")
         module.add_parser(subparsers)
     for subparser in subparsers.choices.values():
-        # Also after the subcommand; SUPPRESS keeps a --debug given before it.
+        # Also after the subcommand; SUPPRESS keeps a value given before it.
         _add_debug_flag(subparser, default=argparse.SUPPRESS)
+        logs.add_arguments(subparser, default=argparse.SUPPRESS)
     return parser
 
 
@@ -56,14 +61,17 @@ def user_errors(command: str) -> tuple[type, ...]:
     return USER_ERRORS + tuple(getattr(module, "USER_ERRORS", ()))
 
 
-def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_ERRORS) -> int:
+def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_ERRORS,
+                flags: Iterable[str] = ()) -> int:
     """Runs `func(args)`; a user error becomes `error: <message>` and status 2.
 
     With `args.debug` the exception propagates (full traceback). Ctrl-C
     prints one line and returns 130 (resumable commands continue when rerun).
+    Messages name options as the command's `flags` (`option_names`).
     """
     try:
-        return int(func(args) or 0)
+        with option_names.for_command(flags):
+            return int(func(args) or 0)
     except errors as error:
         if getattr(args, "debug", False):
             raise
@@ -78,25 +86,24 @@ def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_
         return EXIT_INTERRUPTED
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    """Parses a command line. Options no parser knows are Beam pipeline
-    options for `score --runner ...` (kept in `args.pipeline_args`); without
-    `--runner` they are refused as usual."""
-    parser = build_parser()
+def parse_args(argv=None, parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
+    """Parses a command line (with `parser`, default `build_parser()`).
+    Options no parser knows are Beam pipeline options for `score --runner ...`
+    (kept in `args.pipeline_args`); without `--runner` they are refused as usual."""
+    parser = parser or build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "runner", None):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(unknown_arguments_message(unknown, long_flags(parser), parser.prog))
     args.pipeline_args = unknown
     return args
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    return run_command(args.func, args, user_errors(args.command))
+    parser = build_parser()
+    args = parse_args(argv, parser)
+    logs.configure(args.log_level, args.verbose)
+    flags = long_flags(parser) + long_flags(subcommand_parser(parser, args.command))
+    return run_command(args.func, args, user_errors(args.command), flags)
 
 
 if __name__ == "__main__":

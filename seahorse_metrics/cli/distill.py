@@ -44,7 +44,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.getLogger("absl").setLevel(logging.WARNING)
     from seahorse_metrics.training import distill
 
     bindings = list(args.gin_bindings) + list(getattr(args, "gin_flag_bindings", []))

@@ -64,9 +64,12 @@ def add_parser(subparsers) -> None:
                         help="TrainConfig.remat of the run (default none; --fit searches it).")
     parser.add_argument("--microbatches", type=int, default=1,
                         help="TrainConfig.microbatches of the run (default 1; --fit searches it).")
-    parser.add_argument("--scan_layers", action="store_true",
+    parser.add_argument("--scan_layers", action="store_true", default=None,
                         help="TrainConfig.scan_layers: compile one scanned layer per stack "
-                             "(seconds instead of minutes for mT5-XXL).")
+                             "(seconds instead of minutes for mT5-XXL). The default of --fit.")
+    parser.add_argument("--no_scan_layers", dest="scan_layers", action="store_false",
+                        help="With --fit: search unrolled layers (each setting compiles every "
+                             "layer; up to an hour per setting for mT5-XXL on a small host).")
     parser.add_argument("--fit", action="store_true",
                         help="Search remat x microbatches x mesh for the cheapest fit.")
     parser.add_argument("--device_memory", default=None, metavar="SIZE",
@@ -102,8 +105,9 @@ def run(args) -> int:
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     data, model = _mesh_sizes(args)
-    config = get_config(args.model, dtype=args.dtype, remat=args.remat,
-                        scan_layers=bool(args.scan_layers))
+    # --fit compiles many settings: scanned unless told otherwise.
+    scan_layers = args.fit if args.scan_layers is None else args.scan_layers
+    config = get_config(args.model, dtype=args.dtype, remat=args.remat, scan_layers=scan_layers)
     planning.check_request(config, data, model, args.input_length, args.batch_size,
                            args.target_length)
     if args.score_batch_size is not None:
@@ -147,9 +151,25 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
           f"{', scanned layers' if config.scan_layers else ''}, on {devices} device(s) of "
           f"{planning.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
           f"{args.device or args.device_memory}; train step, per device):", flush=True)
+    _say_what_the_search_costs(config, devices, args.batch_size)
     result = fitting.search_fit(config, devices, device_bytes, args.input_length, args.batch_size,
                                 args.target_length, optimizer,
                                 on_trial=lambda trial: print(trial.line(), flush=True),
                                 correction=correction)
     print("\n".join(result.report().splitlines()[len(result.trials):]))
     return 0 if result.best is not None else 1
+
+
+def _say_what_the_search_costs(config, devices: int, batch_size: int) -> None:
+    from seahorse_metrics.fitting import max_compilations
+
+    bound = max_compilations(config, devices, batch_size)
+    if config.scan_layers:
+        logger.info("searching with scanned layers (one compiled layer per stack; "
+                    "--no_scan_layers searches unrolled ones): up to %d compilations", bound)
+    else:
+        logger.info("searching unrolled layers: each of up to %d compilations compiles the train "
+                    "step's %d+%d layers one by one (minutes each for mT5-XXL on a small host); "
+                    "--scan_layers compiles one layer per stack, and the setting it finds is "
+                    "one for a scanned run", bound, config.num_encoder_layers,
+                    config.num_decoder_layers)

@@ -154,6 +154,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
+    parser.passes_unknown_after = "--runner"  # Beam's pipeline options
     beam = parser.add_argument_group("Apache Beam (pip install -e '.[beam]')")
     beam.add_argument("--runner", choices=sorted(BEAM_RUNNERS), default=None,
                       help="Score with a Beam pipeline on this runner (default: in this "

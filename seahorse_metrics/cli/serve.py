@@ -145,4 +145,4 @@ def run(args) -> int:
 
     return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
                  thresholds=thresholds, calibration=calibration,
-                 log_level=str(args.log_level).lower())
+                 log_level=str(getattr(args, "log_level", None) or "INFO").lower())

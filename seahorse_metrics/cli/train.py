@@ -15,13 +15,14 @@ import logging
 import sys
 
 from seahorse_metrics import compilation_cache
+from seahorse_metrics.cli.parsing import CommandParser
 
 logger = logging.getLogger(__name__)
 
 EXIT_DIVERGED = 3
 
 
-class GinFlagParser(argparse.ArgumentParser):
+class GinFlagParser(CommandParser):
     """An ArgumentParser that sets `gin_flag_bindings` from `--gin.NAME=VALUE` flags.
 
     Such flags cannot be declared to argparse (their names are open-ended),
@@ -90,8 +91,6 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs training as the parsed arguments say; returns the exit status."""
-    # Orbax logs every save step at INFO through absl; keep the console readable.
-    logging.getLogger("absl").setLevel(logging.WARNING)
     if args.multihost:
         _initialize_distributed(args)
     compilation_cache.enable_from_args(args)

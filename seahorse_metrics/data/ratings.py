@@ -21,6 +21,7 @@ from typing import Any, Iterator, Optional
 
 from seahorse_metrics.data.records import RatedPair
 from seahorse_metrics.data.tables import TableFormatError, read_table_rows
+from seahorse_metrics.option_names import option
 
 logger = logging.getLogger(__name__)
 
@@ -231,8 +232,9 @@ def _check_fields(path: str, rows: list[tuple[int, dict[str, Any]]], fields) -> 
         for field in fields:
             if field not in row:
                 raise TableFormatError(
-                    f"{path}:{line}: missing field {field!r} (fields: {sorted(row)}); pass "
-                    "the right premise_field/hypothesis_field/rating_field/id_field"
+                    f"{path}:{line}: missing field {field!r} (fields: {sorted(row)}); name the "
+                    "fields: " + option("premise_field, hypothesis_field, rating_field, id_field",
+                                        "ratings:FILE:premise=F,hypothesis=F,rating=F,id=F")
                 )
 
 

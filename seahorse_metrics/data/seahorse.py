@@ -32,6 +32,7 @@ from typing import Iterator, Optional
 
 from seahorse_metrics.data.records import QUESTIONS, RatedPair
 from seahorse_metrics.data.tables import json_object, text_lines
+from seahorse_metrics.option_names import option
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +49,11 @@ PREPARED_FIELDS = ("gem_id", "lang", "source", "system", "article", "summary") +
 
 _RATING_VALUES = {"yes": True, "no": False, "unsure": None, "": None}
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
-_LENIENT_HINT = (
-    "Fix the file, or read it in lenient mode (strict=False; CLI: --lenient) "
-    "to skip and count malformed rows."
-)
+
+
+def _lenient_hint() -> str:
+    return (f"Fix the file, or read it in lenient mode ({option('strict=False', '--lenient')}) "
+            "to skip and count malformed rows.")
 
 
 class ReleaseFormatError(ValueError):
@@ -274,7 +276,7 @@ def read_release_split(
         except _MalformedRow as err:
             if strict:
                 raise ReleaseFormatError(
-                    f"{path}:{index + 1}: {err.detail} [{err.reason}]. {_LENIENT_HINT}"
+                    f"{path}:{index + 1}: {err.detail} [{err.reason}]. {_lenient_hint()}"
                 ) from None
             dropped[err.reason] += 1
             logger.debug("%s:%d: skipped (%s): %s", path, index + 1, err.reason, err.detail)

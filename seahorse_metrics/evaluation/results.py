@@ -13,6 +13,7 @@ import numpy as np
 
 from seahorse_metrics.evaluation import calibration as calibration_lib
 from seahorse_metrics.evaluation import stats, thresholds as thresholds_lib
+from seahorse_metrics.option_names import option
 
 # Item fields a result can be broken down by.
 BREAKDOWNS = ("lang", "source", "system", "subset")
@@ -62,12 +63,15 @@ class EvaluationConfig:
 
     def __post_init__(self):
         thresholds_lib.check_objective(self.threshold_objective)
-        thresholds_lib.check_probability_threshold(self.threshold, "threshold (--threshold)")
+        thresholds_lib.check_probability_threshold(self.threshold,
+                                                   option("threshold", "--threshold"))
         if self.threshold_scope not in thresholds_lib.SCOPES:
-            raise ValueError(f"threshold_scope must be one of {thresholds_lib.SCOPES}, got "
+            raise ValueError(f"{option('threshold_scope', '--threshold_scope')} must be one of "
+                             f"{thresholds_lib.SCOPES}, got "
                              f"{self.threshold_scope!r}")
         if self.browser_rows < 0:
-            raise ValueError(f"browser_rows must be >= 0, got {self.browser_rows}")
+            raise ValueError(f"{option('browser_rows', '--browser_rows')} must be >= 0, got "
+                             f"{self.browser_rows}")
         unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
         if unknown:
             raise ValueError(f"unknown breakdowns {unknown}; choose from {BREAKDOWNS}")

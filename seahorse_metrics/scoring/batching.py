@@ -29,6 +29,7 @@ from typing import Hashable, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.option_names import option
 # Spaced by at most 1.25x above 256 tokens (multiples of 64 up to 512, of 128
 # up to 1024, of 256 above): padding to the bucket wastes ~6-10% of the
 # tokens, for at most 16 shapes to compile up to 2048 tokens, each compiled
@@ -58,7 +59,8 @@ def bucket_lengths(max_input_length: int, buckets: Optional[Sequence[int]] = Non
     """
     chosen = DEFAULT_BUCKET_LENGTHS if buckets is None else tuple(int(b) for b in buckets)
     if any(b < 1 for b in chosen):
-        raise ValueError(f"bucket lengths must be positive, got {chosen}")
+        raise ValueError(f"{option('buckets', '--buckets')}: bucket lengths must be positive, "
+                         f"got {chosen}")
     return tuple(sorted({b for b in chosen if b < max_input_length} | {int(max_input_length)}))
 
 
@@ -87,9 +89,11 @@ class BatchingConfig:
     def __post_init__(self):
         for name in ("batch_size", "max_batch_tokens", "row_multiple", "window_size"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(f"{option(name, '--' + name)} must be >= 1, got "
+                                 f"{getattr(self, name)}")
         if not self.buckets or list(self.buckets) != sorted(set(self.buckets)):
-            raise ValueError(f"buckets must be distinct ascending lengths, got {self.buckets}")
+            raise ValueError(f"{option('buckets', '--buckets')} must be distinct ascending "
+                             f"lengths, got {self.buckets}")
 
     def bucket(self, length: int) -> int:
         """The smallest bucket length that holds `length` tokens.

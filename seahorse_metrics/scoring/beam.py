@@ -65,6 +65,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
@@ -412,7 +413,8 @@ def merge_shards(job: ScoringJob, meta: Mapping[str, Any]) -> str:
     missing = [path for path in paths if not shards.exists(path)]
     if missing:
         raise RuntimeError(f"{len(missing)} shards of the finished run are missing (the first is "
-                           f"{missing[0]}); score again with --overwrite (overwrite=True)")
+                           f"{missing[0]}); score again with "
+                           f"{option('overwrite=True', '--overwrite')}")
     with shards.writing(job.output) as handle:
         if job.output_kind == "jsonl":
             for path in paths:

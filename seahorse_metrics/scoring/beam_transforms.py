@@ -24,6 +24,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from seahorse_metrics import parent_watch
+from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
@@ -134,8 +135,9 @@ class ReadWindows(beam.DoFn):
             if item.record is not None and ROW_ID_FIELD in item.record:
                 raise ValueError(
                     f"{path}:{item.line}: the input has a {ROW_ID_FIELD!r} field, which the "
-                    f"pipeline adds; pass --id_field {ROW_ID_FIELD} (id_field=...) to use it as "
-                    "the rows' id")
+                    f"pipeline adds; pass "
+                    f"{option(f'id_field={ROW_ID_FIELD!r}', f'--id_field {ROW_ID_FIELD}')} to "
+                    "use it as the rows' id")
 
 
 # ------------------------------------------------------------------ scoring

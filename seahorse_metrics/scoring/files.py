@@ -42,6 +42,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 from seahorse_metrics.data import tables
 from seahorse_metrics.locks import (LOCK_SUFFIX, OutputInUseError,  # noqa: F401 (re-exported)
                                     OutputLock)
+from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
                                           NothingScoredError, ScoringJob, check_output_path,
@@ -127,8 +128,9 @@ def scan_input(input_path: str, fields: InputFields, encoding: str = "utf-8",
             f"{input_path}: no {' or '.join(map(repr, missing))} "
             f"{'column' if report.header is not None else 'field in any row'} (columns: "
             f"{', '.join(columns) or 'none'}); name the article and summary columns with "
-            "--premise_field and --hypothesis_field (premise_field=, hypothesis_field=), and "
-            "the question column with --question_field")
+            f"{option('premise_field', '--premise_field')} and "
+            f"{option('hypothesis_field', '--hypothesis_field')}, and the question column with "
+            f"{option('question_field', '--question_field')}")
     return list(columns), report.rows, report
 
 

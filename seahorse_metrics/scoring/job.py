@@ -30,6 +30,7 @@ import os
 from typing import Any, Mapping, Optional, Sequence
 
 from seahorse_metrics.data import tables
+from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_WINDOW_SIZE
 from seahorse_metrics.scoring.output import ERROR_FIELD
 
@@ -344,7 +345,8 @@ def refuse_other_settings(what: str, previous: Optional[Mapping[str, Any]]) -> V
         f"{what} was written for another input or other settings (or the checkpoint at the same "
         "path has changed)" + ("; an earlier version wrote it without recording the "
                                "checkpoints' content" if older else "")
-        + "; rerun with the original ones, or pass --overwrite (overwrite=True) to start over")
+        + f"; rerun with the original ones, or pass {option('overwrite=True', '--overwrite')} "
+          "to start over")
 
 
 # ------------------------------------------------------------------ counts

@@ -34,6 +34,7 @@ from typing import Optional
 
 import numpy as np
 
+from seahorse_metrics.option_names import option
 from seahorse_metrics.data.inputs import (LONG_SUMMARY_POLICIES, QUESTION_TEMPLATE,
                                           TRUNCATION_MODES, EncodedPair, Tokenizer,
                                           check_question_template, encode_pair, format_input)
@@ -93,9 +94,11 @@ class InputSettings:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.max_input_length < 2:
-            raise ValueError(f"max_input_length must be >= 2, got {self.max_input_length}")
+            raise ValueError(f"{option('max_input_length', '--max_input_length')} must be >= 2, "
+                             f"got {self.max_input_length}")
         if self.chunk_overlap < 0:
-            raise ValueError(f"chunk_overlap must be >= 0, got {self.chunk_overlap}")
+            raise ValueError(f"{option('chunk_overlap', '--chunk_overlap')} must be >= 0, got "
+                             f"{self.chunk_overlap}")
 
     def to_dict(self) -> dict:
         """The settings as a JSON-ready dict (recorded with every output)."""
@@ -140,7 +143,8 @@ def share_threshold(sentence_aggregate: str) -> Optional[float]:
             return float(sentence_aggregate[len(_SHARE_PREFIX):])
         except ValueError:
             pass
-    raise ValueError(f"sentence_aggregate must be min, mean or share@T with T a number "
+    raise ValueError(f"{option('sentence_aggregate', '--sentence_aggregate')} must be min, mean "
+                     f"or share@T with T a number "
                      f"(e.g. share@0.5), got {sentence_aggregate!r}")
 
 

@@ -9,6 +9,7 @@ of each outcome (`Outcome`), so the routes stay thin.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -136,7 +137,9 @@ class ScoringService:
     # ------------------------------------------------------------ life
     def start(self) -> None:
         """Starts loading and compiling the metrics on a thread."""
-        self._thread = threading.Thread(target=self._load, name="seahorse-load", daemon=True)
+        # Run in a copy of this context: its messages name options as the command does.
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._load,),
+                                        name="seahorse-load", daemon=True)
         self._thread.start()
 
     def _load(self) -> None:
