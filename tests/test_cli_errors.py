@@ -339,3 +339,23 @@ def test_no_message_pairs_a_flag_with_its_keyword():
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if pattern.search(line)]
     assert found == []
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--scan_layers"], "--scan_layers is the jax engine's; drop it with the ctranslate2 engine, "
+                        "or score with --engine jax"),
+    (["--packing"], "--packing is the jax engine's"),
+    (["--mesh", "data=1"], "--mesh is the jax engine's"),
+    (["--dtype", "bfloat16"], "--dtype bfloat16 is the jax engine's; the ctranslate2 engine "
+                              "computes in float32, or int8 with --quantize int8"),
+])
+def test_what_only_the_jax_engine_does_is_refused_naming_flags(extra, said, tmp_path, capsys,
+                                                              tiny_hf_dir):
+    pytest.importorskip("ctranslate2")
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"article": "a fox.", "summary": "a fox."}\n')
+    status, lines = run(capsys, ["score", "--checkpoint", tiny_hf_dir, "--input", str(source),
+                                 "--output", str(tmp_path / "out.jsonl"), "--engine",
+                                 "ctranslate2", *extra])
+    assert status == 2 and len(lines) == 1 and said in lines[0], lines
+    assert "=True" not in lines[0] and "'int8'" not in lines[0]

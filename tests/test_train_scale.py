@@ -295,6 +295,6 @@ def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir, tmp_pa
                      str(output), "--max_input_length", "64", "--scan_layers"]) == 0
     scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
-    with pytest.raises(ValueError, match="scan_layers is the jax engine's"):
+    with pytest.raises(ValueError, match="scan_layers=True is the jax engine's"):
         from seahorse_metrics.engines.ctranslate2 import check_engine_settings
         check_engine_settings("ctranslate2", scan_layers=True)

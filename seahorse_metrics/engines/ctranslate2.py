@@ -33,6 +33,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.engines import isa
+from seahorse_metrics.option_names import option
 from seahorse_metrics.engines.conversion import (  # noqa: F401 (the engine's errors)
     FULL_LEVELS, ConversionError, EngineNotInstalled, compute_type_of, converted_model,
     require_ctranslate2)
@@ -92,18 +93,17 @@ def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if engine != "ctranslate2":
         return
-    if mesh is not None:
-        raise ValueError("the ctranslate2 engine runs on this machine's CPUs: a device mesh "
-                         "is the jax engine's (drop the mesh, or use engine jax)")
-    if packing:
-        raise ValueError("packing is the jax engine's (block-diagonal attention); drop it "
-                         "with the ctranslate2 engine")
-    if scan_layers:
-        raise ValueError("scan_layers is the jax engine's (nn.scan); drop it with the "
-                         "ctranslate2 engine")
+    jax_engine = option("engine='jax'", "--engine jax")
+    for given, name in ((mesh is not None, option("mesh", "--mesh")),
+                        (packing, option("packing=True", "--packing")),
+                        (scan_layers, option("scan_layers=True", "--scan_layers"))):
+        if given:
+            raise ValueError(f"{name} is the jax engine's; drop it with the ctranslate2 engine, "
+                             f"or score with {jax_engine}")
     if dtype not in (None, "float32"):
-        raise ValueError(f"dtype {dtype!r} is the jax engine's; the ctranslate2 engine computes "
-                         "in float32, or int8 with quantize='int8'")
+        raise ValueError(f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
+                         "the ctranslate2 engine computes in float32, or int8 with "
+                         + option("quantize='int8'", "--quantize int8"))
 
 
 def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = None,
