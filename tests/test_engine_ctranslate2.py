@@ -386,3 +386,47 @@ def test_int8_weights_are_ctranslate2s_at_127_levels_and_7_bits_at_63(
     assert len(keys) == 2
     assert conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32", None, 63) == \
         conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32")
+
+
+def test_a_damaged_cache_entry_is_named_and_converted_again(tiny_hf_dir, tiny_vocab_path,
+                                                            tmp_path, caplog):
+    """Issue 48 point 5: a truncated model.bin, bytes flipped in place (size and
+    mtime kept), or an entry without its digest is converted again, and said so."""
+    import logging
+
+    cache = str(tmp_path / "cache")
+    entry, _ = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                          in_child=False)
+    weights = os.path.join(entry, "model.bin")
+    with open(weights, "rb") as handle:
+        original = handle.read()
+    pairs = ref.random_pairs(4, seed=5, max_words=20)
+
+    def scores():
+        return Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options={
+            "cache_dir": cache, "convert_in_child": False}, **SHAPES).score(*pairs)
+
+    expected = scores()
+    stat = os.stat(weights)
+    damages = {
+        "truncated": lambda: open(weights, "r+b").truncate(len(original) // 2),
+        "flipped": lambda: open(weights, "r+b").write(bytes(b ^ 0xFF for b in original[:64])),
+        "no digest": lambda: os.remove(os.path.join(entry, conversion.DIGEST_FILE)),
+    }
+    for name, damage in damages.items():
+        damage()
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=conversion.__name__):
+            again, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path,
+                                                          "float32", cache, in_child=False)
+        assert converted and again == entry, name
+        [warning] = caplog.records
+        named = conversion.DIGEST_FILE if name == "no digest" else "model.bin"
+        assert named in warning.getMessage() and "converting" in warning.getMessage(), name
+        with open(weights, "rb") as handle:
+            assert handle.read() == original, name
+        np.testing.assert_array_equal(scores(), expected)
+    # An intact entry is not converted again.
+    assert not conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
+                                          in_child=False)[1]

@@ -13,7 +13,9 @@ part of the key; its weights keep 7 bits on hosts whose int8 products may
 saturate (`engines.isa`), also part of the key. A conversion is written to a temporary directory and
 renamed into place when complete, so one that was killed is never used (its
 leftovers are removed by the next run on this machine once the process that
-wrote them is gone).
+wrote them is gone). Each entry records its files' SHA-256 when converted;
+an entry whose files no longer match (truncated, flipped bytes, replaced)
+is said to be damaged, naming the file, and converted again.
 
 The cache directory is, in order: the `cache_dir` argument, the environment
 variable `SEAHORSE_METRICS_CTRANSLATE2_CACHE`, and
@@ -44,6 +46,8 @@ CACHE_ENV_VAR = "SEAHORSE_METRICS_CTRANSLATE2_CACHE"
 # quantize option -> CTranslate2 compute type (weights stored and multiplied so).
 COMPUTE_TYPES = {None: "float32", "float32": "float32", "int8": "int8"}
 ENGINE_FILE = "seahorse_engine.json"
+# Each file's SHA-256, written when converted (hidden: not one of the files it covers).
+DIGEST_FILE = ".seahorse_digest.json"
 FULL_LEVELS = 127  # int8 weights over their whole range (see engines.isa for 63).
 _CONVERTING_PREFIX = ".converting-"
 
@@ -167,7 +171,11 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     key = conversion_key(checkpoint, vocab_path, compute_type, smoothing, weight_levels)
     final = os.path.join(cache_dir, key)
     if os.path.isdir(final):
-        return final, False
+        damage = damaged_entry(final)
+        if damage is None:
+            return final, False
+        logger.warning("%s; converting %s again", damage, checkpoint)
+        _discard(final)
     _remove_abandoned(cache_dir)
     staging = tempfile.mkdtemp(prefix=f"{_CONVERTING_PREFIX}{os.getpid()}-", dir=cache_dir)
     try:
@@ -180,6 +188,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         else:
             convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing,
                                weight_levels)
+        write_digest(output_dir)
         try:
             os.rename(output_dir, final)
         except OSError as error:  # Another process finished the same conversion first.
@@ -194,6 +203,48 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         return final, True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_digest(model_dir: str) -> None:
+    """Records each file's SHA-256 in `DIGEST_FILE` (checked by `damaged_entry`)."""
+    from seahorse_metrics.checkpoints.content import file_entries
+
+    digest = {entry["name"]: entry["sha256"] for entry in file_entries(model_dir)}
+    with open(os.path.join(model_dir, DIGEST_FILE), "w", encoding="utf-8") as handle:
+        json.dump(digest, handle, indent=2, sort_keys=True)
+
+
+def damaged_entry(model_dir: str) -> Optional[str]:
+    """What is wrong with a cache entry ("<file>: ..."), or None when every
+    file has the content recorded when it was converted. Files are hashed
+    again only when their size, times or inode changed (`content.file_entries`)."""
+    from seahorse_metrics.checkpoints.content import file_entries
+
+    digest_path = os.path.join(model_dir, DIGEST_FILE)
+    try:
+        with open(digest_path, encoding="utf-8") as handle:
+            recorded = json.load(handle)
+    except (OSError, ValueError):
+        return f"{digest_path}: missing or unreadable (an earlier version's or a torn entry)"
+    found = {entry["name"]: entry["sha256"] for entry in file_entries(model_dir)}
+    for name in sorted(set(recorded) | set(found)):
+        if recorded.get(name) != found.get(name):
+            what = "is missing" if name not in found else (
+                "is not part of the conversion" if name not in recorded else
+                "differs from what was converted (damaged or replaced)")
+            return f"{os.path.join(model_dir, name)} {what}"
+    return None
+
+
+def _discard(model_dir: str) -> None:
+    """Moves a damaged entry aside (atomically), then removes it."""
+    aside = os.path.join(os.path.dirname(model_dir),
+                         f"{_CONVERTING_PREFIX}{os.getpid()}-damaged-{os.path.basename(model_dir)}")
+    try:
+        os.rename(model_dir, aside)
+    except FileNotFoundError:  # Another process discarded it first.
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
