@@ -3,6 +3,7 @@ and which CPU the figures come from."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Callable
 
@@ -86,3 +87,30 @@ def machine_line() -> str:
     return (f"cpu: {fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
             f"model {fields.get('model', '?')}), {cores} usable cores, "
             + (" ".join(f for f in _FLAGS if f in flags) or "none of " + " ".join(_FLAGS)))
+
+
+def add_isa_argument(parser) -> None:
+    """--isa: measure as an AVX2-only host computes (see `seahorse_metrics.engines.isa`)."""
+    parser.add_argument("--isa", default="host", choices=("host", "AVX2", "AVX"),
+                        help="Cap both engines at this instruction set (CT2_FORCE_CPU_ISA, "
+                             "extended to oneDNN/MKL, and --xla_cpu_max_isa): the run "
+                             "restarts itself so capped. XLA's library dots (YNNPACK) keep the "
+                             "CPU's own, so JAX's speed stays this host's; its choices and "
+                             "CTranslate2's GEMMs follow the cap.")
+
+
+def apply_isa(args) -> None:
+    """Restarts this process capped at `args.isa` unless it already is."""
+    from seahorse_metrics.engines import isa
+
+    if args.isa == "host" or os.environ.get(isa.CT2_CAP_VAR) == args.isa:
+        return
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, isa.capped_environment(args.isa))
+
+
+def isa_line() -> str:
+    """What each engine's kernels run on in this process."""
+    from seahorse_metrics.engines import isa
+
+    return isa.describe_line()

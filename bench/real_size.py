@@ -63,7 +63,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine_line  # noqa: E402
+from common import add_isa_argument, apply_isa, isa_line, machine_line  # noqa: E402
 
 SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 PRESETS = {"small": "mt5_small", "base": "mt5_base", "large": "mt5_large", "xl": "mt5_xl",
@@ -97,6 +97,7 @@ def parse_args(argv=None):
                         help="The code path, quickly: --size small --pairs 2 --length 512 "
                              "--rounds 1.")
     parser.add_argument("--json", default=None, help="Also write the figures here.")
+    add_isa_argument(parser)
     parser.add_argument("--role", choices=("write", "ours", "hf", "ct2_convert", "ct2", "ours_ct2"),
                         default=None, help=argparse.SUPPRESS)
     parser.add_argument("--compute_type", default="float32", help=argparse.SUPPRESS)
@@ -460,6 +461,7 @@ def parent(args) -> int:
     args.model_dir = args.model_dir or tempfile.mkdtemp(prefix=f"mt5-{args.size}-")
     work = tempfile.mkdtemp(prefix="real-size-")
     print(machine_line(), flush=True)
+    print(isa_line(), flush=True)
     try:
         complete = os.path.join(args.model_dir, COMPLETE)
         if not os.path.isfile(complete):
@@ -492,8 +494,10 @@ def parent(args) -> int:
         figures["rounds"] = alternating_rounds(args, figures, inputs, work)
         print("\n".join(report(figures)))
         if args.json:
+            from seahorse_metrics.engines.isa import describe
+
             with open(args.json, "w", encoding="utf-8") as handle:
-                json.dump(figures, handle, indent=2)
+                json.dump({**figures, "isa": describe()}, handle, indent=2)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if temporary:
@@ -504,6 +508,7 @@ def parent(args) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.role is None:
+        apply_isa(args)
         return parent(args)
     if args.role == "write":
         os.makedirs(args.model_dir, exist_ok=True)

@@ -81,7 +81,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine_line, measure_matmul_peak  # noqa: E402
+from common import add_isa_argument, apply_isa, isa_line, machine_line, measure_matmul_peak  # noqa: E402,E501
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "seahorse_metrics", "data", "sample")
@@ -137,6 +137,7 @@ def parse_args(argv=None):
                              "says, one).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="Also write the results here.")
+    add_isa_argument(parser)
     args = parser.parse_args(argv)
     args.ours = ["ours"] + [n for n in args.ours.split(",") if n and n != "ours"
                             and not (args.skip_ct2 and is_ct2(n))]
@@ -603,7 +604,10 @@ def print_report(args, setup: Setup, results, compile_seconds, peaks, checks, su
 
 def write_json(path, args, results, compile_seconds, peaks, checks, summary) -> None:
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"args": vars(args), "matmul_peak": max(p["peak"] for p in peaks),
+        from seahorse_metrics.engines.isa import describe
+
+        json.dump({"args": vars(args), "isa": describe(),
+                   "matmul_peak": max(p["peak"] for p in peaks),
                    "compile_s": compile_seconds, "agreement": checks, **summary,
                    "results": {k: {kk: vv for kk, vv in v.items() if kk != "scores"}
                                for k, v in results.items()}}, handle, indent=2)
@@ -611,6 +615,7 @@ def write_json(path, args, results, compile_seconds, peaks, checks, summary) -> 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    apply_isa(args)
     from seahorse_metrics.model.partitioning import split_host_cpu
 
     if args.cpu_devices is not None:
@@ -622,6 +627,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(threads)
     wall = time.perf_counter()
     print(machine_line())
+    print(isa_line())
     print(f"machine: {threads} CPUs, jax {jax.__version__} on {jax.device_count()} "
           f"{jax.devices()[0].platform} device(s), "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads, CTranslate2 too)")

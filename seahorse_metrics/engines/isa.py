@@ -217,6 +217,29 @@ def engine_isa(engine: str) -> str:
     return xla_level().lower() if device.platform == "cpu" else device.device_kind
 
 
+def capped_environment(level: str, environ: Optional[dict] = None) -> dict:
+    """`environ` (default this process's) with both engines capped at
+    `level` (an XLA and CTranslate2 name both take: "AVX2", "AVX"), for a
+    child process that computes as a host of that level would."""
+    environment = dict(os.environ if environ is None else environ)
+    environment[CT2_CAP_VAR] = level
+    flags = environment.get("XLA_FLAGS", "")
+    environment["XLA_FLAGS"] = f"{flags} --{XLA_CAP_FLAG}={level}".strip()
+    return environment
+
+
+def describe_line() -> str:
+    """One line: what each engine's kernels run on here (for benchmarks)."""
+    described = describe()
+    ct2 = described["ctranslate2"]
+    return (f"instruction sets: XLA {described['xla']['level']}"
+            f"{' (capped)' if described['xla']['cap'] else ''}, its int8 products in "
+            f"{described['xla']['int8_products']}; CTranslate2 GEMMs {ct2['gemm_level']}"
+            f"{' (capped)' if ct2['cap'] else ''}, int8 products "
+            f"{'exact (VNNI)' if ct2['int8_exact'] else 'saturating without VNNI'}, "
+            f"int8 weights of {ct2['int8_weight_levels']} levels")
+
+
 def describe() -> dict:
     """The host and each engine's instruction set, for benchmarks and logs."""
     vendor, model, flags = _cpuinfo()
