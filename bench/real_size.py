@@ -58,6 +58,8 @@ import time
 
 os.environ.setdefault("USE_TF", "0")  # transformers must not import TensorFlow
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Load times are the scorer's own: the int8 self-check (a one-time float32 probe) is off.
+os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)

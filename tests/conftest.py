@@ -10,6 +10,9 @@ import sys
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# The int8 self-check scores a float32 twin in a child process on every new
+# checkpoint; its own tests (test_int8_check.py) turn it back on.
+os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
 

@@ -546,6 +546,7 @@ def test_each_metric_carries_its_signature_into_the_reports(tiny_hf_dir, tmp_pat
     from seahorse_metrics.scoring.signature import parse_signature
 
     monkeypatch.setenv("SEAHORSE_METRICS_CACHE", str(tmp_path / "user_cache"))
+    monkeypatch.setenv("SEAHORSE_METRICS_INT8_CHECK", "on")  # conftest turns it off
     bench = _bench(n=12)
     rows = [{"id": i, "q4": float(n) / 12} for n, i in enumerate(bench.ids)]
     scores = eval_data.write_scores_file(str(tmp_path / "scored.csv"), rows)

@@ -9,6 +9,8 @@ import pytest
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.model import quantize as quantize_lib
 from seahorse_metrics.scoring import int8_check
+from seahorse_metrics.scoring.units import InputSettings
+from seahorse_metrics.serving.service import Limits, ScoringService
 
 SHAPES = dict(max_input_length=64, bucket_lengths=(64,), compiler_options={
     "xla_backend_optimization_level": 0})
@@ -17,6 +19,7 @@ SHAPES = dict(max_input_length=64, bucket_lengths=(64,), compiler_options={
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(int8_check.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(int8_check.SWITCH_ENV_VAR, "on")  # conftest turns it off elsewhere
 
 
 def off_by_a_factor(monkeypatch):
@@ -30,7 +33,7 @@ def off_by_a_factor(monkeypatch):
     monkeypatch.setattr(quantize_lib, "quantize_kernel", wrong)
 
 
-def test_a_faithful_int8_model_passes_and_is_measured_once(tiny_hf_dir, caplog):
+def test_a_faithful_int8_model_passes_and_is_measured_once(tiny_hf_dir, caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger=int8_check.__name__):
         first = Scorer.load(tiny_hf_dir, quantize="int8", **SHAPES).metadata()["int8_check"]
     check = first["score"]
@@ -44,6 +47,8 @@ def test_a_faithful_int8_model_passes_and_is_measured_once(tiny_hf_dir, caplog):
     assert "int8_check" not in Scorer.load(tiny_hf_dir, **SHAPES).metadata()
     assert "int8_check" not in Scorer.load(tiny_hf_dir, quantize="int8", int8_check=False,
                                            **SHAPES).metadata()
+    monkeypatch.setenv(int8_check.SWITCH_ENV_VAR, "off")
+    assert "int8_check" not in Scorer.load(tiny_hf_dir, quantize="int8", **SHAPES).metadata()
 
 
 def test_scales_off_by_a_factor_warn_in_one_line_and_can_be_refused(
@@ -111,3 +116,46 @@ def test_a_torn_cache_entry_is_measured_again(tmp_path):
     assert int8_check._read_cached(str(path)) is None
     path.write_text(json.dumps({"spearman": 1.0, "max_abs_log_p1_diff": 0.0, "pairs": 4}))
     assert int8_check._read_cached(str(path))["pairs"] == 4
+
+
+def test_score_records_the_check_in_meta_json_and_serve_in_healthz(tiny_hf_dir, tmp_path,
+                                                                   capsys):
+    from seahorse_metrics.cli import main as cli_main
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"article": "the council met on monday", "summary": "they met"}\n')
+    output = tmp_path / "out.jsonl"
+    assert cli_main(["score", "--checkpoint", f"q={tiny_hf_dir}", "--input", str(source),
+                     "--output", str(output), "--quantize", "int8", "--max_input_length", "64",
+                     "--no_progress", "--int8_min_spearman", "0.5"]) == 0
+    with open(f"{output}.meta.json", encoding="utf-8") as handle:
+        settings = json.load(handle)["settings"]
+    assert settings["int8_check"]["q"]["pairs"] == 2 * int8_check.PROBE_ARTICLES
+    assert "quant:int8-" in settings["signatures"]["q"]
+    assert cli_main(["score", "--checkpoint", f"q={tiny_hf_dir}", "--input", str(source),
+                     "--output", str(tmp_path / "refused.jsonl"), "--quantize", "int8",
+                     "--max_input_length", "64", "--no_progress",
+                     "--int8_min_spearman", "1.01"]) == 2
+    assert "below --int8_min_spearman 1.01" in capsys.readouterr().err
+    assert not (tmp_path / "refused.jsonl").exists()
+
+    class Described:  # What the service reads from a loaded scorer.
+        names, checkpoints = ["q"], {}
+        settings = InputSettings(max_input_length=64)
+
+        def metadata(self):
+            return {"engine": "jax", "batching": {"data_parallel": 1},
+                    "signatures": dict(loaded["signatures"]),
+                    "int8_check": dict(loaded["int8_check"])}
+
+        def precompile(self):
+            pass
+
+    loaded = settings
+    service = ScoringService(Described, Limits())
+    service.start()
+    service._thread.join(5)
+    health = service.health()
+    assert health.status == 200 and health.body["int8_check"] == settings["int8_check"]
+    assert health.body["signatures"] == settings["signatures"]
+    service.close()

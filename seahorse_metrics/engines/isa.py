@@ -225,6 +225,12 @@ def capped_environment(level: str, environ: Optional[dict] = None) -> dict:
     environment[CT2_CAP_VAR] = level
     flags = environment.get("XLA_FLAGS", "")
     environment["XLA_FLAGS"] = f"{flags} --{XLA_CAP_FLAG}={level}".strip()
+    # The GEMM libraries' own caps, for CTranslate2 imported without this
+    # package (`apply_ctranslate2_cap` sets the same ones where it is).
+    if level.upper() in _CT2_TO_ONEDNN and not any(environment.get(v) for v in ONEDNN_CAP_VARS):
+        environment[ONEDNN_CAP_VARS[0]] = _CT2_TO_ONEDNN[level.upper()]
+    if level.upper() in _CT2_TO_MKL:
+        environment.setdefault(MKL_CAP_VAR, _CT2_TO_MKL[level.upper()])
     return environment
 
 

@@ -20,8 +20,9 @@ A Spearman below `WARN_BELOW`, or a log P("1") difference above
 `WARN_LOG_DIFF_ABOVE` (a factor of 2.1 in P("1")), logs one warning line
 with the figures;
 `int8_min_spearman` makes a figure below it a refusal (`Int8AgreementError`).
-Where the float32 model would not fit in the memory available, the check
-is skipped and says so.
+The float32 twin is scored in a child process on the CPU, so its weights
+never join the int8 ones in the scorer's memory; where it would not fit in
+the memory available, the check is skipped and says so.
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ PROBE_LENGTH = 128
 WARN_BELOW = 0.98
 WARN_LOG_DIFF_ABOVE = 0.75
 CACHE_ENV_VAR = "SEAHORSE_METRICS_CACHE"
+# "off" turns the check off for every load (batch jobs, test suites).
+SWITCH_ENV_VAR = "SEAHORSE_METRICS_INT8_CHECK"
 _PROBE_VERSION = 1  # Changes when the probe or its figures change.
 
 
@@ -55,20 +58,26 @@ class Int8AgreementError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Int8Variant:
-    """What makes one metric's int8 scores, and how to get its float32 twin.
+    """What makes one metric's int8 scores, and how to get its float32 twin's.
 
     Attributes:
       name: The metric's name (for messages).
       identity: Everything the int8 scores depend on (JSON-ready): content
         digests, engine and version, int8 variant, instruction set.
-      reference: Builds the float32 model call on the same engine (loads it).
+      reference: Probe tokens -> the float32 twin's log P("1") on the same
+        engine (`reference_in_child`).
       float32_bytes: The float32 parameters' size, for the memory check.
     """
 
     name: str
     identity: dict
-    reference: Callable[[], Any]
+    reference: Callable[[np.ndarray], np.ndarray]
     float32_bytes: int
+
+
+def wanted(asked: bool) -> bool:
+    """Whether to check: as asked, unless `SEAHORSE_METRICS_INT8_CHECK=off`."""
+    return bool(asked) and os.environ.get(SWITCH_ENV_VAR, "").lower() != "off"
 
 
 def cache_directory() -> str:
@@ -155,7 +164,7 @@ def run_check(variant: Int8Variant, quantized_runner: Any, tokens: np.ndarray) -
     if free is not None and variant.float32_bytes > 0.8 * free:
         return {"skipped": f"the float32 model ({variant.float32_bytes / 2**30:.1f} GiB) would "
                            f"not fit in the {free / 2**30:.1f} GiB available", "key": key}
-    reference = first_step_log_p1(variant.reference(), tokens)
+    reference = variant.reference(tokens)
     measured = agreement(reference, first_step_log_p1(quantized_runner, tokens))
     _write_cached(path, {**measured, "identity": variant.identity})
     logger.info("int8 self-check of %s: Spearman %.5f to float32, largest |log P(\"1\") "
@@ -243,8 +252,40 @@ def float32_bytes(config: Any) -> int:
     return 4 * sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(abstract))
 
 
+def reference_in_child(checkpoint: str, vocab_path: str, options: dict,
+                       tokens: np.ndarray) -> np.ndarray:
+    """log P("1") of the probe `tokens` from the float32 model of `checkpoint`,
+    scored in a child process on the CPU (`scoring.int8_reference`), so that
+    the float32 weights never join the int8 ones in this process's memory.
+
+    Args:
+      options: `MultiScorer.load` keyword arguments (engine, engine_options,
+        question_template, ...), JSON-ready.
+
+    Raises:
+      RuntimeError: with the child's last error line when it fails.
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="seahorse-int8-check-") as work:
+        source, target = os.path.join(work, "tokens.npy"), os.path.join(work, "log_p1.npy")
+        np.save(source, tokens)
+        environment = dict(os.environ, JAX_PLATFORMS="cpu")
+        done = subprocess.run(
+            [sys.executable, "-m", "seahorse_metrics.scoring.int8_reference", checkpoint,
+             vocab_path, json.dumps(options), source, target],
+            capture_output=True, text=True, env=environment)
+        if done.returncode or not os.path.isfile(target):
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            raise RuntimeError(f"the int8 self-check's float32 scoring of {checkpoint} failed: "
+                               f"{lines[-1] if lines else done.returncode}")
+        return np.load(target)
+
+
 def variants(checkpoints: dict, vocab_path: str, runners: Sequence[Any], engine: str,
-             load_reference: Callable[[str, str], Any]) -> list[Int8Variant]:
+             reference_options: dict) -> list[Int8Variant]:
     """An `Int8Variant` per metric of a scorer.
 
     Args:
@@ -252,7 +293,8 @@ def variants(checkpoints: dict, vocab_path: str, runners: Sequence[Any], engine:
       vocab_path: The vocabulary.
       runners: The int8 model calls, in the order of `checkpoints`.
       engine: "jax" or "ctranslate2".
-      load_reference: (name, path) -> the float32 model call of that checkpoint.
+      reference_options: `MultiScorer.load` keyword arguments of the float32
+        twins (`reference_in_child`).
     """
     import functools
 
@@ -265,6 +307,7 @@ def variants(checkpoints: dict, vocab_path: str, runners: Sequence[Any], engine:
               "seahorse_metrics": seahorse_metrics.__version__}
     return [Int8Variant(name, {**shared, "checkpoint": content_digest(path),
                                "int8": int8_label(runner)},
-                        functools.partial(load_reference, name, path),
+                        functools.partial(reference_in_child, path, vocab_path,
+                                          reference_options),
                         float32_bytes(runner.model.config))
             for (name, path), runner in zip(checkpoints.items(), runners)]

@@ -235,7 +235,7 @@ class MultiScorer:
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
         scorer = cls(models, vocab_path, checkpoints=named, mesh=mesh,
                      **options.scorer_arguments())
-        scorer.check_int8(options, mesh, engine_options)
+        scorer.check_int8(options, engine_options)
         return scorer
 
     # ------------------------------------------------------------ models
@@ -320,23 +320,20 @@ class MultiScorer:
                 for name, runner in zip(self.names, self.runners)}
         return dict(self._signatures)
 
-    def check_int8(self, options: ScoringOptions, mesh: Any,
-                   engine_options: Optional[Mapping[str, Any]]) -> None:
+    def check_int8(self, options: ScoringOptions,
+                   engine_options: Optional[Mapping[str, Any]] = None) -> None:
         """With int8 weights (and `options.int8_check`), scores a probe in
         float32 and int8 once on this host (`scoring.int8_check`): the
         figures go into `metadata()["int8_check"]`; a low Spearman warns, and
         one below `options.int8_min_spearman` raises `Int8AgreementError`."""
-        if not options.quantize or not options.int8_check:
+        if not options.quantize or not int8_check.wanted(options.int8_check):
             return
-        reference_options = ScoringOptions.of(options, quantize=None)
-
-        def load_reference(name: str, path: str) -> Any:
-            models, _ = load_models({name: path}, self.vocab_path, reference_options, mesh,
-                                    engine_options)
-            return self._place_models(models, mesh, None)[0]
-
+        reference_options = {"engine": options.engine, "scan_layers": options.scan_layers,
+                             "question_template": self.settings.question_template,
+                             "engine_options": dict(options.engine_options or {},
+                                                    **(engine_options or {})) or None}
         variants = int8_check.variants(self.checkpoints, self.vocab_path, self.runners,
-                                       options.engine, load_reference)
+                                       options.engine, reference_options)
         tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
                                          self.settings.question_template)
         self.int8_checks = int8_check.check_all(variants, self.runners, tokens,

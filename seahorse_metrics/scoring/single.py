@@ -119,7 +119,7 @@ class Scorer:
         model, params = models[SCORE_FIELD]
         scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
                      **options.scorer_arguments())
-        scorer.multi.check_int8(options, mesh, engine_options)
+        scorer.multi.check_int8(options, engine_options)
         if calibration is not None:
             from seahorse_metrics.calibration import read_calibration_map
 
