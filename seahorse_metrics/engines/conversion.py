@@ -170,12 +170,8 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     os.makedirs(cache_dir, exist_ok=True)
     key = conversion_key(checkpoint, vocab_path, compute_type, smoothing, weight_levels)
     final = os.path.join(cache_dir, key)
-    if os.path.isdir(final):
-        damage = damaged_entry(final)
-        if damage is None:
-            return final, False
-        logger.warning("%s; converting %s again", damage, checkpoint)
-        _discard(final)
+    if _usable_entry(final, checkpoint):
+        return final, False
     _remove_abandoned(cache_dir)
     staging = tempfile.mkdtemp(prefix=f"{_CONVERTING_PREFIX}{os.getpid()}-", dir=cache_dir)
     try:
@@ -203,6 +199,18 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         return final, True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _usable_entry(entry: str, checkpoint: str) -> bool:
+    """Whether a cache entry exists intact; a damaged one is named and discarded."""
+    if not os.path.isdir(entry):
+        return False
+    damage = damaged_entry(entry)
+    if damage is None:
+        return True
+    logger.warning("%s; converting %s again", damage, checkpoint)
+    _discard(entry)
+    return False
 
 
 def write_digest(model_dir: str) -> None:
