@@ -306,8 +306,9 @@ ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR = 128
 # Adafactor keeps these four slots per parameter; an unused one holds zeros((1,)).
 ADAFACTOR_SLOTS = ("v_row", "v_col", "v", "m")
 # T5X's `adafactor.standard_logical_factor_rules()` (the mT5 gin files' rules)
-# for the logical axes of T5 parameters: row and column axes are factored,
-# `layers` (scanned layers) is a batch axis each layer factors on its own.
+# for the logical axes of T5 parameters: row and column axes are factored (a
+# parameter with both; T5X's `set_param_axes` leaves one without either
+# unfactored), `layers` (scanned layers) is a batch axis each layer keeps apart.
 _FACTOR_RULES = {"vocab": "column", "embed": "row", "mlp": "column", "heads": "column",
                  "kv": "column", "joined_kv": "column", "relpos_buckets": "none",
                  "layers": "batch"}
@@ -325,7 +326,7 @@ def _factored_dims(shape: tuple[int, ...],
     if rules is not None and (len(shape) > 2 or "batch" in rules):
         rows = tuple(i for i, rule in enumerate(rules) if rule == "row")
         columns = tuple(i for i, rule in enumerate(rules) if rule == "column")
-        return (rows, columns) if rows or columns else None
+        return (rows, columns) if rows and columns else None
     sorted_dims = np.argsort(shape)
     if len(shape) < 2 or shape[sorted_dims[-2]] < ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR:
         return None
