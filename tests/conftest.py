@@ -65,6 +65,24 @@ def tiny_hf_dir(tmp_path_factory, tiny_hf_model, tiny_vocab_path):
 
 
 @pytest.fixture(scope="session")
+def tiny_umt5_model():
+    """A random HF UMT5ForConditionalGeneration of the `tiny` preset (a
+    relative position bias table in every layer, each its own), eval mode."""
+    from fixtures.tiny_model import build_hf_model
+
+    return build_hf_model(model_type="umt5")
+
+
+@pytest.fixture(scope="session")
+def tiny_umt5_dir(tmp_path_factory, tiny_umt5_model, tiny_vocab_path):
+    """`tiny_umt5_model` saved as an HF directory (model.safetensors + spiece.model)."""
+    from fixtures.tiny_model import save_hf_model
+
+    return save_hf_model(tiny_umt5_model, str(tmp_path_factory.mktemp("tiny_umt5")),
+                         vocab_path=tiny_vocab_path)
+
+
+@pytest.fixture(scope="session")
 def train_sample(tmp_path_factory):
     """The bundled sample prepared, its Q4 splits cached for tiny trainer runs,
     and a compilation cache shared by the trainer tests' child processes

@@ -13,7 +13,13 @@ relative to the step directory), the layout T5X's own `Checkpointer` writes
 and `checkpoints.load_t5x_checkpoint` reads. `state` also holds Adafactor's
 `param_states` as T5X initialises them (`t5x.initial_optimizer_state`), so
 T5X's default, strict restore starts training from it (the optimizer starts
-afresh). `spiece.model` goes next to the step directories.
+afresh). `spiece.model` goes next to the step directories. A network with a
+relative position bias per layer (`relative_bias_per_layer`: a scalable_t5
+or UMT5 model) goes to `hf` as `UMT5ForConditionalGeneration` and to `t5x`
+in the layout of T5X's scalable_t5 network with `scan_layers` (its mT5 and
+UMT5 gin files), which alone of T5X's networks holds such biases: each
+stack's layers stacked (`encoder/encoder/attention/query/kernel` [embed,
+layers, heads, kv]; `t5x_scanned.scanned_arrays`).
 
 The output is built in a staging directory beside it (`.NAME.export-XXXXXX`)
 and renamed into place, so an interrupted export leaves no half-written
@@ -48,6 +54,7 @@ from seahorse_metrics.checkpoints.content import LEGACY_CACHE_FILE
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE, best_step, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
+from seahorse_metrics.checkpoints.t5x_scanned import scanned_arrays, scanned_axes
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -98,7 +105,8 @@ def _write_zarr(step_dir: str, name: str, array: np.ndarray) -> dict[str, Any]:
 
 
 def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step: int) -> str:
-    """Writes `params` as the T5X checkpoint `model_dir/checkpoint_<step>`; returns it.
+    """Writes `params` as the T5X checkpoint `model_dir/checkpoint_<step>`
+    (scalable_t5's scanned layout for `relative_bias_per_layer`); returns it.
 
     Raises:
       CheckpointError: if `params` do not fit `config`.
@@ -108,6 +116,9 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
 
     flat = {name: np.asarray(value, np.float32) for name, value in flatten(params).items()}
     check_params(config, flat, "params to export")
+    axes = None
+    if config.relative_bias_per_layer:
+        flat, axes = scanned_arrays(config, flat), scanned_axes(config)
     step_dir = os.path.join(model_dir, f"checkpoint_{int(step)}")
     if os.path.exists(step_dir):
         raise FileExistsError(f"{step_dir} exists; choose another step or directory")
@@ -120,7 +131,8 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
             for parent in parents:
                 node = node.setdefault(parent, {})
             node[leaf] = _write_zarr(staging, name, array)
-        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step)
+        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step,
+                                        axes)
         contents = {"version": T5X_VERSION, "optimizer": {"target": target, "state": state}}
         with open(os.path.join(staging, "checkpoint"), "wb") as handle:
             handle.write(serialization.msgpack_serialize(contents))

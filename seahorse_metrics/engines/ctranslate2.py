@@ -143,6 +143,10 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     smoothing = smoothing_lib.recipe(compute_type, options)
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
+    if config.relative_bias_per_layer:  # CTranslate2 issue #2102
+        raise ValueError(f"{checkpoint} has a relative position bias in every layer (T5X's "
+                         "scalable_t5, UMT5), which CTranslate2 cannot run (its issue #2102); "
+                         "score it with " + option("engine='jax'", "--engine jax"))
     levels = isa.ctranslate2_weight_levels() if compute_type == "int8" else FULL_LEVELS
     model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
                                    options.get("convert_in_child", True), smoothing, levels)
