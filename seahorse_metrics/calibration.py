@@ -27,12 +27,12 @@ read the same maps.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.io.json_files import read_json
 
 CALIBRATION_FORMAT = "seahorse-metrics-calibration/1"
 METHODS = ("temperature", "platt", "isotonic")
@@ -283,18 +283,7 @@ def read_calibration(path: str) -> CalibrationSet:
       FileNotFoundError: no such file.
       ValueError: not JSON, or not calibration maps.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"calibration file {path} not found")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply to be calibration maps") from None
-    except (UnicodeDecodeError, ValueError) as error:  # Not UTF-8; an integer of 5,000 digits.
-        raise ValueError(f"{path}: not JSON calibration maps ({error})") from None
-    return calibration_from_dict(data, path)
+    return calibration_from_dict(read_json(path, "calibration file"), path)
 
 
 def read_calibration_map(path: str, metric: Optional[str] = None) -> CalibrationMap:

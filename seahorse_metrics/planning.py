@@ -101,12 +101,12 @@ def read_device_correction(path: str) -> DeviceCorrection:
     """
     import statistics
 
-    from seahorse_metrics.checkpoints.readers import read_json
+    from seahorse_metrics.io.json_files import read_json
 
-    record = read_json(path)
-    if record.get("mode") != "device":
+    record = read_json(path, "accelerator record")
+    if not isinstance(record, dict) or record.get("mode") != "device":
         raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode "
-                         f"{record.get('mode')!r}); a correction needs a device's measurements")
+                         f"{record.get('mode') if isinstance(record, dict) else record!r}); a correction needs a device's measurements")
     ratios = [part["peak_over_cpu_plan"] for part in (record.get("parts") or {}).values()
               if isinstance(part, dict) and part.get("role") == "train"
               and part.get("status") == "ok" and part.get("peak_over_cpu_plan")]

@@ -14,6 +14,7 @@ from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.evaluation.metrics import read_score_table
 from seahorse_metrics.scoring import files
+from seahorse_metrics.io.locks import LOCK_SUFFIX
 
 FAST = {"xla_backend_optimization_level": 0}
 ARGS = ["--max_input_length", "64", "--buckets", "64", "--batch_size", "4", "--window_size", "8",
@@ -200,7 +201,7 @@ def test_a_second_run_on_the_same_output_refuses_naming_the_first(tmp_path, scor
         first.join()
     rows = read_jsonl(output)
     assert [r["summary"] for r in rows] == [p["summary"] for p in PAIRS]
-    assert not os.path.exists(str(output) + files.LOCK_SUFFIX)
+    assert not os.path.exists(str(output) + LOCK_SUFFIX)
 
 
 def test_the_partial_file_is_read_by_records(tmp_path, scorer, monkeypatch):

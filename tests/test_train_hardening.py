@@ -111,7 +111,7 @@ def test_a_second_run_on_a_model_dir_refuses_and_a_killed_runs_lock_is_recovered
     import subprocess
     import sys
 
-    from seahorse_metrics.locks import OutputInUseError
+    from seahorse_metrics.io.locks import OutputInUseError
 
     model_dir = str(tmp_path / "run")
     first = subprocess.Popen([sys.executable, "-c", HOLD_MODEL_DIR, model_dir],

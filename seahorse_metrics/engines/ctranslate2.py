@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import logging
 import os
 import threading
@@ -37,6 +36,7 @@ from seahorse_metrics.option_names import option
 from seahorse_metrics.engines.conversion import (  # noqa: F401 (the engine's errors)
     FULL_LEVELS, ConversionError, EngineNotInstalled, compute_type_of, converted_model,
     require_ctranslate2)
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -197,8 +197,7 @@ def read_vocabulary(model_dir: str) -> list[str]:
     for name in _VOCABULARY_FILES:
         path = os.path.join(model_dir, name)
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as handle:
-                return json.load(handle)
+            return read_json(path, "CTranslate2 vocabulary")
     raise FileNotFoundError(f"{model_dir}: no CTranslate2 vocabulary file ({_VOCABULARY_FILES})")
 
 

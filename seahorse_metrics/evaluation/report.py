@@ -50,7 +50,7 @@ from seahorse_metrics.evaluation.report_tables import (MISSING, Cell, Table, bre
                                                        headline_table, marks_legend,
                                                        report_notes, report_tables)
 from seahorse_metrics.evaluation.results import EvaluationReport
-from seahorse_metrics.scoring.output import write_files_atomically
+from seahorse_metrics.io.atomic import write_files_atomically
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
 # ---------------------------------------------------------------------------

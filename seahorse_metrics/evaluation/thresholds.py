@@ -31,14 +31,13 @@ per-dataset columns of LLM-AggreFact)::
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from seahorse_metrics.calibration import refuse_unknown_metrics
 from seahorse_metrics.evaluation import stats
+from seahorse_metrics.io.json_files import read_json
 
 THRESHOLDS_FORMAT = "seahorse-metrics-thresholds/1"
 OBJECTIVES = ("balanced_accuracy", "f1", "precision@R")
@@ -255,11 +254,4 @@ def read_thresholds(path: str) -> ThresholdSet:
       FileNotFoundError: no such file.
       ValueError: not JSON, or not thresholds.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"thresholds file {path} not found")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
-    return thresholds_from_dict(data, path)
+    return thresholds_from_dict(read_json(path, "thresholds file"), path)

@@ -18,8 +18,9 @@ from seahorse_metrics.calibration import CALIBRATED_SUFFIX, CalibrationMap
 from seahorse_metrics.data import tables
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
-from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, write_atomically,
-                                             write_json_atomically)
+from seahorse_metrics.io.atomic import write_atomically, write_json_atomically
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter
+from seahorse_metrics.io.json_files import read_json
 
 
 def _score(value: Any) -> float:
@@ -110,8 +111,7 @@ def add_calibrated_columns(output_path: str, maps: Mapping[str, CalibrationMap])
 
     write_atomically(output_path, write)
     meta_path = output_path + META_SUFFIX
-    with open(meta_path, encoding="utf-8") as handle:
-        meta = json.load(handle)
+    meta = read_json(meta_path, "run metadata")
     meta["calibration"] = {column: m.to_dict() for column, m in maps.items()}
     write_json_atomically(meta_path, meta)
     return meta

@@ -40,17 +40,16 @@ import time
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from seahorse_metrics.data import tables
-from seahorse_metrics.locks import (LOCK_SUFFIX, OutputInUseError,  # noqa: F401 (re-exported)
-                                    OutputLock)
+from seahorse_metrics.io.atomic import (is_no_space, no_space_error, write_atomically,
+                                        write_json_atomically)
+from seahorse_metrics.io.locks import OutputLock
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
                                           NothingScoredError, ScoringJob, check_output_path,
                                           raise_if_nothing_scored)
-from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns,
-                                             is_no_space, json_line, no_space_error, output_columns,
-                                             output_record, renamed_input_fields,
-                                             write_atomically, write_json_atomically)
+from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns, json_line,
+                                             output_columns, output_record, renamed_input_fields)
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 

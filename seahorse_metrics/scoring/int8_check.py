@@ -35,6 +35,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.io.json_files import read_json_or_none
+
 logger = logging.getLogger(__name__)
 
 PROBE_ARTICLES = 48
@@ -196,18 +198,14 @@ def judge(name: str, check: dict, min_spearman: Optional[float]) -> None:
 
 
 def _read_cached(path: str) -> Optional[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
-        return None  # Absent or torn: measured again.
+    value = read_json_or_none(path)  # Absent or torn: measured again.
     keys = ("spearman", "max_abs_log_p1_diff", "pairs")
     return {k: value[k] for k in keys} if isinstance(value, dict) and all(
         k in value for k in keys) else None
 
 
 def _write_cached(path: str, value: dict) -> None:
-    from seahorse_metrics.scoring.output import write_json_atomically
+    from seahorse_metrics.io.atomic import write_json_atomically
 
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -33,6 +33,7 @@ from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_WINDOW_SIZE
 from seahorse_metrics.scoring.output import ERROR_FIELD
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -467,9 +468,7 @@ def read_metadata(path: str) -> Optional[dict]:
     `this_run.stats` read into `inputs` and `stats`), or None if absent."""
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        meta = json.load(handle)
-    return upgrade_metadata(meta)
+    return upgrade_metadata(read_json(path, "run metadata"))
 
 
 def upgrade_metadata(meta: dict) -> dict:

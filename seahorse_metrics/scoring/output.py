@@ -13,17 +13,13 @@ functions, so a row looks the same whichever wrote it:
   `<column>_decision` (`yes` at or above the threshold), per-sentence
   columns, or `error`;
 * `output_columns` orders the columns of CSV/TSV outputs; `OutputWriter`
-  writes JSONL, a JSON array, CSV or TSV; `write_atomically` replaces a
-  file whole or not at all.
+  writes JSONL, a JSON array, CSV or TSV (`seahorse_metrics.io.atomic`
+  replaces a file whole or not at all).
 """
 from __future__ import annotations
 
-import errno
-import gzip
-import io
 import json
-import os
-from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence
+from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -212,89 +208,3 @@ def _cell(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
-
-
-# Errors of a full disk or quota: they name the file being written, and leave no temporary.
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def write_atomically(path: str, write: Callable[[Any], None]) -> None:
-    """Calls `write(handle)` on a hidden temporary text file beside `path`,
-    syncs it and renames it onto `path`: the file is replaced whole or not at all.
-
-    A `.gz` path is written through gzip. If the write fails (a full disk:
-    the error names `path`), the temporary file is removed.
-    """
-    temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
-                             f".{os.path.basename(path)}.tmp")
-    _stage(path, temporary, write, "nothing was left half-written: free some space and run "
-                                   "again")
-    os.replace(temporary, path)
-
-
-def write_files_atomically(files: Mapping[str, Callable[[Any], None]], what_next: str) -> None:
-    """`write_atomically` for files that belong together (a report's .json,
-    .md and .html): every file is written and synced to a temporary first,
-    and only then are they all renamed into place, so a failure (a full
-    disk: the error names the file and ends with `what_next`) replaces none
-    of them and leaves no temporary behind.
-    """
-    staged = []
-    try:
-        for path, write in files.items():
-            temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
-                                     f".{os.path.basename(path)}.{os.getpid()}.tmp")
-            _stage(path, temporary, write, what_next)
-            staged.append((temporary, path))
-    except BaseException:
-        for temporary, _ in staged:
-            os.remove(temporary)
-        raise
-    for temporary, path in staged:
-        os.replace(temporary, path)
-
-
-def _stage(path: str, temporary: str, write: Callable[[Any], None], what_next: str) -> None:
-    """`write(handle)` into `temporary` (gzip for a `.gz` `path`), synced; on
-    failure the temporary is removed and a full disk named as `path`."""
-    os.makedirs(os.path.dirname(temporary), exist_ok=True)
-    try:
-        with open(temporary, "wb") as raw:
-            _write_text(raw, write, tables.is_gzip(path))
-            raw.flush()
-            os.fsync(raw.fileno())
-    except BaseException as error:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        if is_no_space(error):
-            raise no_space_error(error, path, what_next) from None
-        raise
-
-
-def is_no_space(error: BaseException) -> bool:
-    """Whether `error` is a full disk or quota (ENOSPC, EDQUOT, EFBIG)."""
-    return isinstance(error, OSError) and error.errno in _NO_SPACE
-
-
-def no_space_error(error: OSError, path: str, what_next: str) -> OSError:
-    """`error` (ENOSPC and the like) as an error that names the file being written."""
-    return OSError(error.errno, f"{os.strerror(error.errno)} while writing {path}; {what_next}")
-
-
-def _write_text(raw, write: Callable[[Any], None], compress: bool) -> None:
-    """`write(text handle)` into the binary `raw`, gzip-compressed if asked
-    (no name or time in the gzip header, so equal rows give equal bytes)."""
-    binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if compress else raw
-    text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
-    try:
-        write(text)
-        text.flush()
-    finally:
-        text.detach()
-        if compress:
-            binary.close()  # writes the gzip trailer; `raw` stays open
-
-
-def write_json_atomically(path: str, value: Any) -> None:
-    """Writes `value` as indented JSON with `write_atomically`."""
-    write_atomically(path, lambda handle: json.dump(value, handle, indent=2, ensure_ascii=False))

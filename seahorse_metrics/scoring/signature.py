@@ -23,6 +23,8 @@ import json
 import os
 from typing import Any, Mapping, Optional
 
+from seahorse_metrics.io.json_files import read_json_or_none
+
 UNSAVED = "unsaved"  # A model scored from memory, with no checkpoint to hash.
 
 
@@ -68,11 +70,7 @@ def quantization(runner: Any) -> str:
 def _conversion_description(model_dir: str) -> dict:
     from seahorse_metrics.engines.conversion import ENGINE_FILE
 
-    try:
-        with open(os.path.join(model_dir, ENGINE_FILE), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    return read_json_or_none(os.path.join(model_dir, ENGINE_FILE)) or {}
 
 
 def metric_signature(runner: Any, settings: Any, checkpoint: Optional[str],

@@ -40,6 +40,8 @@ from seahorse_metrics.training import validation
 from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig, config_differences,
                                                config_from_gin)
 from seahorse_metrics.training.data import ExampleSet, StreamPosition
+from seahorse_metrics.io.atomic import write_text_atomically
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -399,9 +401,7 @@ def _write_run_file(config: TrainConfig, name: str, text: str) -> None:
         return
     os.makedirs(config.model_dir, exist_ok=True)
     path = os.path.join(config.model_dir, name)
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
+    write_text_atomically(path, text)
 
 
 def _write_config(config: TrainConfig) -> None:
@@ -436,8 +436,7 @@ def check_resume(config: TrainConfig) -> None:
         logger.warning("%s has checkpoints but no %s; resuming without checking that the "
                        "settings are the same.", config.model_dir, CONFIG_JSON)
         return
-    with open(saved_path, encoding="utf-8") as handle:
-        differences = config_differences(json.load(handle), config)
+    differences = config_differences(read_json(saved_path, "run config"), config)
     refuse_other_settings(config.model_dir, differences, CHANGEABLE_ON_RESUME,
                           config.allow_config_change,
                           os.path.join(config.model_dir, "config.gin"))
@@ -541,7 +540,7 @@ def model_dir_lock(model_dir: str) -> contextlib.AbstractContextManager:
       OutputInUseError: while another run holds it; the message names that
         run's PID and host.
     """
-    from seahorse_metrics.locks import OutputLock  # pylint: disable=g-import-not-at-top
+    from seahorse_metrics.io.locks import OutputLock  # pylint: disable=g-import-not-at-top
 
     if jax.process_index() != 0:
         return contextlib.nullcontext()
