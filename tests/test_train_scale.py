@@ -20,7 +20,7 @@ import optax
 import pytest
 
 from fixtures import train_utils
-from seahorse_metrics import fitting, planning
+from seahorse_metrics.planning import fitting, memory
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config, stacks
 
@@ -195,7 +195,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
 
     config = get_config("tiny", scan_layers=True)
     shapes = dict(input_length=32, batch_size=2)
-    unchanged = planning.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
+    unchanged = memory.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
     budget = unchanged - 1  # the run as it is does not fit
     with caplog.at_level("INFO"):  # --fit searches scanned layers unless told otherwise
         status = cli_main(["plan", "--model", "tiny", "--fit", "--devices", "1",
@@ -215,12 +215,12 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     lines = printed.splitlines()
     tried = [line for line in lines if line.startswith("remat=")]
     assert any(line.startswith("remat=none    microbatches=1 ") and "does not fit" in line
-               and planning.format_bytes(unchanged) in line for line in tried), printed
+               and memory.format_bytes(unchanged) in line for line in tried), printed
     chosen = next(line for line in lines if line.startswith("train with: "))
     remat = chosen.split("TrainConfig.remat='")[1].split("'")[0]
     microbatches = int(chosen.split("TrainConfig.microbatches=")[1].split()[0])
     assert "TrainConfig.scan_layers=True" in chosen and "TrainConfig.model_parallel=1" in chosen
-    confirmed = planning.plan_train_step(config.replace(remat=remat), make_mesh(1), **shapes,
+    confirmed = memory.plan_train_step(config.replace(remat=remat), make_mesh(1), **shapes,
                                          microbatches=microbatches)
     assert confirmed.per_device_bytes <= budget
     assert (remat, microbatches) != ("none", 1)
@@ -229,7 +229,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     other_remat = other.split("remat=")[1].split(",")[0]
     other_microbatches = int(other.split("microbatches=")[1].split(",")[0])
     assert other_remat != "none" and other_microbatches < microbatches
-    assert planning.plan_train_step(config.replace(remat=other_remat), make_mesh(1), **shapes,
+    assert memory.plan_train_step(config.replace(remat=other_remat), make_mesh(1), **shapes,
                                     microbatches=other_microbatches).per_device_bytes <= budget
     result = fitting.FitResult([fitting.Trial(remat, microbatches, 1, 1, confirmed.per_device_bytes,
                                               True)], None, budget, True, "float32")
