@@ -274,7 +274,7 @@ def run_score(request: dict) -> dict:
     from real_size import make_pairs
     from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.scoring.runner import default_mesh
+    from seahorse_metrics.engines.jax_engine import default_mesh
     from seahorse_metrics.scoring.single import Scorer
 
     compilation_cache.enable(request.get("cache_dir"))

@@ -296,5 +296,5 @@ def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir, tmp_pa
     scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
     with pytest.raises(ValueError, match="scan_layers=True is the jax engine's"):
-        from seahorse_metrics.engines.ctranslate2 import check_engine_settings
-        check_engine_settings("ctranslate2", scan_layers=True)
+        from seahorse_metrics.engines.choice import check_settings
+        check_settings("ctranslate2", scan_layers=True)

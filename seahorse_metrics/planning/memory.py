@@ -349,7 +349,7 @@ def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_siz
     import jax
 
     from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.scoring.runner import compile_first_step
+    from seahorse_metrics.model.first_step import compile_first_step
 
     if batch_size % mesh.shape["data"]:
         raise ValueError(f"scoring batch {batch_size} must be a multiple of the "

@@ -13,11 +13,11 @@ The core:
 
 The machinery:
 * `scorer`: `MultiScorer` (several metrics, one tokenisation) and `Scorer`
-  (one metric); `loading`: checkpoints -> models on a mesh.
+  (one metric); `loading`: checkpoints -> models on a mesh, or converted
+  for CTranslate2; the model call is an engine (`seahorse_metrics.engines`).
 * `units`: from a (premise, hypothesis) pair to encoder inputs: truncation
   (via `seahorse_metrics.data.inputs`), premise chunks, summary sentences.
 * `batching`: length buckets and the deterministic batch plan of a window.
-* `runner`: one model's compiled first-step scorer on a device mesh.
 * `window_scoring`: windows of examples -> batches -> scores, aggregated per example.
 * `records`: checks of input records and pairs.
 

@@ -57,7 +57,7 @@ class Scorer:
                                   max_input_length=max_input_length, batch_size=batch_size,
                                   checkpoints=checkpoints, **kwargs)
         self.model = model
-        self.params = self._multi.runners[0].params
+        self.params = self._multi.engines[0].params
         self.vocab_path = vocab_path
         self.positive_id = self._multi.positive_id
         self.negative_id = self._multi.negative_id

@@ -9,7 +9,7 @@ writes by `output.output_record`. Nothing here computes a score.
 
 `scorer_for_mode` gives the `MultiScorer` of a request's metrics and modes:
 a shallow copy sharing the loaded models and compiled programs, with its
-own `names`/`runners` subset, input settings and options.
+own `names`/`engines` subset, input settings and options.
 """
 from __future__ import annotations
 
@@ -75,5 +75,5 @@ def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
                                         per_sentence=per_sentence)
     positions = [scorer.names.index(name) for name in metrics]
     variant.names = [scorer.names[p] for p in positions]
-    variant.runners = [scorer.runners[p] for p in positions]
+    variant.engines = [scorer.engines[p] for p in positions]
     return variant
