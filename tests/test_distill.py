@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fixtures import train_utils
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.training import distill, soft_targets
 from seahorse_metrics.training.config import BACKBONE_DIR
 

@@ -365,14 +365,22 @@ def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, capl
     assert "need --runner" in capsys.readouterr().err
 
 
-def test_cli_runner_with_questions_and_threshold_writes_what_score_writes(tmp_path, tiny_hf_dir):
+def test_cli_runner_with_questions_threshold_and_calibration_writes_what_score_writes(
+        tmp_path, tiny_hf_dir):
+    """Issue 45 point 3: `--calibration` with `--runner` (refused before) adds
+    the calibrated column through the one place every runner applies it."""
+    from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
+
+    platt = CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps(CalibrationSet("platt", {}, {"score": platt}).to_dict()))
     pairs = [("the fox jumps over the dog.", "a fox jumps."), ("a cat sat on the mat.", "a dog sat.")]
     questions = ("what does the fox do?", "who sat down?", "where?")
     rows = [{"article": a, "summary": h, "question": q} for a, h in pairs for q in questions]
     source = write_jsonl(tmp_path / "qfs.jsonl", rows)
     shape = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
              "--window_size", "64", "--no_progress", "--question_field", "question",
-             "--threshold", "0.002"]
+             "--threshold", "0.002", "--calibration", str(calibration)]
     expected = str(tmp_path / "score.jsonl")
     assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
                      expected] + shape) == 0
@@ -384,6 +392,10 @@ def test_cli_runner_with_questions_and_threshold_writes_what_score_writes(tmp_pa
     assert without_row_id(read_jsonl(output)) == expected_rows
     assert [r["score_decision"] for r in expected_rows] == [
         "yes" if r["score"] >= 0.002 else "no" for r in expected_rows]
+    np.testing.assert_allclose([r["score_calibrated"] for r in expected_rows],
+                               platt.apply([r["score"] for r in expected_rows]), rtol=1e-12)
+    meta = json.loads(open(output + ".meta.json", encoding="utf-8").read())
+    assert meta["calibration"] == {"score": platt.to_dict()}
     # The question is part of the input: one pair scores differently under each question.
     for start in range(0, len(rows), len(questions)):
         assert len({r["score"] for r in expected_rows[start:start + len(questions)]}) > 1

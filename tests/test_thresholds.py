@@ -14,7 +14,8 @@ from seahorse_metrics.data.ratings import TableFormatError
 from seahorse_metrics.evaluation import benchmarks as benchmarks_lib
 from seahorse_metrics.evaluation import metrics as metrics_lib
 from seahorse_metrics.evaluation import run as run_lib
-from seahorse_metrics.evaluation import stats, thresholds
+from seahorse_metrics import stats
+from seahorse_metrics.calibration import thresholds
 
 FAST = run_lib.EvaluationConfig(n_resamples=50)
 DATASETS = ("AggreFact-CNN", "TofuEval-MediaS", "Wice")

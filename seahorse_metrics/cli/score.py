@@ -269,43 +269,11 @@ def mesh_spec(text: str) -> str:
     return text
 
 
-def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]:
-    """Metric name -> threshold from `--threshold` (a number or a thresholds file).
-
-    A file may hold more metrics than are scored here (those are not used);
-    every metric scored needs a threshold in it.
-
-    Raises:
-      ValueError: for a threshold that is no number in [0, 1] (NaN, 1.5), or a
-        file without a threshold for a metric scored here.
-      FileNotFoundError: for a path that does not exist.
-    """
-    from seahorse_metrics.evaluation.thresholds import check_probability_threshold, read_thresholds
-
-    if value is None:
-        return {}
-    try:
-        number = float(value)
-    except ValueError:
-        number = None
-    if number is not None:
-        number = check_probability_threshold(number, "--threshold")
-        return {name: number for name in names}
-    thresholds = read_thresholds(value)
-    missing = [name for name in names if name not in thresholds.metrics]
-    if missing:
-        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
-                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
-    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
-                                              f"{value}: the threshold of {name!r}")
-            for name in names}
-
-
-def _calibration_maps(path: str | None, names: list[str]) -> dict:
+def calibration_maps(path: str | None, names: list[str]) -> dict:
     """Metric name (= output column) -> calibration map from `--calibration`."""
     if path is None:
         return {}
-    from seahorse_metrics.calibration import maps_for
+    from seahorse_metrics.calibration.maps import maps_for
 
     return maps_for(path, names)
 
@@ -399,20 +367,18 @@ def _score_file(args, input_path: str, output: str) -> int:
     check_output_path(input_path, output)
     from seahorse_metrics.checkpoints.layout import checkpoint_names
 
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+
     named = checkpoint_names(args.checkpoint)
-    thresholds = decision_thresholds(args.threshold, list(named))
-    calibration = _calibration_maps(args.calibration, list(named))
+    thresholds = read_decision_thresholds(args.threshold, list(named))
+    calibration = calibration_maps(args.calibration, list(named))
     scorer = MultiScorer.load(named, options=scorer_options(args), mesh=_mesh(args))
     job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
-                      fields=input_fields(args), thresholds=thresholds, encoding=args.encoding,
-                      quoting=args.quoting)
+                      fields=input_fields(args), thresholds=thresholds, calibration=calibration,
+                      encoding=args.encoding, quoting=args.quoting)
     summary = score_job(scorer, job, overwrite=args.overwrite,
                         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(summary)
-    if calibration:
-        from seahorse_metrics.scoring.calibrated import add_calibrated_columns
-
-        summary = add_calibrated_columns(args.output, calibration)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", output,
                 rows["rows"], rows["bad"], output)
@@ -436,20 +402,19 @@ def run_beam(args) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Beam logs several INFO lines per bundle and worker; ours say what happens.
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    if args.calibration:
-        raise ValueError("--calibration is applied to the output of scoring in this process: "
-                         "drop --runner to use it")
     if args.mesh:
         raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
                          "own devices (drop --mesh, or score without --runner)")
     pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
     from seahorse_metrics.checkpoints.layout import checkpoint_names
 
     named = checkpoint_names(args.checkpoint)
     meta = beam_scoring.score_files(
         args.input, args.output, named, scorer_options=scorer_options(args),
         fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
-        thresholds=decision_thresholds(args.threshold, list(named)), encoding=args.encoding,
+        thresholds=read_decision_thresholds(args.threshold, list(named)),
+        calibration=calibration_maps(args.calibration, list(named)), encoding=args.encoding,
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.

@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _calibration_maps, _mesh, split_cpu,
-                                        add_scoring_options, decision_thresholds,
-                                        scorer_options)
+from seahorse_metrics.cli.score import (_add_device_options, _mesh, add_scoring_options,
+                                        calibration_maps, scorer_options, split_cpu)
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.serving.server import LoadFailed
 
@@ -132,8 +131,10 @@ def run(args) -> int:
     split_cpu(args)
     compilation_cache.enable_from_args(args)
     named = checkpoint_names(args.checkpoint)
-    thresholds = decision_thresholds(args.threshold, list(named))
-    calibration = _calibration_maps(args.calibration, list(named))
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+
+    thresholds = read_decision_thresholds(args.threshold, list(named))
+    calibration = calibration_maps(args.calibration, list(named))
     token = read_token(args.token_file)
     limits = limits_from_args(args)
     options = scorer_options(args)

@@ -48,8 +48,7 @@ from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
                                           NothingScoredError, ScoringJob, check_output_path,
                                           raise_if_nothing_scored)
-from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns, json_line,
-                                             output_columns, output_record, renamed_input_fields)
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter, json_line
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
@@ -136,8 +135,7 @@ def scan_input(input_path: str, fields: InputFields, encoding: str = "utf-8",
 def _scan(job: ScoringJob) -> InputScan:
     input_path = job.inputs[0]
     columns, num_rows, report = scan_input(input_path, job.fields, job.encoding, job.quoting)
-    renamed = renamed_input_fields(columns, added_columns(job.columns, job.per_sentence,
-                                                          job.decisions, job.summary_cut_column))
+    renamed = job.output_fields.renamed(columns)
     if renamed:
         logger.warning("%s already has the column(s) %s that this run writes; the input's "
                        "values are kept as %s", input_path, ", ".join(renamed),
@@ -422,8 +420,8 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
             stats: ScoringStats, progress: _Progress) -> dict:
     """Writes the output in input order; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
-    header = output_columns(scan.columns, job.columns, job.per_sentence, scan.renamed,
-                            job.decisions, job.summary_cut_column)
+    fields = job.output_fields
+    header = fields.header(scan.columns, scan.renamed)
     input_path = os.path.abspath(job.inputs[0])
 
     def write(handle) -> None:
@@ -433,7 +431,7 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
                 raise RuntimeError(f"row {item.row} of {input_path} does not match the "
                                    f"partial entry for row {entry['row']}; this is a bug")
             counts.add(entry, item, input_path)
-            writer.write(output_record(item.record, entry, scan.renamed, job.decisions))
+            writer.write(fields.record(item.record, entry, scan.renamed))
         writer.close()
 
     write_atomically(job.output, write)

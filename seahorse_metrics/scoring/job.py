@@ -10,7 +10,8 @@ service) scores a `ScoringJob`:
 * `InputFields`: which input fields hold the premise, hypothesis, language
   and question.
 * `ScoringJob`: inputs, output, checkpoints, options, output columns,
-  decision thresholds, how the inputs are read; `resolve_job` checks it.
+  decision thresholds, calibration maps, how the inputs are read;
+  `resolve_job` checks it.
 * `job_fingerprint`: what a partial or finished output must match to be
   reused: the inputs (size, modification time), the settings, and every
   checkpoint's content digest (`checkpoints.content`), so a checkpoint
@@ -32,7 +33,8 @@ from typing import Any, Mapping, Optional, Sequence
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_WINDOW_SIZE
-from seahorse_metrics.scoring.output import ERROR_FIELD
+from seahorse_metrics.calibration.thresholds import check_probability_threshold
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
@@ -189,6 +191,7 @@ class ScoringJob:
       columns: Metric name -> output column.
       fields: The input fields read.
       decisions: Output column -> threshold of its `<column>_decision` column.
+      calibration: Output column -> calibration map of its `<column>_calibrated` column.
       id_field: Input field with each row's id (Beam), or None.
       encoding: Text encoding of the inputs.
       quoting: How CSV/TSV inputs are read ("auto", "none", "quoted").
@@ -201,6 +204,7 @@ class ScoringJob:
     columns: Mapping[str, str]
     fields: InputFields = InputFields()
     decisions: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    calibration: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     id_field: Optional[str] = None
     encoding: str = "utf-8"
     quoting: str = "auto"
@@ -223,9 +227,10 @@ class ScoringJob:
         return bool(self.options.per_sentence)
 
     @property
-    def summary_cut_column(self) -> bool:
-        """Whether rows carry a `summary_cut` flag (`long_summaries="cut"`)."""
-        return self.options.long_summaries == "cut"
+    def output_fields(self) -> OutputFields:
+        """The fields scoring adds to each row of this job's output."""
+        return OutputFields(self.columns, self.per_sentence, self.decisions, self.calibration,
+                            summary_cut=self.options.long_summaries == "cut")
 
 
 def check_output_path(input_path: str, output_path: str) -> str:
@@ -263,11 +268,8 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
         if name not in names:
             raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
                              f"metrics scored ({list(names)})")
-        if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                or not 0.0 <= threshold <= 1.0):
-            raise ValueError(f"the threshold of {name!r} must be a number in [0, 1] (scores "
-                             f"are probabilities), got {threshold!r}")
-        decisions[columns[name]] = float(threshold)
+        decisions[columns[name]] = check_probability_threshold(threshold,
+                                                               f"the threshold of {name!r}")
     return decisions
 
 
@@ -276,6 +278,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
                 columns: Optional[Mapping[str, str]] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 thresholds: Optional[Mapping[str, float]] = None,
+                calibration: Optional[Mapping[str, Any]] = None,
                 id_field: Optional[str] = None, encoding: str = "utf-8",
                 quoting: str = "auto") -> ScoringJob:
     """Checks a job's formats, columns and thresholds; loads and reads nothing.
@@ -288,6 +291,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
       columns: Metric name -> output column (default: the names).
       fields: The input fields (`InputFields.of`).
       thresholds: Metric name -> decision threshold.
+      calibration: Metric name -> calibration map (`calibration.maps.maps_for`).
       id_field, encoding, quoting: See `ScoringJob`.
 
     Raises:
@@ -303,6 +307,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
         inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
         options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),
         decisions=decision_thresholds(thresholds, list(checkpoints), columns),
+        calibration={columns[name]: m for name, m in (calibration or {}).items()},
         id_field=id_field, encoding=encoding, quoting=quoting)
 
 
@@ -324,13 +329,21 @@ def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
                for name, path in job.checkpoints.items()}
     # The int8 self-check is a measurement of this host, not a setting.
     scorer = {key: value for key, value in scorer.items() if key != "int8_check"}
-    return json.loads(json.dumps({
+    fingerprint = {
         "inputs": list(inputs), "output_format": job.output_kind, "encoding": job.encoding,
         "quoting": job.quoting, "columns": dict(job.columns), "fields": job.fields.to_dict(),
         "id_field": job.id_field, "thresholds": dict(job.decisions),
         "batch_size": int(job.options.batch_size), "scorer": dict(scorer),
         "checkpoint_content": content,
-    }, default=str, sort_keys=True))
+    }
+    if job.calibration:  # Absent without maps, as before they were part of the output.
+        fingerprint["calibration"] = calibration_dict(job)
+    return json.loads(json.dumps(fingerprint, default=str, sort_keys=True))
+
+
+def calibration_dict(job: ScoringJob) -> dict:
+    """Score column -> its calibration map, JSON-ready (the metadata's `calibration`)."""
+    return {column: calibration_map.to_dict() for column, calibration_map in job.calibration.items()}
 
 
 def local_input_stat(path: str) -> dict:
@@ -445,6 +458,7 @@ def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts
                             "id_field"}
     if unknown:
         raise TypeError(f"unknown metadata keys {sorted(unknown)}")
+    calibration = {"calibration": calibration_dict(job)} if job.calibration else {}
     return {
         "inputs": [dict(entry) for entry in inputs],
         "output": os.path.abspath(job.output) if _is_local(job.output) else job.output,
@@ -455,7 +469,7 @@ def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts
         "input_table": extra.get("input_table"),
         "rows": counts.summary(), "bad_rows": list(counts.bad_rows), "stats": dict(stats),
         "this_run": dict(this_run), "settings": dict(settings),
-        "fingerprint": dict(fingerprint),
+        "fingerprint": dict(fingerprint), **calibration,
     }
 
 

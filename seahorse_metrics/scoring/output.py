@@ -1,28 +1,31 @@
-"""Output rows: their columns, their values and their atomic writing.
+"""Output rows: their columns and their values, the same for every runner.
 
 Every runner (in-process `score_file`, the Beam pipeline's shards and merge,
-`MultiScorer.score_records`, the service) writes rows through these
-functions, so a row looks the same whichever wrote it:
+`MultiScorer.score_records`, the service) writes rows through `OutputFields`,
+so a row looks the same whichever wrote it:
 
 * an *entry* is what scoring found for one input row (`result_entry`: its
   scores, truncation flags, per-sentence scores; `error_entry`: why it
   cannot be scored);
-* `output_record` turns an input row and its entry into the output row: the
-  input's fields (those named like an output column kept as
+* `OutputFields.record` turns an input row and its entry into the output
+  row: the input's fields (those named like an output column kept as
   `input_<name>`, see `renamed_input_fields`), then the score columns, their
   `<column>_decision` (`yes` at or above the threshold), per-sentence
-  columns, or `error`;
-* `output_columns` orders the columns of CSV/TSV outputs; `OutputWriter`
+  columns, `summary_cut`, `<column>_calibrated` (the metric's calibration
+  map applied to its score, `calibration.maps.calibrated_fields`), or `error`;
+* `OutputFields.header` orders the columns of CSV/TSV outputs; `OutputWriter`
   writes JSONL, a JSON array, CSV or TSV (`seahorse_metrics.io.atomic`
   replaces a file whole or not at all).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.calibration.maps import CALIBRATED_SUFFIX, CalibrationMap, calibrated_fields
 from seahorse_metrics.data import tables
 
 ERROR_FIELD = "error"
@@ -68,32 +71,6 @@ def error_entry(row: int, line: Optional[int], error: str) -> dict:
     return {"row": row, "line": line, ERROR_FIELD: error}
 
 
-def added_columns(columns: Mapping[str, str], per_sentence: bool,
-                  decisions: Optional[Mapping[str, float]] = None,
-                  summary_cut: bool = False) -> list[str]:
-    """The columns scoring adds: scores, their decisions, per-sentence ones,
-    `summary_cut` (with `long_summaries="cut"`), `error`."""
-    added = list(columns.values())
-    added += [column + DECISION_SUFFIX for column in columns.values() if column in (decisions or {})]
-    if per_sentence:
-        added += [c + SENTENCE_SCORES_SUFFIX for c in columns.values()] + [SENTENCES_COLUMN]
-    if summary_cut:
-        added.append(SUMMARY_CUT_COLUMN)
-    added.append(ERROR_FIELD)
-    return added
-
-
-def output_columns(input_columns: Sequence[str], columns: Mapping[str, str],
-                   per_sentence: bool, renamed: Optional[Mapping[str, str]] = None,
-                   decisions: Optional[Mapping[str, float]] = None,
-                   summary_cut: bool = False) -> list[str]:
-    """The output's columns: the input's (renamed where an output column
-    has their name; see `renamed_input_fields`), then the added ones."""
-    renamed = renamed or {}
-    added = added_columns(columns, per_sentence, decisions, summary_cut)
-    return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
-
-
 def renamed_input_fields(fields: Iterable[str], output_fields: Collection[str]) -> dict[str, str]:
     """Input field -> new name, for the input fields an output field would overwrite.
 
@@ -122,26 +99,69 @@ def with_renamed_fields(record: Mapping[str, Any], renamed: Mapping[str, str]) -
     return {renamed.get(key, key): value for key, value in record.items()}
 
 
-def output_record(record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
-                  renamed: Optional[Mapping[str, str]] = None,
-                  decisions: Optional[Mapping[str, float]] = None) -> dict:
-    """The output row of an input record (None for an unreadable row) and its
-    entry: the input's fields (renamed as `renamed` says) and fresh score
-    (and decision) or error fields."""
-    output = with_renamed_fields(record, renamed or {}) if record is not None else {}
-    if ERROR_FIELD in entry:
-        output[ERROR_FIELD] = entry[ERROR_FIELD]
+@dataclasses.dataclass(frozen=True)
+class OutputFields:
+    """The fields scoring adds to each row, and how a row gets them.
+
+    Attributes:
+      columns: Metric name -> score column.
+      per_sentence: Whether rows carry per-sentence scores and sentences.
+      decisions: Score column -> threshold of its `<column>_decision` field.
+      calibration: Score column -> the map of its `<column>_calibrated` field.
+      summary_cut: Whether rows carry a `summary_cut` flag (`long_summaries="cut"`).
+    """
+
+    columns: Mapping[str, str]
+    per_sentence: bool = False
+    decisions: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    calibration: Mapping[str, CalibrationMap] = dataclasses.field(default_factory=dict)
+    summary_cut: bool = False
+
+    def added(self) -> list[str]:
+        """The fields scoring adds, in order: scores, their decisions,
+        per-sentence ones, `summary_cut`, calibrated scores, `error`."""
+        scores = list(self.columns.values())
+        added = scores + [c + DECISION_SUFFIX for c in scores if c in self.decisions]
+        if self.per_sentence:
+            added += [c + SENTENCE_SCORES_SUFFIX for c in scores] + [SENTENCES_COLUMN]
+        if self.summary_cut:
+            added.append(SUMMARY_CUT_COLUMN)
+        added += [c + CALIBRATED_SUFFIX for c in scores if c in self.calibration]
+        return added + [ERROR_FIELD]
+
+    def header(self, input_columns: Sequence[str],
+               renamed: Optional[Mapping[str, str]] = None) -> list[str]:
+        """The output's columns: the input's (renamed where an output column
+        has their name; see `renamed_input_fields`), then the added ones."""
+        renamed = renamed or {}
+        added = self.added()
+        return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
+
+    def renamed(self, fields: Iterable[str]) -> dict[str, str]:
+        """`renamed_input_fields` of an input with these fields."""
+        return renamed_input_fields(fields, self.added())
+
+    def record(self, record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
+               renamed: Optional[Mapping[str, str]] = None) -> dict:
+        """The output row of an input record (None for an unreadable row) and its
+        entry: the input's fields (renamed as `renamed` says) and fresh score
+        fields (decisions, sentences, calibrated scores) or the error field."""
+        output = with_renamed_fields(record, renamed or {}) if record is not None else {}
+        if ERROR_FIELD in entry:
+            output[ERROR_FIELD] = entry[ERROR_FIELD]
+            return output
+        output.update(entry["scores"])
+        for column, threshold in self.decisions.items():
+            output[column + DECISION_SUFFIX] = ("yes" if entry["scores"][column] >= threshold
+                                                else "no")
+        for column, values in entry.get("sentence_scores", {}).items():
+            output[column + SENTENCE_SCORES_SUFFIX] = values
+        if SENTENCES_COLUMN in entry:
+            output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
+        if SUMMARY_CUT_COLUMN in entry:
+            output[SUMMARY_CUT_COLUMN] = entry[SUMMARY_CUT_COLUMN]
+        output.update(calibrated_fields(entry["scores"], self.calibration))
         return output
-    output.update(entry["scores"])
-    for column, threshold in (decisions or {}).items():
-        output[column + DECISION_SUFFIX] = "yes" if entry["scores"][column] >= threshold else "no"
-    for column, values in entry.get("sentence_scores", {}).items():
-        output[column + SENTENCE_SCORES_SUFFIX] = values
-    if SENTENCES_COLUMN in entry:
-        output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
-    if SUMMARY_CUT_COLUMN in entry:
-        output[SUMMARY_CUT_COLUMN] = entry[SUMMARY_CUT_COLUMN]
-    return output
 
 
 class OutputWriter:

@@ -55,8 +55,7 @@ from seahorse_metrics.scoring.job import InputFields, ScoringOptions
 from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
                                               load_models, resolve_vocabulary,
                                               shared_question_template)
-from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
-                                             renamed_input_fields)
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.records import check_pairs
 from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
 from seahorse_metrics.scoring.signature import metric_signature
@@ -432,6 +431,8 @@ class MultiScorer:
         columns = dict(fields or {name: name for name in self.names})
         input_fields = InputFields(premise_field, hypothesis_field, lang_field, question_field)
         stats = ScoringStats()
+        output = OutputFields(columns, self.settings.per_sentence,
+                              summary_cut=self.settings.long_summaries == "cut")
         for item, entry in score_rows(self, records_as_rows(records), input_fields,
                                       columns, batch_size=batch_size, stats=stats,
                                       shortest=False):
@@ -440,8 +441,6 @@ class MultiScorer:
                                item.error, ERROR_FIELD)
             record = item.record if isinstance(item.record, Mapping) else {"record": item.record}
             # Output fields are fresh: the record's own fields of those names are renamed.
-            added = added_columns(columns, self.settings.per_sentence,
-                                  summary_cut=self.settings.long_summaries == "cut")
-            yield output_record(record, entry, renamed_input_fields(record, added))
+            yield output.record(record, entry, output.renamed(record))
         stats.log(self.settings.max_input_length)
         self.stats.merge(stats)

@@ -121,7 +121,7 @@ class Scorer:
                      **options.scorer_arguments())
         scorer.multi.check_int8(options, engine_options)
         if calibration is not None:
-            from seahorse_metrics.calibration import read_calibration_map
+            from seahorse_metrics.calibration.maps import read_calibration_map
 
             scorer.calibration = read_calibration_map(calibration, calibration_metric)
         return scorer

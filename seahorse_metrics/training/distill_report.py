@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.training import soft_targets
 from seahorse_metrics.io.atomic import write_text_atomically
 

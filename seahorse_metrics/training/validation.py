@@ -7,7 +7,7 @@ SEAHORSE metrics are read, in the scorer's length buckets and batches
 (`seahorse_metrics.scoring.batching`) and with its compiled programs. So the
 checkpoint kept as the best is chosen by the numbers users will score with.
 The scores are compared with the human labels by ROC-AUC and Pearson from
-`seahorse_metrics.evaluation.stats`. The paper selects the checkpoint with
+`seahorse_metrics.stats`. The paper selects the checkpoint with
 the best validation ROC-AUC.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from seahorse_metrics.engines.jax_engine import JaxEngine
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.scoring.batching import BatchingConfig, batch_window, bucket_lengths
 from seahorse_metrics.training.data import ExampleSet
 
