@@ -306,7 +306,7 @@ def _metric(text, name):
 
 def test_client_has_the_scorer_signature_and_numbers(served, reference, metric_dirs):
     from seahorse_metrics import MultiScorer
-    from seahorse_metrics.client import RemoteScorer
+    from seahorse_metrics import RemoteScorer
 
     rows_by_id, _ = reference
     good = [pair for pair in PAIRS if pair["id"] != "p9"]
