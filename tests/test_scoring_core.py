@@ -8,7 +8,7 @@ import pytest
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.checkpoints.layout import checkpoint_names
 from seahorse_metrics.engines import jax_engine
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.scoring.options import ScoringOptions
 
 FAST = {"xla_backend_optimization_level": 0}
 PAIRS = (["The cat sat on the mat all day long, and then it slept.",

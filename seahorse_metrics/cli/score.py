@@ -8,8 +8,9 @@ import os
 from typing import Any
 
 from seahorse_metrics import compilation_cache
-from seahorse_metrics.scoring.job import (InputFields, ScoringOptions, check_output_path,
+from seahorse_metrics.scoring.job import (InputFields, check_output_path,
                                           raise_if_nothing_scored, resolve_job)
+from seahorse_metrics.scoring.options import ScoringOptions, options_from_flags
 from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
                                                DEFAULT_WINDOW_SIZE)
 
@@ -279,21 +280,9 @@ def calibration_maps(path: str | None, names: list[str]) -> dict:
 
 
 def scorer_options(args) -> ScoringOptions:
-    """The scoring options the command line sets (bar the checkpoints and mesh)."""
-    buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
-               if args.buckets else None)
-    return ScoringOptions(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
-                          batch_size=args.batch_size, truncation=args.truncation,
-                          normalize=args.normalize, long_inputs=args.long_inputs,
-                          long_summaries=args.long_summaries,
-                          chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
-                          sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-                          max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
-                          quantize=args.quantize, packing=args.packing,
-                          engine=args.engine, scan_layers=args.scan_layers,
-                          engine_options=dict(args.engine_option) or None,
-                          int8_check=args.int8_check == "on",
-                          int8_min_spearman=args.int8_min_spearman)
+    """The scoring options the command line sets (bar the checkpoints and mesh),
+    through the one table of flags (`scoring.options.OPTION_FLAGS`)."""
+    return options_from_flags(args)
 
 
 def input_fields(args) -> InputFields:

@@ -4,10 +4,14 @@
 import Scorer`); they are defined in `scorer`.
 
 The core:
-* `job`: a scoring job: `ScoringOptions` (how pairs are scored, serialisable),
-  `InputFields`, `ScoringJob`, its fingerprint (checkpoint content included),
-  the one `meta.json` schema, the bad-row policy and `RowCounts`.
-* `output`: output rows and columns, `OutputWriter`, atomic writing.
+* `options`: `ScoringOptions` (how pairs are scored, serialisable) and the
+  one table (`OPTION_FLAGS`) mapping each option to its command-line flag
+  and `evaluate` checkpoint-spec key.
+* `job`: a scoring job: `InputFields`, `ScoringJob`, its fingerprint
+  (checkpoint content included), the one `meta.json` schema, the bad-row
+  policy and `RowCounts`.
+* `output`: output rows and their fields (`OutputFields`: scores,
+  decisions, sentences, calibrated scores), `OutputWriter`.
 * `rows`: input rows -> entries through a `MultiScorer`, cut into windows by
   the one windowing rule.
 

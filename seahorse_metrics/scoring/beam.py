@@ -71,7 +71,8 @@ from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
 from seahorse_metrics.scoring.beam_transforms import (METRICS_NAMESPACE, ROW_ID_FIELD,
                                                       MultiScorerHandler, build_pipeline)
-from seahorse_metrics.scoring.job import ScoringJob, ScoringOptions
+from seahorse_metrics.scoring.job import ScoringJob
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import OutputWriter
 from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,  # noqa: F401
                                              SHARDS_SUFFIX, TOTALS_FILE)

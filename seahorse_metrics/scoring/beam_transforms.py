@@ -28,7 +28,8 @@ from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
-from seahorse_metrics.scoring.job import ScoringJob, ScoringOptions
+from seahorse_metrics.scoring.job import ScoringJob
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import OutputWriter
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.shards import COUNTS_SUFFIX, TOTALS_FILE

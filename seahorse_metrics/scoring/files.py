@@ -48,6 +48,7 @@ from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
                                           NothingScoredError, ScoringJob, check_output_path,
                                           raise_if_nothing_scored)
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter, json_line
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
@@ -328,7 +329,7 @@ def score_file(scorer, input_path: str, output_path: str, *,
         another input, settings or checkpoint content (without `overwrite`).
       OutputInUseError: while another run writes the same output.
     """
-    options = scorer.options if batch_size is None else job_lib.ScoringOptions.of(
+    options = scorer.options if batch_size is None else ScoringOptions.of(
         scorer.options, batch_size=int(batch_size))
     job = job_lib.resolve_job(
         [input_path], output_path, {name: scorer.checkpoints.get(name) for name in scorer.names},

@@ -3,13 +3,10 @@
 Every runner (`files.score_file` in this process, the Beam pipeline, the
 service) scores a `ScoringJob`:
 
-* `ScoringOptions`: how pairs are scored, as one serialisable object: the
-  arguments of `MultiScorer.load` bar the checkpoints and the device mesh.
-  The CLI builds it, `Scorer.load`/`MultiScorer.load` take it, Beam
-  workers receive it (`to_dict`/`from_dict`).
 * `InputFields`: which input fields hold the premise, hypothesis, language
   and question.
-* `ScoringJob`: inputs, output, checkpoints, options, output columns,
+* `ScoringJob`: inputs, output, checkpoints, options
+  (`scoring.options.ScoringOptions`), output columns,
   decision thresholds, calibration maps, how the inputs are read;
   `resolve_job` checks it.
 * `job_fingerprint`: what a partial or finished output must match to be
@@ -32,8 +29,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
-from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_WINDOW_SIZE
+from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.calibration.thresholds import check_probability_threshold
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.io.json_files import read_json
 
@@ -49,105 +47,7 @@ class NothingScoredError(ValueError):
     """Every row of the input failed; the output lists why."""
 
 
-# ------------------------------------------------------------------ options
-@dataclasses.dataclass(frozen=True)
-class ScoringOptions:
-    """How pairs are scored: `MultiScorer.load`'s arguments bar checkpoints and mesh.
-
-    Attributes mirror `MultiScorer(...)` and `MultiScorer.load` (see there):
-    vocab, dtype, quantize, scan_layers (loading; scan_layers runs each
-    stack's layers under `nn.scan`, `T5Config.scan_layers`: one compiled
-    layer, so a deep model compiles in a fraction of the time, the same
-    scores to float rounding); max_input_length, truncation,
-    normalize, long_inputs, chunk_overlap, per_sentence, sentence_aggregate,
-    long_summaries ("error": a row whose summary leaves the article less
-    than a quarter of the input gets an error; "cut": its summary is cut and
-    the row flagged in a `summary_cut` column),
-    question_template (None: the checkpoints' own, else the default) (inputs);
-    batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
-    compiler_options (batches and programs); engine ("jax" or "ctranslate2":
-    the model call, see `seahorse_metrics.engines`) and engine_options (the
-    ctranslate2 engine's, `engines.ctranslate2.load_converted`); int8_check
-    (with quantize: score a probe in float32 and int8 once on this host,
-    `scoring.int8_check`) and int8_min_spearman (refuse int8 ranking below it).
-    """
-
-    vocab: Optional[str] = None
-    dtype: str = "float32"
-    quantize: Optional[str] = None
-    max_input_length: int = 2048
-    batch_size: int = 16
-    truncation: str = "summary_first"
-    normalize: str = "full"
-    long_inputs: str = "truncate"
-    chunk_overlap: int = 128
-    per_sentence: bool = False
-    sentence_aggregate: str = "min"
-    long_summaries: str = "error"
-    bucket_lengths: Optional[tuple[int, ...]] = None
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
-    window_size: int = DEFAULT_WINDOW_SIZE
-    packing: bool = False
-    question_template: Optional[str] = None
-    compiler_options: Optional[Mapping[str, Any]] = None
-    engine: str = "jax"
-    scan_layers: bool = False
-    engine_options: Optional[Mapping[str, Any]] = None
-    int8_check: bool = True
-    int8_min_spearman: Optional[float] = None
-
-    def __post_init__(self):
-        if self.bucket_lengths is not None:
-            object.__setattr__(self, "bucket_lengths", tuple(int(b) for b in self.bucket_lengths))
-        for name in ("compiler_options", "engine_options"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, dict(getattr(self, name)))
-
-    @classmethod
-    def of(cls, options: Optional["ScoringOptions"] = None, **changes) -> "ScoringOptions":
-        """`options` (default: the defaults) with `changes`; None values of
-        `changes` keep the default of fields whose default is not None.
-
-        Raises:
-          TypeError: for a name that is not an option.
-        """
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"unknown scoring options: {', '.join(unknown)}")
-        return dataclasses.replace(options or cls(), **changes)
-
-    def to_dict(self) -> dict:
-        """JSON-ready (`from_dict` reads it back)."""
-        values = dataclasses.asdict(self)
-        if values["bucket_lengths"] is not None:
-            values["bucket_lengths"] = list(values["bucket_lengths"])
-        for name, default in (("engine_options", None), ("int8_check", True),
-                              ("int8_min_spearman", None)):
-            if values[name] == default:  # Absent, as before the field existed.
-                del values[name]
-        return values
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "ScoringOptions":
-        """The options `to_dict` wrote (or any subset of them).
-
-        Raises:
-          TypeError: for a name that is not an option.
-        """
-        return cls.of(**dict(values))
-
-    def scorer_arguments(self) -> dict:
-        """Keyword arguments of `MultiScorer(...)` (no loading ones; the
-        question template only when set)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
-                                    "scan_layers", "engine_options", "int8_check",
-                                    "int8_min_spearman")}
-        if self.question_template is not None:
-            values["question_template"] = self.question_template
-        return values
-
-
+# ------------------------------------------------------------------ inputs
 @dataclasses.dataclass(frozen=True)
 class InputFields:
     """The input fields scoring reads.

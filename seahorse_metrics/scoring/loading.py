@@ -17,7 +17,7 @@ from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
 from seahorse_metrics.data.vocab import target_token_ids
 from seahorse_metrics.engines.isa import jax_int8_products
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.engines.choice import check_settings
 
 

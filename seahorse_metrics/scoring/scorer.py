@@ -51,7 +51,8 @@ from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.choice import place
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring import int8_check
-from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.job import InputFields
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
                                               load_models, resolve_vocabulary,
                                               shared_question_template)

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.loading import (given_options, load_models, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.scorer import SCORE_FIELD, MultiScorer, ScoreOutput

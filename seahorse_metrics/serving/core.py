@@ -18,7 +18,8 @@ import dataclasses
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from seahorse_metrics.data.tables import TableRow
-from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.job import InputFields
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.rows import records_as_rows, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
