@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from seahorse_metrics.cli.score import mesh_spec
+from seahorse_metrics.cli.flags import mesh_spec
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _mesh, add_scoring_options,
-                                        calibration_maps, scorer_options, split_cpu)
+from seahorse_metrics.cli.flags import (add_device_options, add_scoring_options,
+                                        calibration_maps, mesh_from_args, split_cpu)
+from seahorse_metrics.scoring.options import options_from_flags
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.serving.server import LoadFailed
 
@@ -75,7 +76,7 @@ def add_parser(subparsers) -> None:
                              "served): adds <metric>_calibrated, as `score --calibration`.")
     _add_limits(parser)
     _add_scoring_options(parser)
-    _add_device_options(parser)
+    add_device_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -137,12 +138,12 @@ def run(args) -> int:
     calibration = calibration_maps(args.calibration, list(named))
     token = read_token(args.token_file)
     limits = limits_from_args(args)
-    options = scorer_options(args)
+    options = options_from_flags(args)
 
     def load_scorer():
         from seahorse_metrics.scoring.scorer import MultiScorer
 
-        return MultiScorer.load(named, options=options, mesh=_mesh(args))
+        return MultiScorer.load(named, options=options, mesh=mesh_from_args(args))
 
     return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
                  thresholds=thresholds, calibration=calibration,
