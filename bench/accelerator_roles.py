@@ -118,7 +118,8 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
     timed times; returns times and rates."""
     import jax
 
-    from seahorse_metrics.training import sharding, step as step_lib
+    from seahorse_metrics.model.partitioning import sharding_context
+    from seahorse_metrics.training import sharding
     from train import random_batch, step_flops
 
     rows, length, target = request["batch_size"], request["input_length"], request["target_length"]
@@ -129,7 +130,7 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
     batch = sharding.global_batch(random_batch(rows, length, config.vocab_size, seed=length,
                                                target_length=target), plan.batch_sharding)
     times = []
-    with step_lib.sharding_context(plan.mesh):
+    with sharding_context(plan.mesh):
         for _ in range(1 + request["steps"]):
             start = time.perf_counter()
             state, metrics = executable(state, batch)

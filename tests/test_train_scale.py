@@ -23,6 +23,7 @@ from fixtures import train_utils
 from seahorse_metrics.planning import fitting, memory
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config, stacks
+from seahorse_metrics.model.partitioning import sharding_context
 
 TINY = get_config("tiny", dropout_rate=0.1)
 
@@ -116,7 +117,7 @@ def test_microbatches_give_the_whole_batch_loss_and_update():
     batch = _batch(8, seed=1)
     whole, micro = (step_lib.compiled_step(TINY.replace(dropout_rate=0.0), OptimizerConfig(), 0, 1e-4,
                                           None, make_mesh(1), microbatches) for microbatches in (1, 4))
-    with step_lib.sharding_context(whole.mesh):
+    with sharding_context(whole.mesh):
         state_whole, metrics_whole = whole.step_fn(whole.init_state(0), batch)
         state_micro, metrics_micro = micro.step_fn(whole.init_state(0), batch)
     for name in ("loss", "cross_entropy", "z_loss", "accuracy", "num_tokens", "grad_norm"):

@@ -302,6 +302,7 @@ def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_si
     import jax
     import jax.numpy as jnp
 
+    from seahorse_metrics.model import partitioning
     from seahorse_metrics.training import optimizers, sharding as sharding_lib, step as step_lib
 
     sharding_lib.check_batch_size(batch_size, mesh)
@@ -314,7 +315,7 @@ def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_si
              for name in _TRAIN_FEATURES}
     start = time.perf_counter()
     options = FAST_COMPILE if compiler_options is None else dict(compiler_options)
-    with step_lib.sharding_context(mesh):
+    with partitioning.sharding_context(mesh):
         compiled = plan.step_fn.lower(plan.abstract_state, batch).compile(
             compiler_options=options or None)
     seconds = time.perf_counter() - start

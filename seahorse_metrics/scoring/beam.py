@@ -74,8 +74,8 @@ from seahorse_metrics.scoring.beam_transforms import (METRICS_NAMESPACE, ROW_ID_
 from seahorse_metrics.scoring.job import ScoringJob
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import OutputWriter
-from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,  # noqa: F401
-                                             SHARDS_SUFFIX, TOTALS_FILE)
+from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,
+                                             TOTALS_FILE)
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
 logger = logging.getLogger(__name__)

@@ -45,9 +45,8 @@ from seahorse_metrics.io.atomic import (is_no_space, no_space_error, write_atomi
 from seahorse_metrics.io.locks import OutputLock
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import job as job_lib
-from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
-                                          NothingScoredError, ScoringJob, check_output_path,
-                                          raise_if_nothing_scored)
+from seahorse_metrics.scoring.job import (InputFields,
+                                          ScoringJob)
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter, json_line
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows

@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
-from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE  # noqa: F401 (trainer)
+from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE
 from seahorse_metrics.model import stacks
 from seahorse_metrics.io.atomic import replace_directory, restore_directory, write_json_atomically
 from seahorse_metrics.io.json_files import read_json

@@ -42,6 +42,8 @@ from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig,
 from seahorse_metrics.training.data import ExampleSet, StreamPosition
 from seahorse_metrics.io.atomic import write_text_atomically
 from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model.partitioning import make_mesh, sharding_context
+from seahorse_metrics.checkpoints.layout import VOCAB_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +147,7 @@ def resolve_vocabulary(config: TrainConfig) -> str:
             raise FileNotFoundError(f"TrainConfig.vocabulary {config.vocabulary} does not exist.")
         return config.vocabulary
     if config.init_checkpoint:
-        bundled = os.path.join(config.init_checkpoint, checkpointing.VOCAB_FILE)
+        bundled = os.path.join(config.init_checkpoint, VOCAB_FILE)
         if os.path.isfile(bundled):
             return bundled
     return vocab.default_vocab_path()
@@ -238,7 +240,7 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
         if subset is not None:
             _check_vocab_size(subset, model_config, split)
-    mesh = sharding_lib.make_mesh(config.model_parallel)
+    mesh = make_mesh(config.model_parallel)
     sharding_lib.check_batch_size(config.batch_size, mesh)
     sharding_lib.check_batch_size(config.eval_batch_size, mesh)
     step_lib.check_microbatches(config.microbatches, config.batch_size, mesh)
@@ -329,7 +331,7 @@ class _Loop:
 
     def _validate(self) -> None:
         run = self.run
-        with step_lib.sharding_context(self.plan.mesh):
+        with sharding_context(self.plan.mesh):
             probs = validation.first_token_probabilities(
                 self.plan.model, self.state.params, run.validation_examples, run.token_ids,
                 self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
@@ -350,7 +352,7 @@ class _Loop:
         bar = summaries.progress_bar(config.train_steps, self.step, jax.process_index() == 0)
         pending = None  # (step, metrics) not yet checked: checked one step late to keep the device busy
         try:
-            with step_lib.sharding_context(plan.mesh):
+            with sharding_context(plan.mesh):
                 while self.step < config.train_steps:
                     host_batch = next(self.stream)
                     stats = data_lib.batch_stats(host_batch)
