@@ -406,7 +406,8 @@ class MultiScorer:
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                       fields: Optional[Mapping[str, str]] = None,
                       batch_size: Optional[int] = None,
-                      question_field: Optional[str] = None) -> Iterator[dict]:
+                      question_field: Optional[str] = None,
+                      calibration: Optional[Mapping[str, Any]] = None) -> Iterator[dict]:
         """Streams records through the metrics, yielding them in input order.
 
         A generator: nothing is read or scored until it is iterated (`for
@@ -428,11 +429,13 @@ class MultiScorer:
           batch_size: Most rows of a batch.
           question_field: Field with the question of a query-focused summary
             (then required in every record), or None.
+          calibration: Output field -> calibration map: adds
+            `<field>_calibrated` (as `score --calibration`).
         """
         columns = dict(fields or {name: name for name in self.names})
         input_fields = InputFields(premise_field, hypothesis_field, lang_field, question_field)
         stats = ScoringStats()
-        output = OutputFields(columns, self.settings.per_sentence,
+        output = OutputFields(columns, self.settings.per_sentence, calibration=calibration or {},
                               summary_cut=self.settings.long_summaries == "cut")
         for item, entry in score_rows(self, records_as_rows(records), input_fields,
                                       columns, batch_size=batch_size, stats=stats,

@@ -211,8 +211,7 @@ class Scorer:
         """Streams records, yielding each with a `score_field` (or `error`) in input
         order, and `<score_field>_calibrated` too with a calibration map: a
         generator, which scores as it is iterated (see `MultiScorer.score_records`)."""
-        scored = self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
-                                           {SCORE_FIELD: score_field}, batch_size, question_field)
-        calibrated = score_field + "_calibrated"
-        return scored if self.calibration is None else (dict(r, **{calibrated: float(
-            self.calibration.apply([r[score_field]])[0])}) if score_field in r else r for r in scored)
+        calibration = {score_field: self.calibration} if self.calibration is not None else None
+        return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
+                                         {SCORE_FIELD: score_field}, batch_size, question_field,
+                                         calibration=calibration)
