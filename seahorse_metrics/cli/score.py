@@ -186,18 +186,17 @@ def _score_to_stdout(args) -> int:
 
 def _score_file(args, input_path: str, output: str) -> int:
     """Scores the table `input_path` into `output` as the arguments say."""
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
     from seahorse_metrics.scoring.files import score_job
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     check_output_path(input_path, output)
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
-
-    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-
     named = checkpoint_names(args.checkpoint)
     thresholds = read_decision_thresholds(args.threshold, list(named))
     calibration = flags.calibration_maps(args.calibration, list(named))
-    scorer = MultiScorer.load(named, options=options_from_flags(args), mesh=flags.mesh_from_args(args))
+    scorer = MultiScorer.load(named, options=options_from_flags(args),
+                              mesh=flags.mesh_from_args(args))
     job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
                       fields=input_fields(args), thresholds=thresholds, calibration=calibration,
                       encoding=args.encoding, quoting=args.quoting)

@@ -204,6 +204,7 @@ def options_from_spec(settings) -> dict:
     for key, value in settings:
         entry = _BY_FIELD.get(key)
         if entry is None or entry.from_spec is None:
-            raise ValueError(f"{key!r} is not a checkpoint option ({', '.join(CHECKPOINT_OPTIONS)})")
+            raise ValueError(f"{key!r} is not a checkpoint option "
+                             f"({', '.join(CHECKPOINT_OPTIONS)})")
         kwargs.update(entry.from_spec(value))
     return kwargs
