@@ -5,6 +5,10 @@ Typical use::
     from seahorse_metrics import Scorer
     scorer = Scorer.load("path/to/checkpoint")
     probs = scorer.score(articles, summaries)
+
+The public face: `Scorer` (one metric), `MultiScorer` (several, one
+tokenisation), `RemoteScorer` (the same calls against `seahorse-metrics
+serve`), and the `stats` package (statistics against human judgments).
 """
 
 __version__ = "0.1.0"
@@ -12,6 +16,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Scorer": "seahorse_metrics.scoring.single",
     "MultiScorer": "seahorse_metrics.scoring.scorer",
+    "RemoteScorer": "seahorse_metrics.serving.client",
 }
 
 
@@ -24,4 +29,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'seahorse_metrics' has no attribute {name!r}")
 
 
-__all__ = ["Scorer", "MultiScorer", "__version__"]
+__all__ = ["MultiScorer", "RemoteScorer", "Scorer", "__version__"]

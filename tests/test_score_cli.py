@@ -13,6 +13,7 @@ import pytest
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring.job import META_SUFFIX
 
 SHAPE_ARGS = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
               "--window_size", "64", "--no_progress"]
@@ -87,7 +88,7 @@ def test_resume_after_kill_writes_the_same_file(tmp_path, tiny_hf_dir, sample_sp
     with open(full, "rb") as a, open(resumed, "rb") as b:
         assert a.read() == b.read()
     assert not os.path.exists(resumed + files.PARTIAL_SUFFIX)
-    meta = json.load(open(resumed + files.META_SUFFIX))
+    meta = json.load(open(resumed + META_SUFFIX))
     assert 24 <= meta["rows"]["resumed"] < meta["rows"]["rows"] == 1000
     assert meta["rows"]["truncated"] > 0 and meta["settings"]["normalize"] == "full"
     rows = read_jsonl(full)
@@ -120,7 +121,7 @@ def test_cpu_devices_split_every_batch_with_the_same_scores(tmp_path, tiny_hf_di
                               + ["--cpu_devices", str(devices)], env=env, capture_output=True,
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        meta = json.load(open(output + files.META_SUFFIX))
+        meta = json.load(open(output + META_SUFFIX))
         assert _data_parallel(meta) == devices
         scores[devices] = [row["score"] for row in read_jsonl(output)]
     assert len(scores[2]) == 40
@@ -188,7 +189,7 @@ def test_scores_match_the_python_api_and_rerun_is_a_no_op(tmp_path, tiny_hf_dir,
     assert cli_main(args + SHAPE_ARGS[:-3] + ["--window_size", "32", "--normalize", "pair"]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert cli_main(args + SHAPE_ARGS + ["--normalize", "pair", "--overwrite"]) == 0
-    meta = json.load(open(output + files.META_SUFFIX))
+    meta = json.load(open(output + META_SUFFIX))
     assert meta["settings"]["normalize"] == "pair"
     pair = Scorer.load(tiny_hf_dir, max_input_length=256, bucket_lengths=(64, 128, 256),
                        window_size=64, normalize="pair")
@@ -229,7 +230,7 @@ def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, c
     assert rows[6]["id"] == 7 and rows[0]["score"] == rows[6]["score"]
     for line in (2, 3, 5, 6, 7):
         assert f"bad.jsonl:{line}:" in caplog.text
-    meta = json.load(open(output + files.META_SUFFIX))
+    meta = json.load(open(output + META_SUFFIX))
     assert meta["rows"]["bad"] == 5 and meta["rows"]["scored"] == 2
     assert [b["line"] for b in meta["bad_rows"]] == [2, 3, 5, 6, 7]
 

@@ -201,12 +201,13 @@ def test_missing_vocabulary_names_the_options(tmp_path, tiny_params):
 
 
 def test_evaluate_metric_spec_takes_a_vocabulary(tiny_vocab_path):
-    from seahorse_metrics.evaluation.metrics import checkpoint_scorer_kwargs, parse_metric_spec
+    from seahorse_metrics.evaluation.metrics import parse_metric_spec
+    from seahorse_metrics.scoring.options import options_from_spec
 
     spec = parse_metric_spec(f"q4=checkpoint:runs/t5x/checkpoint_4,vocab={tiny_vocab_path},"
                              "normalize=pair")
     assert spec.argument == "runs/t5x/checkpoint_4"
-    assert checkpoint_scorer_kwargs(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}
+    assert options_from_spec(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}
 
 
 # ------------------------------------------ export: what T5X's strict restore needs

@@ -22,12 +22,10 @@ so those are transposed on the way in and out.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import tempfile
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -39,6 +37,7 @@ from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_v
                                                  flatten, shape_mismatch, unflatten)
 from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, Convert, ParamSource,
                                                     StoredTensor, materialise, param_shardings)
+from seahorse_metrics.io.atomic import staged_path, write_json_atomically
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -252,7 +251,7 @@ def checked_hf_config(directory: str) -> T5Config:
     """The config of an HF directory, its layer counts checked against the
     tensor names of its weight files (headers only are read)."""
     config_path = os.path.join(directory, CONFIG_FILE)
-    config = config_from_hf(readers.read_json(config_path), config_path)
+    config = config_from_hf(readers.read_json_object(config_path), config_path)
     check_layer_claims(config, stored_hf_tensors(directory), config_path,
                        ("num_layers", "num_decoder_layers"), _HF_LAYER)
     return config
@@ -340,7 +339,7 @@ def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None,
     Returns:
       (config, nested params).
     """
-    config = config_from_hf(readers.read_json(os.path.join(directory, CONFIG_FILE)),
+    config = config_from_hf(readers.read_json_object(os.path.join(directory, CONFIG_FILE)),
                             os.path.join(directory, CONFIG_FILE))
     sources = hf_param_sources(config, stored_hf_tensors(directory), directory)
     shardings = None if mesh is None else param_shardings(config, mesh)
@@ -369,19 +368,17 @@ def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
     """
     from safetensors.numpy import save_file
 
+    if vocab_path is not None and not os.path.isfile(vocab_path):
+        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     tensors = hf_tensors_from_params(config, params)
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".export-") as staging:
+    with staged_path(os.path.join(directory, SAFETENSORS_FILE)) as temporary:
         # HF's loader expects the "pt" format tag on safetensors files.
-        save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
-        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as handle:
-            json.dump(config_to_hf(config), handle, indent=2, sort_keys=True)
-        written = [SAFETENSORS_FILE, CONFIG_FILE]
-        if vocab_path is not None:
-            if not os.path.isfile(vocab_path):
-                raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
-            shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
-            written.append(VOCAB_FILE)
-        for name in written:
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+        save_file(tensors, temporary, metadata={"format": "pt"})
+    write_json_atomically(os.path.join(directory, CONFIG_FILE), config_to_hf(config),
+                          sort_keys=True)
+    written = [SAFETENSORS_FILE, CONFIG_FILE]
+    if vocab_path is not None:
+        with staged_path(os.path.join(directory, VOCAB_FILE)) as temporary:
+            shutil.copyfile(vocab_path, temporary)
+        written.append(VOCAB_FILE)
     logger.info("Exported %s to %s", ", ".join(written), directory)

@@ -25,7 +25,6 @@ variable `SEAHORSE_METRICS_CTRANSLATE2_CACHE`, and
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import logging
@@ -38,6 +37,9 @@ import time
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.io.json_files import read_json_or_none
+from seahorse_metrics.io.atomic import publish_directory
 
 logger = logging.getLogger(__name__)
 
@@ -185,11 +187,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
             convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing,
                                weight_levels)
         write_digest(output_dir)
-        try:
-            os.rename(output_dir, final)
-        except OSError as error:  # Another process finished the same conversion first.
-            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(final):
-                raise
+        if not publish_directory(output_dir, final):  # Another process converted it first.
             return final, False
         stale_log = os.path.join(cache_dir, f"{key}.failed.log")
         if os.path.exists(stale_log):
@@ -229,10 +227,8 @@ def damaged_entry(model_dir: str) -> Optional[str]:
     from seahorse_metrics.checkpoints.content import file_entries
 
     digest_path = os.path.join(model_dir, DIGEST_FILE)
-    try:
-        with open(digest_path, encoding="utf-8") as handle:
-            recorded = json.load(handle)
-    except (OSError, ValueError):
+    recorded = read_json_or_none(digest_path)
+    if not isinstance(recorded, dict):
         return f"{digest_path}: missing or unreadable (an earlier version's or a torn entry)"
     found = {entry["name"]: entry["sha256"] for entry in file_entries(model_dir)}
     for name in sorted(set(recorded) | set(found)):
