@@ -16,6 +16,14 @@ os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Under CT2_FORCE_CPU_ISA (the suite run as an AVX2 host), cap oneDNN and MKL
+# now, before JAX starts: XLA:CPU uses oneDNN too, so this process and the
+# child processes tests start must compute under the same cap (tests compare
+# their parameters bit for bit).
+from seahorse_metrics.engines import isa as _isa  # noqa: E402
+
+_isa.apply_ctranslate2_cap()
+
 
 def pytest_configure(config):
     # The score and train commands keep compiled programs under the user's
