@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from seahorse_metrics import MultiScorer, Scorer
+from seahorse_metrics.calibration.maps import CalibrationMap
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
@@ -273,7 +274,9 @@ def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf
 
 @pytest.mark.slow
 def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
-    """`score_file` streams: 10x the rows, the same Python heap.
+    """`score_file` streams: 10x the rows, the same Python heap, calibrated
+    columns included (issue 48 point 12: `score --calibration` had read the
+    whole output into memory).
 
     Measured with tracemalloc (every Python and numpy allocation, exactly and
     deterministically) after a warm-up run has compiled the batch shapes. The
@@ -292,14 +295,16 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
 
     scorer = MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(32, 64),
                               batch_size=256, max_batch_tokens=8192, window_size=1024)
+    calibration = {"score": CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
     small = write(tmp_path / "small.jsonl", 2_000)
-    files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False)
+    files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False,
+                     calibration=calibration)
     peaks = {}
     for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 20_000))):
         tracemalloc.start()
         try:
             files.score_file(scorer, path, str(tmp_path / f"{name}_out.jsonl"),
-                             show_progress=False)
+                             show_progress=False, calibration=calibration)
             peaks[name] = tracemalloc.get_traced_memory()[1] / 2**20
         finally:
             tracemalloc.stop()
@@ -307,4 +312,7 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
     # the 18k more rows and their scores would cost some 18 MiB.
     assert peaks["large"] - peaks["small"] < 2.0, peaks
     with open(tmp_path / "large_out.jsonl", encoding="utf-8") as handle:
-        assert sum(1 for _ in handle) == 20_000
+        rows = [json.loads(line) for line in handle]
+    assert len(rows) == 20_000
+    assert all(row["score_calibrated"] == pytest.approx(calibration["score"].apply(
+        np.array([row["score"]]))[0], abs=1e-6) for row in rows[:100])

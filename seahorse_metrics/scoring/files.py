@@ -295,7 +295,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
                batch_size: Optional[int] = None, overwrite: bool = False,
                show_progress: Optional[bool] = None, encoding: str = "utf-8",
                quoting: str = "auto", question_field: Optional[str] = None,
-               thresholds: Optional[Mapping[str, float]] = None) -> dict:
+               thresholds: Optional[Mapping[str, float]] = None,
+               calibration: Optional[Mapping[str, Any]] = None) -> dict:
     """Scores every row of a file with a `MultiScorer`, resumably.
 
     Args:
@@ -316,6 +317,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
         (required in every row when given), or None.
       thresholds: metric name -> decision threshold; adds a yes/no
         `<column>_decision` column per metric named.
+      calibration: metric name -> `calibration.maps.CalibrationMap`; adds a
+        `<column>_calibrated` column per metric named, row by row.
 
     Returns:
       The metadata written to `<output>.meta.json` (`job.run_metadata`).
@@ -334,7 +337,7 @@ def score_file(scorer, input_path: str, output_path: str, *,
         [input_path], output_path, {name: scorer.checkpoints.get(name) for name in scorer.names},
         options=options, columns=columns,
         fields=InputFields(premise_field, hypothesis_field, lang_field, question_field),
-        thresholds=thresholds, encoding=encoding, quoting=quoting)
+        thresholds=thresholds, calibration=calibration, encoding=encoding, quoting=quoting)
     return score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
 
 
