@@ -16,6 +16,11 @@ os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Tiny programs compile without LLVM's optimisations (fixtures/compile_speed.py).
+from fixtures.compile_speed import compile_fast  # noqa: E402
+
+compile_fast()
+
 # Under CT2_FORCE_CPU_ISA (the suite run as an AVX2 host), cap oneDNN and MKL
 # now, before JAX starts: XLA:CPU uses oneDNN too, so this process and the
 # child processes tests start must compute under the same cap (tests compare
@@ -33,6 +38,19 @@ def pytest_configure(config):
     if "SEAHORSE_METRICS_COMPILATION_CACHE" not in os.environ:
         config._seahorse_jax_cache = tempfile.mkdtemp(prefix="seahorse-metrics-jax-cache-")
         os.environ["SEAHORSE_METRICS_COMPILATION_CACHE"] = config._seahorse_jax_cache
+
+
+# The longest files first: `--dist loadfile` hands files out in this order,
+# so neither worker is left with one of them at the end while the other idles.
+LONGEST_FIRST = ("test_train_scale.py", "test_readme.py", "test_accelerator_run.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file keeps its own order
 
 
 def pytest_unconfigure(config):

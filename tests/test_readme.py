@@ -18,6 +18,8 @@ import shlex
 import subprocess
 import sys
 
+from fixtures.compile_speed import as_users_compile
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
 # T5X's own gin files the README may name (read in google-research/t5x).
@@ -145,7 +147,7 @@ def test_run_blocks_work_on_the_sample(tmp_path):
     """Runs the `run` blocks in README order, as a newcomer would."""
     for name in ("seahorse_metrics", "gin"):
         os.symlink(os.path.join(REPO_ROOT, name), tmp_path / name)
-    env = dict(os.environ)
+    env = as_users_compile(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     ran = 0
     for mark, language, body in readme_blocks():

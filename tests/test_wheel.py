@@ -13,6 +13,7 @@ import sysconfig
 import pytest
 
 from fixtures import train_utils
+from fixtures.compile_speed import as_users_compile
 
 REPO_ROOT = train_utils.REPO_ROOT
 # What the wheel is built from (a copy, so the checkout gets no build/ folder).
@@ -58,7 +59,7 @@ def test_the_installed_wheel_trains_from_runs_demo_gin_in_another_directory(trai
     env = _fresh_env(str(tmp_path), _build_wheel(str(tmp_path)))
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
-    environ = train_utils.child_env()
+    environ = as_users_compile(train_utils.child_env())
     environ.pop("PYTHONPATH")  # The installed package, not the checkout.
     where = subprocess.run([os.path.join(env, "bin", "python"), "-c",
                             "import seahorse_metrics, seahorse_metrics.tasks as t; "
