@@ -274,15 +274,15 @@ def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf
 
 @pytest.mark.slow
 def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
-    """`score_file` streams: 10x the rows, the same Python heap, calibrated
+    """`score_file` streams: 6x the rows, the same Python heap, calibrated
     columns included (issue 48 point 12: `score --calibration` had read the
     whole output into memory).
 
     Measured with tracemalloc (every Python and numpy allocation, exactly and
     deterministically) after a warm-up run has compiled the batch shapes. The
     process's peak RSS is no use here: batch buffers and malloc arenas move it
-    by +-60 MiB from run to run (measured), while holding 20k rows and their
-    scores would cost the Python heap some 20 MiB.
+    by +-60 MiB from run to run (measured), while holding 12k rows and their
+    scores would cost the Python heap some 12 MiB.
     """
     import tracemalloc
 
@@ -300,7 +300,7 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
     files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False,
                      calibration=calibration)
     peaks = {}
-    for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 20_000))):
+    for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 12_000))):
         tracemalloc.start()
         try:
             files.score_file(scorer, path, str(tmp_path / f"{name}_out.jsonl"),
@@ -308,11 +308,12 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
             peaks[name] = tracemalloc.get_traced_memory()[1] / 2**20
         finally:
             tracemalloc.stop()
-    # The partial file's row index grows by 9 bytes a row (0.2 MiB here); holding
-    # the 18k more rows and their scores would cost some 18 MiB.
+    # The partial file's row index grows by 9 bytes a row (0.1 MiB here); holding
+    # the 10k more rows and their scores would cost some 10 MiB. The small run
+    # holds two windows (1,024 rows each), as the large one does at its peak.
     assert peaks["large"] - peaks["small"] < 2.0, peaks
     with open(tmp_path / "large_out.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
-    assert len(rows) == 20_000
+    assert len(rows) == 12_000
     assert all(row["score_calibrated"] == pytest.approx(calibration["score"].apply(
         np.array([row["score"]]))[0], abs=1e-6) for row in rows[:100])
