@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from typing import Any
 
 from seahorse_metrics import compilation_cache
 from seahorse_metrics.scoring.batching import DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS
 
-logger = logging.getLogger(__name__)
 
 
 def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
@@ -150,24 +148,3 @@ def mesh_spec(text: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
-
-
-def calibration_maps(path: str | None, names: list[str]) -> dict:
-    """Metric name (= output column) -> calibration map from `--calibration`."""
-    if path is None:
-        return {}
-    from seahorse_metrics.calibration.maps import maps_for
-
-    return maps_for(path, names)
-
-
-def mesh_from_args(args):
-    """The `--mesh` device mesh, or None (every local device on data)."""
-    if not args.mesh:
-        return None
-    import jax
-    from seahorse_metrics.model.partitioning import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh, jax.local_devices())
-    logger.info("scoring on a %s mesh", dict(mesh.shape))
-    return mesh

@@ -8,8 +8,6 @@ import os
 from seahorse_metrics import compilation_cache
 from seahorse_metrics.cli import flags
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
-from seahorse_metrics.scoring.job import (InputFields, check_output_path,
-                                          raise_if_nothing_scored, resolve_job)
 from seahorse_metrics.scoring.options import options_from_flags
 
 logger = logging.getLogger(__name__)
@@ -133,10 +131,10 @@ def _add_question_and_threshold(parser) -> None:
                              "or report.json), by metric name: adds <column>_calibrated.")
 
 
-def input_fields(args) -> InputFields:
-    """The input fields the command line names."""
-    return InputFields(args.premise_field, args.hypothesis_field, args.lang_field,
-                       args.question_field)
+def input_fields(args) -> dict:
+    """The input fields the command line names (`job.InputFields.of`)."""
+    return {"premise": args.premise_field, "hypothesis": args.hypothesis_field,
+            "lang": args.lang_field, "question": args.question_field}
 
 
 def run(args) -> int:
@@ -159,13 +157,11 @@ def _input_file(path: str, output: str) -> str:
     """The input table: `path`, or standard input saved beside `output` for `-`."""
     import sys
 
-    from seahorse_metrics.data import tables
     from seahorse_metrics.scoring import streams
 
     if path == "-":
         path = streams.save_stdin(output, sys.stdin.buffer)
         logger.info("standard input saved as %s (kept: the same command resumes from it)", path)
-    tables.check_table_file(path, "--input")
     return path
 
 
@@ -186,34 +182,14 @@ def _score_to_stdout(args) -> int:
 
 def _score_file(args, input_path: str, output: str) -> int:
     """Scores the table `input_path` into `output` as the arguments say."""
-    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
-    from seahorse_metrics.scoring.files import score_job
-    from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.scoring.files import score_table
 
-    check_output_path(input_path, output)
-    named = checkpoint_names(args.checkpoint)
-    thresholds = read_decision_thresholds(args.threshold, list(named))
-    calibration = flags.calibration_maps(args.calibration, list(named))
-    scorer = MultiScorer.load(named, options=options_from_flags(args),
-                              mesh=flags.mesh_from_args(args))
-    job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
-                      fields=input_fields(args), thresholds=thresholds, calibration=calibration,
-                      encoding=args.encoding, quoting=args.quoting)
-    summary = score_job(scorer, job, overwrite=args.overwrite,
-                        show_progress=False if args.no_progress else None)
-    raise_if_nothing_scored(summary)
-    rows = summary["rows"]
-    logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", output,
-                rows["rows"], rows["bad"], output)
-    log_signatures(summary["settings"], job.columns)
+    score_table(args.checkpoint, input_path, output, options=options_from_flags(args),
+                fields=input_fields(args), threshold=args.threshold,
+                calibration=args.calibration, mesh=args.mesh, encoding=args.encoding,
+                quoting=args.quoting, overwrite=args.overwrite,
+                show_progress=False if args.no_progress else None)
     return 0
-
-
-def log_signatures(settings: dict, columns: dict) -> None:
-    """One line per output column: the signature of its scores (`scoring.signature`)."""
-    for name, signature in (settings.get("signatures") or {}).items():
-        logger.info("signature %s: %s", columns.get(name, name), signature)
 
 
 def run_beam(args) -> int:
@@ -229,22 +205,11 @@ def run_beam(args) -> int:
     if args.mesh:
         raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
                          "own devices (drop --mesh, or score without --runner)")
-    pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
-    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
-
-    named = checkpoint_names(args.checkpoint)
-    meta = beam_scoring.score_files(
-        args.input, args.output, named, scorer_options=options_from_flags(args),
-        fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
-        thresholds=read_decision_thresholds(args.threshold, list(named)),
-        calibration=flags.calibration_maps(args.calibration, list(named)), encoding=args.encoding,
+    beam_scoring.score_files(
+        args.input, args.output, args.checkpoint, scorer_options=options_from_flags(args),
+        fields=input_fields(args), id_field=args.id_field,
+        pipeline_args=[f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args],
+        thresholds=args.threshold, calibration=args.calibration, encoding=args.encoding,
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
-        show_progress=False if args.no_progress else None)
-    raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.
-    log_signatures(meta.get("settings") or {}, meta.get("columns") or {})
-    rows = meta["rows"]
-    logger.info("scored %d rows (%d bad) into %s%s; settings and counts in %s", rows["rows"],
-                rows["bad"], meta["shards"], f" and {meta['merged']}" if meta.get("merged") else "",
-                args.output + ".meta.json")
+        show_progress=False if args.no_progress else None, finish=True)
     return 0

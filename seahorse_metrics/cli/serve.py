@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.flags import (add_device_options, add_scoring_options,
-                                        calibration_maps, mesh_from_args, split_cpu)
+from seahorse_metrics.cli.flags import add_device_options, add_scoring_options, split_cpu
 from seahorse_metrics.scoring.options import options_from_flags
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.serving.server import LoadFailed
@@ -126,25 +124,12 @@ def limits_from_args(args):
 
 def run(args) -> int:
     from seahorse_metrics import compilation_cache
-    from seahorse_metrics.serving.server import read_token, require_server_packages, serve
+    from seahorse_metrics.serving.server import serve_checkpoints
 
-    require_server_packages()
     split_cpu(args)
     compilation_cache.enable_from_args(args)
-    named = checkpoint_names(args.checkpoint)
-    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-
-    thresholds = read_decision_thresholds(args.threshold, list(named))
-    calibration = calibration_maps(args.calibration, list(named))
-    token = read_token(args.token_file)
-    limits = limits_from_args(args)
-    options = options_from_flags(args)
-
-    def load_scorer():
-        from seahorse_metrics.scoring.scorer import MultiScorer
-
-        return MultiScorer.load(named, options=options, mesh=mesh_from_args(args))
-
-    return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
-                 thresholds=thresholds, calibration=calibration,
-                 log_level=str(getattr(args, "log_level", None) or "INFO").lower())
+    return serve_checkpoints(
+        args.checkpoint, limits_from_args(args), options=options_from_flags(args),
+        mesh=args.mesh, host=args.host, port=args.port, token_file=args.token_file,
+        threshold=args.threshold, calibration=args.calibration,
+        log_level=str(getattr(args, "log_level", None) or "INFO").lower())

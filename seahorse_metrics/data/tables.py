@@ -108,6 +108,7 @@ class TableReport:
       spanning_rows: Rows whose quoted fields hold a line break (or, in a
         TSV, a tab).
       spanning_examples: The lines of the first few of them, e.g. "4-6".
+      bytes_read: Bytes read so far (uncompressed), for progress bars.
     """
 
     path: str
@@ -122,6 +123,7 @@ class TableReport:
     row_lines: int = 0
     spanning_rows: int = 0
     spanning_examples: list = dataclasses.field(default_factory=list)
+    bytes_read: int = 0
 
     def count_row(self, row: TableRow, spans_fields: bool) -> None:
         self.rows += 1
@@ -144,7 +146,9 @@ class TableReport:
 
     def summary(self) -> dict:
         """A JSON-ready dict of the counts."""
-        return dataclasses.asdict(self)
+        counts = dataclasses.asdict(self)
+        del counts["bytes_read"]
+        return counts
 
     def log(self) -> None:
         """Logs the counts; a warning for rows that span several lines."""
@@ -239,12 +243,14 @@ def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
                                f"({error})") from None
 
 
-def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+def text_lines(path: str, encoding: str = "utf-8",
+               report: Optional[TableReport] = None) -> Iterator[tuple[int, str]]:
     """Yields `(line number, text)` for every physical line of a text file.
 
     Lines end at `\\n` only; the text keeps a `\\r` before it (a CRLF line end
     outside a quoted field, see `_chomp`, but text inside one). A UTF-8 byte
-    order mark at the start is dropped.
+    order mark at the start is dropped. `report.bytes_read` (if given) counts
+    the bytes read (uncompressed, for a `.gz`).
 
     Raises:
       TableFormatError: for bytes that are not valid in `encoding`, naming
@@ -254,6 +260,8 @@ def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     number, pending = 0, ""
     with open_binary(path) as handle:
         for raw in _raw_lines(path, handle, lambda: number + 1):
+            if report is not None:
+                report.bytes_read += len(raw)
             try:
                 text = decoder.decode(raw)
             except UnicodeDecodeError as error:
@@ -368,7 +376,8 @@ def _header(path: str, records, report: TableReport) -> list[str]:
 
 def _delimited_rows(path: str, delimiter: str, quoted: bool, encoding: str,
                     report: TableReport) -> Iterator[TableRow]:
-    records = _records(iter(_counting(text_lines(path, encoding), report)), delimiter, quoted)
+    lines = _counting(text_lines(path, encoding, report), report)
+    records = _records(iter(lines), delimiter, quoted)
     header = _header(path, records, report)
     row = 0
     for first, last, cells, error in records:
@@ -452,7 +461,7 @@ def delimited_line(cells: Sequence[str], delimiter: str) -> str:
 # ------------------------------------------------------------------ JSON
 def _jsonl_rows(path: str, encoding: str, report: TableReport) -> Iterator[TableRow]:
     row = 0
-    for number, text in _counting(text_lines(path, encoding), report):
+    for number, text in _counting(text_lines(path, encoding, report), report):
         if not text.strip():
             report.blank_lines += 1
             continue
@@ -471,7 +480,7 @@ def _starts_with_array(path: str, encoding: str) -> bool:
 
 
 def _json_array_rows(path: str, encoding: str, report: TableReport) -> Iterator[TableRow]:
-    lines = [text for _, text in _counting(text_lines(path, encoding), report)]
+    lines = [text for _, text in _counting(text_lines(path, encoding, report), report)]
     text = "\n".join(lines)
     starts = [0]
     for line in lines[:-1]:

@@ -58,13 +58,14 @@ import os
 import shutil
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from seahorse_metrics.checkpoints.layout import checkpoint_names
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
@@ -84,12 +85,13 @@ RUNNERS = ("DirectRunner", "PrismRunner", "DataflowRunner", "FlinkRunner", "Spar
 
 
 # ------------------------------------------------------------------ the job
-def beam_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str], *,
+def beam_job(inputs: Sequence[str], output: str,
+             checkpoints: Union[Mapping[str, str], Sequence[str]], *,
              scorer_options: Optional[Any] = None,
              fields: Optional[Mapping[str, Optional[str]]] = None,
              id_field: Optional[str] = None,
-             thresholds: Optional[Mapping[str, float]] = None,
-             calibration: Optional[Mapping[str, Any]] = None, encoding: str = "utf-8",
+             thresholds: Union[Mapping[str, float], str, None] = None,
+             calibration: Union[Mapping[str, Any], str, None] = None, encoding: str = "utf-8",
              quoting: str = "auto") -> ScoringJob:
     """The job of a pipeline: inputs matched, local paths made absolute; loads nothing.
 
@@ -108,7 +110,8 @@ def beam_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
         options = ScoringOptions.of(options, vocab=shards.absolute(options.vocab))
     return job_lib.resolve_job(
         match_inputs(inputs), shards.absolute(output),
-        {str(k): _checkpoint_path(str(v)) for k, v in checkpoints.items()}, options=options,
+        {str(k): _checkpoint_path(str(v)) for k, v in checkpoint_names(checkpoints).items()},
+        options=options,
         fields=fields, thresholds=thresholds, calibration=calibration, id_field=id_field,
         encoding=encoding, quoting=quoting)
 
@@ -255,45 +258,48 @@ def _counters(result) -> dict:
 
 
 # ------------------------------------------------------------------ launch
-def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str], *,
+def score_files(inputs: Sequence[str], output: str,
+                checkpoints: Union[Mapping[str, str], Sequence[str]], *,
                 scorer_options: Optional[Any] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 id_field: Optional[str] = None, pipeline_args: Sequence[str] = (),
-                thresholds: Optional[Mapping[str, float]] = None,
-                calibration: Optional[Mapping[str, Any]] = None, encoding: str = "utf-8",
+                thresholds: Union[Mapping[str, float], str, None] = None,
+                calibration: Union[Mapping[str, Any], str, None] = None, encoding: str = "utf-8",
                 quoting: str = "auto", merge: bool = False, overwrite: bool = False,
                 show_progress: Optional[bool] = None,
-                make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler) -> dict:
+                make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler,
+                finish: bool = False) -> dict:
     """Scores every row of the input files with a Beam pipeline, resumably.
 
     Args:
       inputs: JSONL, CSV or TSV files or globs, on any filesystem Beam reads.
       output: The JSONL, CSV or TSV file a merge writes; the shards go to
         `output + ".shards/"` in its format, the metadata to `output + ".meta.json"`.
-      checkpoints: Output column -> checkpoint directory (as `MultiScorer.load`).
-      scorer_options: A `ScoringOptions` (or a mapping of its fields: batch_size,
-        window_size, normalize, ...), used by every worker.
-      fields: The input fields (`InputFields`, or a mapping keyed `premise`
-        or `premise_field`, ...; default `InputFields()`).
+      checkpoints: Output column -> checkpoint directory, or `[NAME=]DIR`
+        specs (as `MultiScorer.load`).
+      scorer_options: A `ScoringOptions` (or a mapping of its fields) for every worker.
+      fields: The input fields (`InputFields.of`; default `InputFields()`).
       id_field: Input field that identifies a row; default: a `row_id` field
         `file:line` is added to every row.
       pipeline_args: Beam pipeline options (`--runner=...`, the runner's own).
-      thresholds, calibration: Metric name -> decision threshold / calibration
-        map: adds `<column>_decision` / `<column>_calibrated` (as `score`).
+      thresholds, calibration: Metric name -> threshold / calibration map, or
+        their files (`job.resolve_job`): `<column>_decision` / `_calibrated`.
       encoding, quoting: How the inputs are read (as `score --encoding/--quoting`).
       merge: Also write every row to `output`, in input order.
-      overwrite: Discard shards, metadata and output of an earlier run.
-      show_progress: Progress bar of the rows written (default: on a terminal).
+      overwrite, show_progress: Discard an earlier run; a progress bar of the
+        rows written (default: on a terminal).
       make_handler: Builds RunInference's model handler for the job.
+      finish: As `score`: raise `NothingScoredError` when no row could be
+        scored; log the counts and signatures (`job.finish_run`).
 
     Returns:
       The metadata written to `output + ".meta.json"` (`job.run_metadata`).
 
     Raises:
       FileNotFoundError: if an input pattern matches no file.
-      ValueError: for unknown pipeline options, unsupported file types, an input that
-        cannot be read (file and line named), or shards or an output of another
-        input, settings or checkpoint content (without `overwrite`).
+      ValueError: for unknown pipeline options, unsupported file types, an unreadable
+        input (file and line named), or shards or an output of another input,
+        settings or checkpoint content (without `overwrite`).
     """
     check_pipeline_args(pipeline_args)
     job = beam_job(inputs, output, checkpoints, scorer_options=scorer_options, fields=fields,
@@ -302,17 +308,15 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
     fingerprint = job_lib.job_fingerprint(
         job, [shards.file_stat(path) for path in job.inputs],
         {"options": job.options.to_dict(), "checkpoints": dict(job.checkpoints)})
-    meta = _previous_run(job, fingerprint, overwrite)
-    if meta is None:
-        meta = _score_shards(job, fingerprint, pipeline_args, make_handler(job), show_progress)
-    else:
-        logger.info("%s is complete for this input and these settings; nothing to score",
-                    shards.shards_dir(job))
+    meta = _previous_run(job, fingerprint, overwrite) or _score_shards(
+        job, fingerprint, pipeline_args, make_handler(job), show_progress)
     if merge and not shards.exists(job.output):
         merge_shards(job, meta)
         meta["merged"] = job.output
     shards.write_bytes(job.meta_path,
                        json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))
+    if finish:
+        job_lib.finish_run(meta, job.output)
     return meta
 
 
@@ -342,6 +346,8 @@ def _previous_run(job: ScoringJob, fingerprint: dict, overwrite: bool) -> Option
     meta = (job_lib.upgrade_metadata(shards.read_json(job.meta_path))
             if shards.exists(job.meta_path) else None)
     if meta is not None and meta.get("fingerprint") == fingerprint:
+        logger.info("%s is complete for this input and these settings; nothing to score",
+                    shards.shards_dir(job))
         return meta
     if meta is not None or shards.exists(job.output):
         raise job_lib.refuse_other_settings(

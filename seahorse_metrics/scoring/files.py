@@ -8,17 +8,19 @@ scored by `seahorse_metrics.scoring.rows` (windows of `window_size` rows by
 row number) and written by `seahorse_metrics.scoring.output`. This module
 adds the lock and the resume.
 
-The input is read by `seahorse_metrics.data.tables` (every line accounted
-for; TSVs unquoted unless quoted; undecodable text stops the run with its
-line) and checked first: it must have rows and the premise and hypothesis
-columns. It is then streamed: each finished batch's rows are appended, with
-their row id, to `<output>.partial.jsonl` (flushed per batch, fsynced every
-few seconds). A rerun with the same input, settings and checkpoint content
-reads the partial file record by record, skips every window whose rows are
-all scored, and re-scores a partly scored window whole (so its batches, and
-hence its scores, are bit-identical to an uninterrupted run) while writing
-only the missing rows. At the end the output is written in input order to a
-temporary file and moved into place, the metadata goes to
+The input is read once, by `seahorse_metrics.data.tables` (every line
+accounted for; TSVs unquoted unless quoted; undecodable text stops the run
+with its line), and streamed: the premise, hypothesis and question columns
+are checked before the first window is scored (a CSV/TSV's header, a JSON
+input's first window), and each finished batch's rows are appended, with
+their row id and the input row, to `<output>.partial.jsonl`
+(`scoring.partial`; flushed per batch, fsynced every few seconds). A rerun
+with the same input, settings and checkpoint content reads the partial file
+record by record, skips every window whose rows are all scored, and
+re-scores a partly scored window whole (so its batches, and hence its
+scores, are bit-identical to an uninterrupted run) while writing only the
+missing rows. At the end the output is written in input order from the
+partial file to a temporary file and moved into place, the metadata goes to
 `<output>.meta.json`, and the partial file is removed. While a run works on
 an output it holds an exclusive lock (`<output>.lock`); a second run on the
 same output refuses, naming the first one's process.
@@ -26,37 +28,33 @@ same output refuses, naming the first one's process.
 Bad rows (invalid JSON, wrong column count, missing/empty/non-text field)
 are logged with their line and written with an `error` field, never dropped.
 Memory stays flat: a window of rows, and 9 bytes per row for the index of
-the partial file.
+the partial file. `score_table` is the `score` command's one call: it loads
+the metrics, reads the threshold and calibration files, and scores.
 """
 from __future__ import annotations
 
-import array
 import dataclasses
-import json
 import logging
 import math
 import os
 import time
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from seahorse_metrics.data import tables
-from seahorse_metrics.io.atomic import (is_no_space, no_space_error, write_atomically,
-                                        write_json_atomically)
+from seahorse_metrics.io.atomic import write_atomically, write_json_atomically
 from seahorse_metrics.io.locks import OutputLock
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import job as job_lib
-from seahorse_metrics.scoring.job import (InputFields,
-                                          ScoringJob)
+from seahorse_metrics.scoring.job import InputFields, ScoringJob
 from seahorse_metrics.scoring.options import ScoringOptions
-from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter, json_line
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter
+from seahorse_metrics.scoring.partial import PARTIAL_SUFFIX, PartialFile, row_of
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
 logger = logging.getLogger(__name__)
 
 FORMATS = tables.TEXT_FORMATS
-PARTIAL_SUFFIX = ".partial.jsonl"
-_FSYNC_SECONDS = 5.0
 
 
 def file_format(path: str) -> str:
@@ -83,199 +81,88 @@ def read_rows(path: str, encoding: str = "utf-8", quoting: str = "auto",
 # ------------------------------------------------------------------ the input
 @dataclasses.dataclass(frozen=True)
 class InputScan:
-    """What one read of the input found.
+    """What the read of the input found.
 
     Attributes:
       columns: The input's columns (header, or JSON keys in order).
       num_rows: Data rows.
-      quoting: How the input is read ("quoted" or "none" for CSV/TSV).
       table: The input's line counts (`TableReport.summary()`).
       renamed: Input columns renamed because an output column has their name.
     """
 
     columns: list
     num_rows: int
-    quoting: Optional[str]
     table: Mapping[str, Any]
     renamed: Mapping[str, str]
 
 
-def scan_input(input_path: str, fields: InputFields, encoding: str = "utf-8",
-               quoting: str = "auto") -> tuple[list[str], int, tables.TableReport]:
-    """Reads the input once: its columns, its row count and its line counts.
+class InputPass:
+    """The one read of a job's input: its rows as they are scored, then what
+    the read found (`scan`).
 
-    Raises:
-      ValueError: for an input without data rows, or without the premise or
-        hypothesis column (with a hint to name them).
+    The premise, hypothesis and question columns are checked before the
+    first window is scored: a CSV/TSV's header, or a JSON input's first
+    window of rows.
     """
-    fields = InputFields.of(fields)
-    report = tables.TableReport(input_path, "")
-    columns: dict[str, None] = {}
-    for item in read_rows(input_path, encoding, quoting, report):
-        if item.record is not None:
-            columns.update(dict.fromkeys(item.record))
-    report.log()
-    if report.rows == 0:
-        raise ValueError(f"{input_path}: no data rows; nothing to score")
-    if report.header is not None:
-        columns = dict.fromkeys(report.header)
-    missing = [name for name in (fields.premise, fields.hypothesis, fields.question)
-               if name and name not in columns]
-    if missing:
+
+    def __init__(self, job: ScoringJob):
+        self.job = job
+        self.path = job.inputs[0]
+        self.report = tables.TableReport(self.path, "")
+        self.columns: dict[str, None] = {}
+        self._checked = False
+
+    def rows(self) -> Iterator[InputRow]:
+        """Every row of the input (bad ones included), read once."""
+        for item in read_rows(self.path, self.job.encoding, self.job.quoting, self.report):
+            if item.record is not None:
+                self.columns.update(dict.fromkeys(item.record))
+            if not self._checked and (self.report.header is not None
+                                      or item.row == self.job.window_size - 1):
+                self._check_columns()
+            yield item
+        if not self._checked:
+            self._check_columns()
+
+    def _check_columns(self) -> None:
+        self._checked = True
+        if self.report.rows == 0:
+            raise ValueError(f"{self.path}: no data rows; nothing to score")
+        header = self.report.header
+        columns = self.columns if header is None else dict.fromkeys(header)
+        fields = self.job.fields
+        missing = [name for name in (fields.premise, fields.hypothesis, fields.question)
+                   if name and name not in columns]
+        if not missing:
+            return
+        where = "column" if header is not None else (
+            "field in any row" if self.report.rows < self.job.window_size
+            else f"field in any of the first {self.report.rows} rows")
         raise ValueError(
-            f"{input_path}: no {' or '.join(map(repr, missing))} "
-            f"{'column' if report.header is not None else 'field in any row'} (columns: "
+            f"{self.path}: no {' or '.join(map(repr, missing))} {where} (columns: "
             f"{', '.join(columns) or 'none'}); name the article and summary columns with "
             f"{option('premise_field', '--premise_field')} and "
             f"{option('hypothesis_field', '--hypothesis_field')}, and the question column with "
             f"{option('question_field', '--question_field')}")
-    return list(columns), report.rows, report
 
+    def estimated_rows(self) -> Optional[int]:
+        """The input's rows as far as the bytes read so far tell (None for a
+        gzipped input, or before anything is read)."""
+        if self.path.endswith(".gz") or not self.report.bytes_read:
+            return None
+        fraction = min(1.0, self.report.bytes_read / max(1, os.path.getsize(self.path)))
+        return max(self.report.rows, round(self.report.rows / fraction))
 
-def _scan(job: ScoringJob) -> InputScan:
-    input_path = job.inputs[0]
-    columns, num_rows, report = scan_input(input_path, job.fields, job.encoding, job.quoting)
-    renamed = job.output_fields.renamed(columns)
-    if renamed:
-        logger.warning("%s already has the column(s) %s that this run writes; the input's "
-                       "values are kept as %s", input_path, ", ".join(renamed),
-                       ", ".join(renamed.values()))
-    return InputScan(columns, num_rows, report.quoting, report.summary(), renamed)
-
-
-# ------------------------------------------------------------------ partial
-class PartialFile:
-    """`<output>.partial.jsonl`: a header line, then one line per finished row.
-
-    The file is always read record by record (never through offsets kept
-    while writing), so a row written twice or a torn last line cannot
-    misplace the others.
-
-    Attributes:
-      path: The file.
-      done: 1 for each row already written.
-    """
-
-    def __init__(self, path: str, fingerprint: dict, num_rows: int):
-        self.path = path
-        self.done = bytearray(num_rows)
-        self._handle = None
-        self._last_sync = time.monotonic()
-        if os.path.exists(path):
-            self._load(fingerprint)
-        else:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps({"partial": fingerprint}, sort_keys=True) + "\n")
-        self._handle = open(path, "ab")
-
-    def _records(self, handle) -> Iterator[tuple[int, dict]]:
-        """(offset, entry) of each complete record after the header; stops at
-        a torn last line. `handle.tell()` afterwards is the end of the last one."""
-        while True:
-            offset = handle.tell()
-            line = handle.readline()
-            entry = _parse_line(line) if line.endswith(b"\n") else None
-            row = entry.get("row") if isinstance(entry, dict) else None
-            if not isinstance(row, int) or not 0 <= row < len(self.done):
-                handle.seek(offset)
-                return
-            yield offset, entry
-
-    def _load(self, fingerprint: dict) -> None:
-        with open(self.path, "rb") as handle:
-            header = _parse_line(handle.readline())
-            previous = header.get("partial") if isinstance(header, dict) else None
-            if previous != json.loads(json.dumps(fingerprint, sort_keys=True)):
-                raise job_lib.refuse_other_settings(self.path, previous)
-            for _, entry in self._records(handle):
-                self.done[entry["row"]] = 1
-            good_end = handle.tell()
-        if good_end != os.path.getsize(self.path):
-            logger.warning("%s: dropping an incomplete last line (the previous run was "
-                           "interrupted while writing)", self.path)
-            with open(self.path, "r+b") as handle:
-                handle.truncate(good_end)
-
-    @property
-    def finished(self) -> int:
-        """Rows already written."""
-        return sum(self.done)
-
-    def is_done(self, row: int) -> bool:
-        return bool(self.done[row])
-
-    def append(self, entries: Iterable[dict]) -> int:
-        """Appends rows' entries and flushes; returns how many were new."""
-        written = 0
-        try:
-            for entry in entries:
-                if self.done[entry["row"]]:
-                    continue
-                self.done[entry["row"]] = 1
-                self._handle.write(json_line(entry).encode("utf-8") + b"\n")
-                written += 1
-            self._handle.flush()
-            if time.monotonic() - self._last_sync > _FSYNC_SECONDS:
-                os.fsync(self._handle.fileno())
-                self._last_sync = time.monotonic()
-        except OSError as error:
-            if is_no_space(error):
-                raise no_space_error(error, self.path, "free some space and run the same "
-                                     "command again: it resumes from the rows written") from None
-            raise
-        return written
-
-    def entries_in_order(self) -> Iterator[dict]:
-        """Every row's entry, by row id (the first record of a row written twice).
-
-        Raises:
-          RuntimeError: if a row is missing (a bug).
-        """
-        if self._handle is not None:
-            self._handle.flush()
-        offsets = array.array("q", [-1]) * len(self.done)
-        repeated = 0
-        with open(self.path, "rb") as handle:
-            handle.readline()
-            for offset, entry in self._records(handle):
-                if offsets[entry["row"]] < 0:
-                    offsets[entry["row"]] = offset
-                else:
-                    repeated += 1
-            if repeated:
-                logger.warning("%s: %d rows were written more than once; the first record of "
-                               "each is used", self.path, repeated)
-            for row, offset in enumerate(offsets):
-                if offset < 0:
-                    raise RuntimeError(f"row {row} was never scored; this is a bug")
-                handle.seek(offset)
-                yield json.loads(handle.readline())
-
-    def close(self) -> None:
-        if self._handle is None:
-            return
-        handle, self._handle = self._handle, None
-        try:
-            handle.flush()
-            os.fsync(handle.fileno())
-        except OSError as error:
-            if not is_no_space(error):
-                raise
-            # The disk is full: what did not reach the file is scored again on resume.
-            logger.warning("%s: %s", self.path, os.strerror(error.errno))
-        finally:
-            try:
-                handle.close()
-            except OSError:
-                pass  # the same unwritten buffer
-
-
-def _parse_line(line: bytes) -> Optional[Any]:
-    try:
-        return json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-
+    def scan(self) -> InputScan:
+        """What the read found, once every row is read; logs the line counts."""
+        self.report.log()
+        columns = list(self.columns if self.report.header is None else self.report.header)
+        renamed = self.job.output_fields.renamed(columns)
+        if renamed:
+            logger.warning("%s already has the column(s) %s that this run writes; the input's "
+                           "values are kept as %s", self.path, ", ".join(renamed),
+                           ", ".join(renamed.values()))
+        return InputScan(columns, self.report.rows, self.report.summary(), renamed)
 
 
 # ------------------------------------------------------------------ scoring
@@ -287,6 +174,46 @@ class _Progress:
     scored_now: int = 0
     resumed: int = 0
     seconds: float = 0.0
+
+
+def score_table(checkpoints, input_path: str, output_path: str, *,
+                options: Optional[ScoringOptions] = None,
+                fields: Optional[Mapping[str, Optional[str]]] = None,
+                threshold: Optional[str] = None, calibration: Optional[str] = None,
+                mesh: Optional[str] = None, encoding: str = "utf-8", quoting: str = "auto",
+                overwrite: bool = False, show_progress: Optional[bool] = None) -> dict:
+    """Loads the metrics and scores one table, as `seahorse-metrics score` does.
+
+    Args:
+      checkpoints: `[NAME=]DIR` specs or hub ids (`checkpoints.layout.checkpoint_names`).
+      input_path, output_path: As `score_file`.
+      options: How pairs are scored.
+      fields: The input fields (`job.InputFields.of`).
+      threshold: A number for every metric, or a thresholds file by metric
+        name (`calibration.thresholds.read_decision_thresholds`).
+      calibration: A calibration file with a map for every metric.
+      mesh: A device mesh, or a spec such as "data=2,model=4" (`MultiScorer.load`).
+      encoding, quoting, overwrite, show_progress: As `score_file`.
+
+    Returns:
+      The run's metadata (`job.run_metadata`).
+
+    Raises:
+      NothingScoredError: when the input has rows and none could be scored.
+      And what `resolve_job`, `MultiScorer.load` and `score_job` raise.
+    """
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    # Every file and setting is checked before a model is loaded.
+    tables.check_table_file(input_path, option("input_path", "--input"))
+    job = job_lib.resolve_job([input_path], output_path, checkpoints, options=options,
+                              fields=fields, thresholds=threshold, calibration=calibration,
+                              encoding=encoding, quoting=quoting)
+    scorer = MultiScorer.load(job.checkpoints, options=job.options, mesh=mesh)
+    job = dataclasses.replace(job, checkpoints=scorer.checkpoints, options=scorer.options)
+    summary = score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
+    job_lib.finish_run(summary, output_path)
+    return summary
 
 
 def score_file(scorer, input_path: str, output_path: str, *,
@@ -344,34 +271,37 @@ def score_file(scorer, input_path: str, output_path: str, *,
 def score_job(scorer, job: ScoringJob, *, overwrite: bool = False,
               show_progress: Optional[bool] = None) -> dict:
     """Scores a one-input `ScoringJob` with a loaded `MultiScorer` (see `score_file`)."""
-    scan = _scan(job)
+    tables.check_table_file(job.inputs[0], option("input_path", "--input"))
     fingerprint = job_lib.job_fingerprint(job, [job_lib.local_input_stat(job.inputs[0])],
                                           scorer.metadata())
     with OutputLock(job.output):
         if _already_done(job, fingerprint, overwrite):
             return job_lib.read_metadata(job.meta_path)
-        return _run_job(scorer, job, scan, fingerprint, overwrite, show_progress)
+        return _run_job(scorer, job, fingerprint, overwrite, show_progress)
 
 
 def _partial_path(job: ScoringJob) -> str:
     return job.output + PARTIAL_SUFFIX
 
 
-def _job_rows(job: ScoringJob, scan: InputScan) -> Iterator[InputRow]:
-    return read_rows(job.inputs[0], job.encoding, scan.quoting or "auto")
-
-
-def _run_job(scorer, job: ScoringJob, scan: InputScan, fingerprint: dict, overwrite: bool,
+def _run_job(scorer, job: ScoringJob, fingerprint: dict, overwrite: bool,
              show_progress: Optional[bool]) -> dict:
     """Scores what the partial file lacks, writes the output and the metadata."""
     partial_path = _partial_path(job)
     if overwrite and os.path.exists(partial_path):
         os.remove(partial_path)
-    partial = PartialFile(partial_path, fingerprint, scan.num_rows)
+    partial = PartialFile(partial_path, fingerprint)
+    reading = InputPass(job)
     try:
-        stats, progress = _score_missing_rows(scorer, job, scan, partial, show_progress)
+        stats, progress = _score_missing_rows(scorer, job, reading, partial, show_progress)
+    except ValueError:
+        if not partial.finished:  # The input was refused before anything was scored.
+            partial.close()
+            os.remove(partial_path)
+        raise
     finally:
         partial.close()
+    scan = reading.scan()
     stats.log(scorer.settings.max_input_length)
     summary = _finish(scorer, job, scan, partial, fingerprint, stats, progress)
     write_json_atomically(job.meta_path, summary)
@@ -379,19 +309,18 @@ def _run_job(scorer, job: ScoringJob, scan: InputScan, fingerprint: dict, overwr
     return summary
 
 
-def _score_missing_rows(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile,
+def _score_missing_rows(scorer, job: ScoringJob, reading: InputPass, partial: PartialFile,
                         show_progress: Optional[bool]):
     """Scores the rows the partial file lacks; returns (stats, progress)."""
     from tqdm.auto import tqdm
 
     progress = _Progress(resumed=partial.finished)
     if progress.resumed:
-        logger.info("%s: resuming, %d of %d rows already scored", partial.path,
-                    progress.resumed, scan.num_rows)
+        logger.info("%s: resuming, %d rows already scored", partial.path, progress.resumed)
     stats, start, bad_log = ScoringStats(), time.perf_counter(), job_lib.BadRowLog()
-    windows = (window for window in window_rows(_job_rows(job, scan), job.window_size)
+    windows = (window for window in window_rows(reading.rows(), job.window_size)
                if not all(partial.is_done(item.row) for item in window))
-    with tqdm(total=scan.num_rows, initial=progress.resumed, desc="scoring", unit="ex",
+    with tqdm(total=None, initial=progress.resumed, desc="scoring", unit="ex",
               dynamic_ncols=True,
               disable=(None if show_progress is None else not show_progress)) as bar:
         for group in score_windows(scorer, windows, job.fields, job.columns,
@@ -402,7 +331,8 @@ def _score_missing_rows(scorer, job: ScoringJob, scan: InputScan, partial: Parti
                     bad_log.note(job.inputs[0], item, entry[ERROR_FIELD])
             progress.bad_count = bad_log.count
             progress.scored_now += sum(ERROR_FIELD not in entry for _, entry in fresh)
-            bar.update(partial.append(entry for _, entry in fresh))
+            bar.total = reading.estimated_rows()
+            bar.update(partial.append(fresh))
     progress.seconds = time.perf_counter() - start
     return stats, progress
 
@@ -421,7 +351,7 @@ def _already_done(job: ScoringJob, fingerprint: dict, overwrite: bool) -> bool:
 
 def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fingerprint: dict,
             stats: ScoringStats, progress: _Progress) -> dict:
-    """Writes the output in input order; returns the metadata."""
+    """Writes the output in input order from the partial file; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
     fields = job.output_fields
     header = fields.header(scan.columns, scan.renamed)
@@ -429,10 +359,8 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
 
     def write(handle) -> None:
         writer = OutputWriter(handle, job.output_kind, header)
-        for item, entry in zip(_job_rows(job, scan), partial.entries_in_order()):
-            if entry["row"] != item.row:
-                raise RuntimeError(f"row {item.row} of {input_path} does not match the "
-                                   f"partial entry for row {entry['row']}; this is a bug")
+        for entry in partial.entries_in_order(scan.num_rows):
+            item = row_of(entry)
             counts.add(entry, item, input_path)
             writer.write(fields.record(item.record, entry, scan.renamed))
         writer.close()

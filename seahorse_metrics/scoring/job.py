@@ -25,12 +25,14 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
-from seahorse_metrics.calibration.thresholds import check_probability_threshold
+from seahorse_metrics.calibration.maps import maps_for
+from seahorse_metrics.calibration.thresholds import (check_probability_threshold,
+                                                     read_decision_thresholds)
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.io.json_files import read_json
@@ -173,40 +175,51 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
     return decisions
 
 
-def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str], *,
+def resolve_job(inputs: Sequence[str], output: str,
+                checkpoints: Union[Mapping[str, str], Sequence[str]], *,
                 options: Optional[ScoringOptions] = None,
                 columns: Optional[Mapping[str, str]] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
-                thresholds: Optional[Mapping[str, float]] = None,
-                calibration: Optional[Mapping[str, Any]] = None,
+                thresholds: Union[Mapping[str, float], str, None] = None,
+                calibration: Union[Mapping[str, Any], str, None] = None,
                 id_field: Optional[str] = None, encoding: str = "utf-8",
                 quoting: str = "auto") -> ScoringJob:
-    """Checks a job's formats, columns and thresholds; loads and reads nothing.
+    """Checks a job's formats, columns and thresholds; loads no model.
 
     Args:
       inputs: The input files (already matched).
       output: The output file.
-      checkpoints: Metric name -> checkpoint.
+      checkpoints: Metric name -> checkpoint, or `[NAME=]DIR` specs
+        (`checkpoints.layout.checkpoint_names`).
       options: How pairs are scored (default `ScoringOptions()`).
       columns: Metric name -> output column (default: the names).
       fields: The input fields (`InputFields.of`).
-      thresholds: Metric name -> decision threshold.
-      calibration: Metric name -> calibration map (`calibration.maps.maps_for`).
+      thresholds: Metric name -> decision threshold, or a `--threshold`
+        value: a number for every metric, or a thresholds file
+        (`calibration.thresholds.read_decision_thresholds`).
+      calibration: Metric name -> calibration map, or a calibration file
+        with a map for every metric (`calibration.maps.maps_for`).
       id_field, encoding, quoting: See `ScoringJob`.
 
     Raises:
       ValueError: for no checkpoint, an unsupported file type, an output
-        that is an input, or a bad threshold.
+        that is an input, or a bad threshold or calibration file.
     """
-    if not checkpoints:
-        raise ValueError("no checkpoints given")
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
+
+    checkpoints = checkpoint_names(checkpoints)
     for path in inputs:
         check_output_path(path, output)
+    names = list(checkpoints)
+    if thresholds is None or isinstance(thresholds, str):
+        thresholds = read_decision_thresholds(thresholds, names)
+    if isinstance(calibration, str):
+        calibration = maps_for(calibration, names)
     columns = dict(columns or {name: name for name in checkpoints})
     return ScoringJob(
         inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
         options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),
-        decisions=decision_thresholds(thresholds, list(checkpoints), columns),
+        decisions=decision_thresholds(thresholds, names, columns),
         calibration={columns[name]: m for name, m in (calibration or {}).items()},
         id_field=id_field, encoding=encoding, quoting=quoting)
 
@@ -404,3 +417,18 @@ def raise_if_nothing_scored(meta: Mapping[str, Any]) -> None:
             f"{first.get('file', '?')}: none of the {rows['rows']} rows could be scored (line "
             f"{first.get('line', '?')}: {first.get('error', '?')}); every row has an "
             f"{ERROR_FIELD!r} in {meta.get('shards') or meta['output']}")
+
+
+def finish_run(meta: Mapping[str, Any], output: str) -> None:
+    """What a command does with a finished run's metadata: raises
+    `NothingScoredError` if it scored nothing, else logs its counts and one
+    line per output column with the signature of its scores
+    (`scoring.signature`)."""
+    raise_if_nothing_scored(meta)
+    columns = meta.get("columns") or {}
+    for name, signature in ((meta.get("settings") or {}).get("signatures") or {}).items():
+        logger.info("signature %s: %s", columns.get(name, name), signature)
+    rows, written = meta["rows"], [meta.get("shards"), meta.get("merged")]
+    logger.info("wrote %s (%d rows, %d bad); settings and counts in %s%s",
+                " and ".join(path for path in written if path) or output, rows["rows"],
+                rows["bad"], output, META_SUFFIX)

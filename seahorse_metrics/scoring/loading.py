@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import os
 from typing import Any, Mapping, Optional
 
@@ -19,6 +20,8 @@ from seahorse_metrics.data.vocab import target_token_ids
 from seahorse_metrics.engines.isa import jax_int8_products
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.engines.choice import check_settings
+
+logger = logging.getLogger(__name__)
 
 
 def shared_question_template(checkpoints: Mapping[str, str]) -> str:
@@ -117,9 +120,21 @@ def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: Scorin
 
 
 def mesh_or_default(mesh: Any) -> Any:
+    """`mesh`; for a spec such as "data=2,model=4" the mesh of the local
+    devices it names (`partitioning.mesh_from_spec`); for None every local
+    device on data."""
     from seahorse_metrics.engines.jax_engine import default_mesh
 
-    return mesh if mesh is not None else default_mesh()
+    if mesh is None or mesh == "":
+        return default_mesh()
+    if isinstance(mesh, str):
+        import jax
+
+        from seahorse_metrics.model.partitioning import mesh_from_spec
+
+        mesh = mesh_from_spec(mesh, jax.local_devices())
+        logger.info("scoring on a %s mesh", dict(mesh.shape))
+    return mesh
 
 
 def file_digest(path: str) -> str:

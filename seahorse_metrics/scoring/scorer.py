@@ -208,8 +208,9 @@ class MultiScorer:
           quantize: None, or "int8" (see `Scorer.load`).
           options: All the settings as one `ScoringOptions` (the arguments
             given besides it override its fields).
-          mesh: A ('data', 'model') mesh (see `partitioning.mesh_from_spec`):
-            where the parameters are loaded and the batches split.
+          mesh: A ('data', 'model') mesh, or its spec such as "data=2,model=4"
+            (`partitioning.mesh_from_spec` over the local devices): where the
+            parameters are loaded and the batches split.
           engine_options: See `Scorer.load`.
           **kwargs: Any other field of `ScoringOptions` (the arguments of
             `MultiScorer(...)`, and `engine`); without `question_template`,

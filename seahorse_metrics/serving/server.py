@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import os
 import threading
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,46 @@ def _graceful_server_class():
                     signal.signal(sig, handler)
 
     return GracefulServer
+
+
+def serve_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]], limits: Any, *,
+                      options: Any = None, mesh: Any = None, host: str = "127.0.0.1",
+                      port: int = 8080, token_file: Optional[str] = None,
+                      threshold: Optional[str] = None, calibration: Optional[str] = None,
+                      log_level: str = "info") -> int:
+    """Serves checkpoints as `seahorse-metrics serve` does (see `serve`).
+
+    Args:
+      checkpoints: Name -> checkpoint, or `[NAME=]DIR` specs.
+      limits: The request limits (`service.Limits`).
+      options: The `ScoringOptions` of every metric.
+      mesh: A device mesh or its spec (`MultiScorer.load`).
+      token_file: Where the bearer token is (`read_token`).
+      threshold: A `--threshold` value: a number, or a thresholds file.
+      calibration: A calibration file with a map for every metric.
+      host, port, log_level: As `serve`.
+
+    Raises:
+      ValueError, FileNotFoundError: for a bad threshold, calibration or
+        token file, before anything listens.
+    """
+    from seahorse_metrics.calibration.maps import maps_for
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
+
+    require_server_packages()
+    named = checkpoint_names(checkpoints)
+    thresholds = read_decision_thresholds(threshold, list(named))
+    maps = maps_for(calibration, list(named)) if calibration else {}
+    token = read_token(token_file)
+
+    def load_scorer():
+        from seahorse_metrics.scoring.scorer import MultiScorer
+
+        return MultiScorer.load(named, options=options, mesh=mesh)
+
+    return serve(load_scorer, limits, host=host, port=port, token=token,
+                 thresholds=thresholds, calibration=maps, log_level=log_level)
 
 
 def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1",
