@@ -51,11 +51,11 @@ EXTRAS_REQUIRE = {
         "selenium",
         # LLM-AggreFact's hub files are Parquet.
         "pyarrow",
-        # Property-based tests of the table readers (tests/test_data_tables.py).
+        # Property-based tests of the table readers (tests/data/test_data_tables.py).
         "hypothesis",
         # A CommonMark renderer shows report.md passes no raw HTML on (test_report.py).
         "markdown-it-py",
-        # The ctranslate2 scoring engine (tests/test_engine_ctranslate2.py).
+        # The ctranslate2 scoring engine (tests/engines/test_engine_ctranslate2.py).
         "ctranslate2",
     ] + BEAM + SERVE,
     "beam": BEAM,

@@ -25,8 +25,9 @@ from demo_data.sample import build
 from demo_data.sample.corpus import CORPUS_PAIRS_PER_LANG
 from demo_data.sample.languages import LANGS
 from demo_data.sample.mface import MFACE_COLUMNS
+from fixtures import paths
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.REPO
 SAMPLE = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 SPLITS = ("train", "validation", "test")
 HEADER = ["gem_id", "worker_lang", "summary", "model"] + [f"question{q}" for q in range(1, 7)]

@@ -17,9 +17,10 @@ from seahorse_metrics import Scorer
 from seahorse_metrics.checkpoints import load_checkpoint
 from seahorse_metrics.model import EncoderDecoderModel
 from seahorse_metrics.model.quantize import kernel_converter, quantize_kernel, quantize_params
+from fixtures import paths
 
 FAST = {"xla_backend_optimization_level": 0}
-BACKBONE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+BACKBONE = os.path.join(paths.REPO,
                         "seahorse_metrics", "data", "backbone")
 SAMPLE = os.path.join(os.path.dirname(BACKBONE), "sample", "seahorse")
 

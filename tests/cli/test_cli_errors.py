@@ -6,6 +6,7 @@ meets: missing files and directories, bad specs, bad gin files.
 import pytest
 
 from seahorse_metrics.cli import main
+from fixtures import paths
 
 
 def run(capsys, argv):
@@ -333,7 +334,7 @@ def test_no_message_pairs_a_flag_with_its_keyword():
     import re
 
     pattern = re.compile(r"--\w+[^\"\n]{0,40}\((?:\w+=[^)]*,?\s*)+\)|strict=False; CLI")
-    root = pathlib.Path(__file__).resolve().parents[1] / "seahorse_metrics"
+    root = pathlib.Path(paths.REPO) / "seahorse_metrics"
     found = [f"{path.relative_to(root)}:{number}" for path in sorted(root.rglob("*.py"))
              if "engines" not in path.parts  # the lead's (reported)
              for number, line in enumerate(path.read_text().splitlines(), 1)

@@ -12,10 +12,11 @@ import sys
 import time
 
 import pytest
+from fixtures import paths
 
 from seahorse_metrics import parent_watch
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = paths.REPO
 WORKER = """
 import os, socket, time
 from seahorse_metrics.parent_watch import follow_parent

@@ -12,8 +12,9 @@ from demo_data.backbone import (alignment, grammar, matching, noise_detection, t
                                 texts, vocabulary, word_noise)
 from demo_data.backbone.config import backbone_config
 from demo_data.backbone.main import main as pretrain
+from fixtures import paths
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = paths.REPO
 SAMPLE_DIR = os.path.join(REPO_ROOT, "seahorse_metrics", "data", "sample")
 
 

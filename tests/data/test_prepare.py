@@ -8,9 +8,10 @@ from fixtures import tiny_data
 from seahorse_metrics.data import seahorse
 from seahorse_metrics.data.articles import LocalArticleSource
 from seahorse_metrics.data.prepare import prepare
+from fixtures import paths
 
 SAMPLE_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "seahorse_metrics", "data", "sample"
+    paths.REPO, "seahorse_metrics", "data", "sample"
 )
 
 

@@ -14,6 +14,7 @@ from sklearn.metrics import brier_score_loss
 from seahorse_metrics import stats
 from seahorse_metrics.calibration import fitting, measures
 from seahorse_metrics.calibration import maps as cal_maps
+from fixtures import paths
 
 # Labels drawn from sigmoid(z); the metric reports sigmoid(2.5 z): overconfident
 # by a temperature of 2.5.
@@ -255,7 +256,7 @@ def test_evaluate_fits_on_dev_and_reports_before_and_after(tmp_path):
     assert 'class="recalibration"' in (output / "report.html").read_text()
     # Issue 48 point 23: one term for the ECE's interval, in the report and the README.
     assert "### Marks" in markdown and "its interval is bias-corrected" in markdown
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    with open(os.path.join(paths.REPO,
                            "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
     assert "bias-corrected bootstrap interval" in readme and "bias-shifted" not in readme

@@ -19,8 +19,9 @@ from seahorse_metrics import tasks
 from seahorse_metrics.checkpoints import load_checkpoint
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
 from seahorse_metrics.model import EncoderDecoderModel
+from fixtures import paths
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = paths.REPO
 MODULE = "seahorse_metrics.tasks.t5x"
 SETTINGS = ("SEAHORSE_DATA_DIR", "SEAHORSE_MFACE", "SEAHORSE_TRUE_DIR", "SEAHORSE_VOCABULARY",
             "SEAHORSE_INPUT_LENGTH")

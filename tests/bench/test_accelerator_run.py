@@ -18,8 +18,9 @@ import subprocess
 import sys
 
 import pytest
+from fixtures import paths
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.REPO
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 from accelerator_report import check_record  # noqa: E402

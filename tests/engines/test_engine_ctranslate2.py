@@ -17,6 +17,7 @@ from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.engines import conversion
 from seahorse_metrics.engines import ctranslate2 as engine
+from fixtures import paths
 
 pytest.importorskip("ctranslate2")  # In the test extra; a bare install still runs the rest.
 
@@ -25,7 +26,7 @@ FAST = {"xla_backend_optimization_level": 0}
 SHAPES = dict(max_input_length=64, bucket_lengths=(32,), window_size=16, long_summaries="cut")
 QUESTIONS = [None, "what does the fox do?", None, "who jumps?"] * 4
 RTOL = 1e-5
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.REPO
 BACKBONE = os.path.join(ROOT, "seahorse_metrics", "data", "backbone")
 
 

@@ -227,7 +227,7 @@ def test_adafactor_initial_state_is_t5x_s(shape, expected):
 
 @pytest.mark.parametrize("shape, axes, expected", [
     # T5X's own initial state for its scalable_t5 tiny model (mT5 gin files' factor
-    # rules; tests/test_t5x_scanned.py compares every slot where T5X is importable):
+    # rules; tests/checkpoints/test_t5x_scanned.py compares every slot where T5X is importable):
     # each layer factors on its own, and one without a row and a column is not factored.
     ((32, 2, 4, 16), ("embed", "layers", "heads", "kv"), {"v_row": (32, 2), "v_col": (2, 4, 16)}),
     ((4, 2, 16, 32), ("heads", "layers", "kv", "embed"), {"v_row": (2, 32), "v_col": (4, 2, 16)}),

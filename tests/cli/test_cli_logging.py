@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from seahorse_metrics.cli import logs
+from fixtures import paths
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = paths.REPO
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from seahorse_metrics.scoring import beam as beam_scoring
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
 from seahorse_metrics.scoring.shards import SETTINGS_FILE, SHARDS_SUFFIX
+from fixtures import paths
 
 FAST = {"xla_backend_optimization_level": 0}
 SCORER = dict(max_input_length=256, bucket_lengths=(64, 128, 256), batch_size=8, window_size=64,
@@ -33,7 +34,7 @@ TWO_WORKERS = ["--runner=FnApiRunner", "--direct_num_workers=2",
                "--direct_running_mode=multi_processing"]
 IN_PROCESS = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
 SHARD_SIZES = (128, 64, 100)  # Windows of 64 rows line up with those of the whole file.
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+TESTS_DIR = paths.TESTS
 
 
 def read_jsonl(path):
@@ -328,7 +329,7 @@ def test_reruns_check_inputs_options_and_earlier_shards(tmp_path, tiny_hf_dir, s
     with pytest.raises(ValueError, match="another input or other settings"):
         beam_scoring.score_files(shards, output, {"q": tiny_hf_dir}, pipeline_args=IN_PROCESS)
     (tmp_path / "scores.jsonl").write_text("{}\n")
-    # The Python API names its keyword (the command line its flag: tests/test_cli_errors.py).
+    # The Python API names its keyword (the command line its flag: tests/cli/test_cli_errors.py).
     with pytest.raises(ValueError, match="overwrite=True"):
         beam_scoring.score_files(shards, output, {"q": tiny_hf_dir}, pipeline_args=IN_PROCESS)
 

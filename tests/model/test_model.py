@@ -16,6 +16,7 @@ import pytest
 
 from seahorse_metrics.model import PRESETS, EncoderDecoderModel, T5Config, get_config
 from seahorse_metrics.model.network import relative_position_bucket
+from fixtures import paths
 
 # Published mT5 sizes (Xue et al. 2021, Table/footnotes; google/mt5-* model cards).
 PUBLISHED_SIZES = {"mt5_small": 300e6, "mt5_base": 580e6, "mt5_large": 1.2e9,
@@ -288,5 +289,5 @@ def test_partitioning_on_eight_cpu_devices(tiny, tiny_hf_dir, tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
     result = subprocess.run([sys.executable, "-c", _SHARDED_SCRIPT, tiny_hf_dir, expected],
                             capture_output=True, text=True, env=env, timeout=600,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                            cwd=paths.REPO)
     assert result.returncode == 0 and "SHARDED_OK" in result.stdout, result.stderr[-3000:]

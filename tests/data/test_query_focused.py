@@ -15,8 +15,9 @@ from seahorse_metrics.data.true import read_true_file
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.scoring import units
 from seahorse_metrics.scoring.records import BadRecord, record_fields
+from fixtures import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.REPO
 QFS_SAMPLE = os.path.join(ROOT, "seahorse_metrics", "data", "sample", "qfs", "qfs_sample.jsonl")
 FAST = {"xla_backend_optimization_level": 0}
 ARTICLE = "the fox jumps over the dog on monday. the cat sleeps all day in the sun."
