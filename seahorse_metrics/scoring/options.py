@@ -21,8 +21,9 @@ from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_
 class ScoringOptions:
     """How pairs are scored: `MultiScorer.load`'s arguments bar checkpoints and mesh.
 
-    Attributes mirror `MultiScorer(...)` and `MultiScorer.load` (see there):
-    vocab, dtype, quantize, scan_layers (loading; scan_layers runs each
+    The input fields are `scoring.units.InputSettings`' (`InputSettings.of`
+    reads them from here); `MultiScorer(...)` takes the options as one object.
+    Attributes: vocab, dtype, quantize, scan_layers (loading; scan_layers runs each
     stack's layers under `nn.scan`, `T5Config.scan_layers`: one compiled
     layer, so a deep model compiles in a fraction of the time, the same
     scores to float rounding); max_input_length, truncation,
@@ -102,17 +103,6 @@ class ScoringOptions:
           TypeError: for a name that is not an option.
         """
         return cls.of(**dict(values))
-
-    def scorer_arguments(self) -> dict:
-        """Keyword arguments of `MultiScorer(...)` (no loading ones; the
-        question template only when set)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
-                                    "scan_layers", "engine_options", "int8_check",
-                                    "int8_min_spearman")}
-        if self.question_template is not None:
-            values["question_template"] = self.question_template
-        return values
 
 
 def _whole_number(field: str) -> Callable[[str], dict]:

@@ -113,80 +113,58 @@ class MultiScorer:
     _signatures: Optional[dict] = None
 
     def __init__(self, models: Mapping[str, tuple[Any, Any]], vocab_path: str, *,
-                 max_input_length: int = 2048, batch_size: int = 16,
-                 truncation: str = "summary_first", normalize: str = "full",
-                 long_inputs: str = "truncate", chunk_overlap: int = 128,
-                 per_sentence: bool = False, sentence_aggregate: str = "min",
-                 long_summaries: str = "error", bucket_lengths: Optional[Sequence[int]] = None,
-                 max_batch_tokens: int = batching_lib.DEFAULT_MAX_BATCH_TOKENS,
-                 window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
-                 compiler_options: Optional[Mapping[str, Any]] = None,
-                 checkpoints: Optional[Mapping[str, str]] = None,
-                 question_template: str = QUESTION_TEMPLATE, packing: bool = False):
+                 options: Optional[ScoringOptions] = None, mesh: Any = None,
+                 checkpoints: Optional[Mapping[str, str]] = None, **changes):
         """Builds a scorer from loaded models.
 
         Args:
           models: name -> (`EncoderDecoderModel`, parameters).
           vocab_path: The SentencePiece model the metrics were trained with.
-          max_input_length: Token budget of one input, EOS included.
-          batch_size: Most rows of a batch (default of `score`).
-          truncation: `summary_first` or `joint` (see the module docstring).
-          normalize, long_inputs: `full` or `pair`; `truncate` or `chunk`.
-          chunk_overlap: Premise pieces shared by consecutive chunks.
-          per_sentence: Score each summary sentence against the premise.
-          sentence_aggregate: `min`, `mean` or `share@T` over sentences.
-          long_summaries: `error` or `cut` (a summary crowding out the article; `units`).
-          bucket_lengths: Batch lengths (default `batching.DEFAULT_BUCKET_LENGTHS`
-            up to `max_input_length`).
-          max_batch_tokens: Rows of a bucket are about this many tokens / length.
-          window_size: Pairs sorted by length together.
+          options: How pairs are scored (`ScoringOptions`; its input,
+            batching and compiler fields are used here: max_input_length,
+            truncation, normalize, long_inputs, chunk_overlap, per_sentence,
+            sentence_aggregate, long_summaries, question_template (None: the
+            default), batch_size, bucket_lengths, max_batch_tokens,
+            window_size, packing, compiler_options).
           mesh: A ('data', 'model') device mesh (default: all devices on 'data').
-          compiler_options: XLA compile options (see `engines.jax_engine.JaxEngine`).
           checkpoints: name -> checkpoint path, for `metadata()`.
-          question_template: Input of a pair with a question (fields
-            `{question}`, `{premise}`, `{hypothesis}`).
-          packing: Fill padding with other inputs (block-diagonal attention;
-            the same scores to float rounding; see `batching`).
+          **changes: `ScoringOptions` fields that override `options`'.
 
         Raises:
           ValueError: for bad settings, or a vocabulary that does not fit a
             model or cannot tell "1" from "0".
+          TypeError: for a name in `changes` that is no option.
         """
         if not models:
             raise ValueError("need at least one model")
+        options = ScoringOptions.of(options, **changes)
         self.names = list(models)
         self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
         self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
                                                                        vocab_path)
-        self.settings = InputSettings(
-            max_input_length=int(max_input_length), truncation=truncation, normalize=normalize,
-            long_inputs=long_inputs, chunk_overlap=int(chunk_overlap), long_summaries=long_summaries,
-            per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
-            question_template=question_template)
+        self.settings = InputSettings.of(options)
         token_ids = (self.positive_id, self.negative_id)
-        self.engines = place(models, self.tokenizer, token_ids, mesh, compiler_options)
-        self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
-        self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
-        self.window_size, self.packing = int(window_size), bool(packing)
+        self.engines = place(models, self.tokenizer, token_ids, mesh, options.compiler_options)
+        self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length,
+                                                   options.bucket_lengths)
+        self.batch_size, self.max_batch_tokens = int(options.batch_size), int(
+            options.max_batch_tokens)
+        self.window_size, self.packing = int(options.window_size), bool(options.packing)
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
-        self.options = self._scoring_options(bucket_lengths, compiler_options)
+        self.options = self._scoring_options(options)
 
-    def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
-                         compiler_options: Optional[Mapping[str, Any]]) -> ScoringOptions:
-        """The settings of this scorer as `ScoringOptions` (`self.options`)."""
+    def _scoring_options(self, options: ScoringOptions) -> ScoringOptions:
+        """`options` as this scorer runs them (`self.options`): the models'
+        dtype, quantization, layers and engine, the vocabulary and the
+        question template used."""
         config = self.engines[0].model.config
-        inputs = {name: getattr(self.settings, name) for name in (
-            "max_input_length", "truncation", "long_inputs", "chunk_overlap", "per_sentence",
-            "sentence_aggregate", "normalize", "question_template", "long_summaries")}
-        return ScoringOptions(
-            vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+        return ScoringOptions.of(
+            options, vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
             scan_layers=bool(getattr(config, "scan_layers", False)),
-            engine=self.engines[0].name,
-            batch_size=self.batch_size, bucket_lengths=bucket_lengths,
-            max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,
-            packing=self.packing, compiler_options=compiler_options, **inputs)
+            engine=self.engines[0].name, question_template=self.settings.question_template,
+            engine_options=None, int8_check=True, int8_min_spearman=None)
 
     # ------------------------------------------------------------- loading
     @classmethod
@@ -234,8 +212,7 @@ class MultiScorer:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
         vocab_path = next(iter(vocab_paths.values()))
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
-        scorer = cls(models, vocab_path, checkpoints=named, mesh=mesh,
-                     **options.scorer_arguments())
+        scorer = cls(models, vocab_path, options=options, checkpoints=named, mesh=mesh)
         scorer.check_int8(options, engine_options)
         return scorer
 

@@ -38,23 +38,20 @@ class Scorer:
       stats: Counts accumulated over every call.
     """
 
-    def __init__(self, model: Any, params: Any, vocab_path: str, max_input_length: int = 2048,
-                 batch_size: int = 16, checkpoint: Optional[str] = None, **kwargs):
+    def __init__(self, model: Any, params: Any, vocab_path: str,
+                 checkpoint: Optional[str] = None, **kwargs):
         """Builds a scorer from a loaded model.
 
         Args:
           model: The `EncoderDecoderModel`.
           params: Parameters matching `model.config`.
           vocab_path: SentencePiece model.
-          max_input_length: Token budget of one input, EOS included.
-          batch_size: Default most rows of a batch.
           checkpoint: Where the model came from (for `metadata()`).
-          **kwargs: The options of `MultiScorer(...)` (normalize, truncation,
-            long_inputs, per_sentence, bucket_lengths, ...).
+          **kwargs: As `MultiScorer(...)`: options (a `ScoringOptions`), mesh,
+            and any option field (max_input_length, batch_size, normalize, ...).
         """
         checkpoints = {SCORE_FIELD: checkpoint} if checkpoint else None
         self._multi = MultiScorer({SCORE_FIELD: (model, params)}, vocab_path,
-                                  max_input_length=max_input_length, batch_size=batch_size,
                                   checkpoints=checkpoints, **kwargs)
         self.model = model
         self.params = self._multi.engines[0].params
@@ -117,8 +114,7 @@ class Scorer:
                 options, question_template=shared_question_template({SCORE_FIELD: path}))
         models, mesh = load_models({SCORE_FIELD: path}, vocab_path, options, mesh, engine_options)
         model, params = models[SCORE_FIELD]
-        scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh,
-                     **options.scorer_arguments())
+        scorer = cls(model, params, vocab_path, checkpoint=path, mesh=mesh, options=options)
         scorer.multi.check_int8(options, engine_options)
         if calibration is not None:
             from seahorse_metrics.calibration.maps import read_calibration_map

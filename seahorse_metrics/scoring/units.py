@@ -104,6 +104,15 @@ class InputSettings:
         """The settings as a JSON-ready dict (recorded with every output)."""
         return dataclasses.asdict(self)
 
+    @classmethod
+    def of(cls, options) -> "InputSettings":
+        """The input settings of a `ScoringOptions` (its fields of the same
+        names; no question template there means the default one)."""
+        values = {field.name: getattr(options, field.name) for field in dataclasses.fields(cls)}
+        if values["question_template"] is None:
+            values["question_template"] = QUESTION_TEMPLATE
+        return cls(**values)
+
 
 @dataclasses.dataclass
 class EncodedExample:
