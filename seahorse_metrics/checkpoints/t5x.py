@@ -275,11 +275,7 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None,
 
     Args:
       path: A T5X model directory or step directory.
-      dtype: Parameter dtype ("float32" by default, or "bfloat16").
-      mesh: A ('data', 'model') mesh to place the parameters on by their
-        logical axes; None returns host numpy arrays.
-      convert: See `streaming.materialise` (int8 scoring quantizes each
-        kernel as it is read).
+      dtype, mesh, convert: As `checkpoints.hf.load_hf`.
 
     Returns:
       (config, nested params).
