@@ -338,9 +338,23 @@ def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size:
                     microbatches: int = 1) -> StepMemory:
     """Compiles the trainer's step from shapes (with `model_config.remat`,
     `scan_layers` and `microbatches` as the trainer would run them); returns
-    its per-device memory."""
-    return compile_train_step(model_config, mesh, input_length, batch_size, target_length,
+    its per-device memory. With the default optimizer and compiler options,
+    a program planned before in this process is not compiled again (a fit
+    search and its budget ask for the same ones)."""
+    key = None
+    if optimizer is None and compiler_options is None:
+        key = (model_config, mesh, input_length, batch_size, target_length, microbatches)
+        if key in _PLANNED_STEPS:
+            return _PLANNED_STEPS[key]
+    step = compile_train_step(model_config, mesh, input_length, batch_size, target_length,
                               optimizer, compiler_options, microbatches)[1]
+    if key is not None:
+        _PLANNED_STEPS[key] = step
+    return step
+
+
+# (config, mesh, shapes, microbatches) -> `StepMemory`, for `plan_train_step`.
+_PLANNED_STEPS: dict = {}
 
 
 def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
