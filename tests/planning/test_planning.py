@@ -192,3 +192,23 @@ def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monk
     assert set(compiled) == {"none"}
     assert fitting.cheapest(first) == fitting.cheapest(everything)
     assert (fitting.cheapest(first).remat, fitting.cheapest(first).microbatches) == ("none", 2)
+
+
+def test_a_train_step_planned_again_in_a_process_is_not_compiled_again(monkeypatch):
+    from seahorse_metrics.model.partitioning import make_mesh
+
+    compiled = []
+    real = memory.compile_train_step
+
+    def counting(*args, **kwargs):
+        compiled.append(args[2:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "compile_train_step", counting)
+    monkeypatch.setattr(memory, "_PLANNED_STEPS", {})
+    config = get_config("tiny", scan_layers=True)
+    first = memory.plan_train_step(config, make_mesh(1), 16, 2)
+    assert memory.plan_train_step(config, make_mesh(1), 16, 2) is first
+    assert memory.plan_train_step(config, make_mesh(1), 16, 2, microbatches=2) is not first
+    assert memory.plan_train_step(config, make_mesh(1), 16, 2, compiler_options={}) is not first
+    assert len(compiled) == 3

@@ -221,8 +221,10 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     remat = chosen.split("TrainConfig.remat='")[1].split("'")[0]
     microbatches = int(chosen.split("TrainConfig.microbatches=")[1].split()[0])
     assert "TrainConfig.scan_layers=True" in chosen and "TrainConfig.model_parallel=1" in chosen
-    confirmed = memory.plan_train_step(config.replace(remat=remat), make_mesh(1), **shapes,
-                                         microbatches=microbatches)
+    # Compiled anew (plan_train_step would return the search's own figure).
+    confirmed = memory.compile_train_step(config.replace(remat=remat), make_mesh(1),
+                                          shapes["input_length"], shapes["batch_size"],
+                                          microbatches=microbatches)[1]
     assert confirmed.per_device_bytes <= budget
     assert (remat, microbatches) != ("none", 1)
     # More recomputation with fewer microbatches is offered too, and fits as well.
