@@ -394,9 +394,7 @@ def packed_batch(
       examples: The example set.
       rows: Example indices per row (at most `batch_size` rows), each row's
         inputs fitting `input_length` and targets `target_length`.
-      batch_size: Number of rows.
-      input_length: Encoder length.
-      target_length: Decoder length.
+      batch_size, input_length, target_length: As `unpacked_batch`.
       decoder_start_id: Token fed to the decoder before each segment's first
         target.
 
