@@ -72,3 +72,76 @@ def test_question_prefixes_refuse_bad_input():
         QuestionPrefixes(("q1", "q2"), ((3,),))
     with pytest.raises(ValueError, match="question 'q2': prefix token ids \\[999\\]"):
         QuestionPrefixes(("q1", "q2"), ((3,), (999,))).check_vocab(512)
+
+
+# ------------------------------------------------------------------ scoring
+PREMISES = ["the cat sat on the mat and looked at the dog for a long time.",
+            "a short one.", "rain fell over the hills while the river rose slowly."]
+HYPOTHESES = ["a cat sat.", "short.", "it rained."]
+
+
+@pytest.fixture(scope="module")
+def multi_question_dir(tmp_path_factory, tiny_hf_dir):
+    """`tiny_hf_dir` with a questions.json beside it: a multi-question metric."""
+    import shutil
+
+    from seahorse_metrics.checkpoints.layout import find_vocabulary, write_question_prefixes
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+    from seahorse_metrics.model.questions import seahorse_question_texts
+
+    directory = str(tmp_path_factory.mktemp("multi_question") / "metric")
+    shutil.copytree(tiny_hf_dir, directory)
+    texts = seahorse_question_texts()
+    tokenizer = SentencePieceTokenizer(find_vocabulary(directory))
+    write_question_prefixes(directory, QuestionPrefixes.from_texts(texts, tokenizer),
+                            list(texts.values()))
+    return directory
+
+
+def test_multi_scorer_reads_a_multi_question_checkpoint_as_six_columns(multi_question_dir):
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    scorer = MultiScorer.load({"m": multi_question_dir}, bucket_lengths=(32, 64),
+                              max_input_length=64, batch_size=4)
+    assert scorer.names == ["q1", "q2", "q3", "q4", "q5", "q6"]
+    scores = scorer.score(PREMISES, HYPOTHESES)
+    engine = scorer.engines[0]
+    token_ids = (scorer.positive_id, scorer.negative_id)
+    for row, ids in enumerate(scorer.encode_inputs(PREMISES, HYPOTHESES)):
+        tokens = jnp.asarray([ids], jnp.int32)
+        for index, (name, prefix) in enumerate(zip(engine.shared.questions.names,
+                                                   engine.shared.questions.prefixes)):
+            decoder = jnp.asarray([[engine.model.config.decoder_start_id, *prefix]], jnp.int32)
+            logits = engine.model.logits(engine.params, {"encoder_input_tokens": tokens,
+                                                         "decoder_input_tokens": decoder})
+            expected = jax.nn.softmax(logits[0, len(prefix)].astype(jnp.float32))[token_ids[0]]
+            np.testing.assert_allclose(scores[name][row], float(expected), atol=1e-5)
+    signatures = scorer.signatures()
+    assert signatures["q1"] != signatures["q2"] and "|q:q4" in signatures["q4"]
+
+
+def test_multi_question_metric_runs_one_call_per_batch(multi_question_dir, monkeypatch):
+    from seahorse_metrics.engines.jax_engine import JaxEngine
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    scorer = MultiScorer.load({"m": multi_question_dir}, bucket_lengths=(32, 64),
+                              max_input_length=64, batch_size=4)
+    calls = []
+    original = JaxEngine.__call__
+    monkeypatch.setattr(JaxEngine, "__call__",
+                        lambda self, *args: calls.append(1) or original(self, *args))
+    scorer.score(PREMISES, HYPOTHESES)
+    assert len(calls) == scorer.stats.batches == 1
+
+
+def test_multi_question_metric_refuses_what_cannot_work(multi_question_dir):
+    from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.scoring.single import Scorer
+
+    with pytest.raises(ValueError, match="multi-question metric .*MultiScorer.load"):
+        Scorer.load(multi_question_dir)
+    with pytest.raises(ValueError, match="packing is not supported with a multi-question"):
+        MultiScorer.load({"m": multi_question_dir}, packing=True, max_input_length=64)
+    with pytest.raises(ValueError, match="m: a multi-question metric is scored by the jax "
+                                         "engine only"):
+        MultiScorer.load({"m": multi_question_dir}, engine="ctranslate2", max_input_length=64)

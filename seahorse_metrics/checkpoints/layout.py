@@ -9,6 +9,10 @@ or T5X directory) holds, besides its weights:
   was trained with, e.g. `{"question_template": "query: {question} ..."}`.
 * `best.json` (`BEST_RECORD`): in `MODEL_DIR/best`, the step and validation
   result that made it the best.
+* `questions.json` (`QUESTIONS_FILE`): only beside a multi-question metric,
+  the decoder prefix (token ids) of each of its questions
+  (`model.questions.QuestionPrefixes`); scorers read such a checkpoint as
+  one metric per question.
 
 A training run's `MODEL_DIR` holds `checkpoints/` (`RUN_CHECKPOINTS_DIR`) and
 `best/` (`BEST_DIR`). `checkpoint_names` is the one rule that names
@@ -20,11 +24,14 @@ import os
 from typing import Mapping, Optional, Sequence, Union
 
 from seahorse_metrics.data.inputs import check_question_template
+from seahorse_metrics.io.atomic import write_json_atomically
 from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model.questions import QuestionPrefixes
 
 VOCAB_FILE = "spiece.model"
 INPUTS_FILE = "seahorse_inputs.json"
 BEST_RECORD = "best.json"
+QUESTIONS_FILE = "questions.json"
 BEST_DIR = "best"
 RUN_CHECKPOINTS_DIR = "checkpoints"
 # The name of the one metric of a `Scorer`, and of a single unnamed checkpoint.
@@ -67,6 +74,28 @@ def question_template(checkpoint_path: str) -> Optional[str]:
         return check_question_template(template)
     except ValueError as error:
         raise ValueError(f"{candidate}: {error}") from None
+
+
+def question_prefixes(checkpoint_path: str) -> Optional[QuestionPrefixes]:
+    """The questions of a multi-question metric (its `questions.json`, in its
+    directory or, for a step directory, its parent), or None for a metric of
+    one question.
+
+    Raises:
+      ValueError: naming the file, for one that is not a questions file.
+    """
+    candidate = _own_or_parent(checkpoint_path, QUESTIONS_FILE)
+    if candidate is None:
+        return None
+    return QuestionPrefixes.from_json(read_json(candidate, "questions file"), candidate)
+
+
+def write_question_prefixes(directory: str, questions: QuestionPrefixes,
+                            texts: Optional[Sequence[str]] = None) -> str:
+    """Writes `questions.json` into `directory` (atomically); returns its path."""
+    path = os.path.join(directory, QUESTIONS_FILE)
+    write_json_atomically(path, questions.to_json(texts), newline=True)
+    return path
 
 
 def best_step(checkpoint_path: str) -> Optional[int]:

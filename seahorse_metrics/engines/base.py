@@ -49,6 +49,8 @@ class Engine(abc.ABC):
       mesh: The device mesh, or None for an engine without one.
       data_parallel: Devices a batch is split over (rows must be a multiple of it).
       batches_at_once: Batches that compute at the same time.
+      questions: A multi-question metric's `QuestionPrefixes` (its call
+        then returns [rows, questions, len(token_ids)]), or None.
     """
 
     name: ClassVar[str]
@@ -58,6 +60,7 @@ class Engine(abc.ABC):
     mesh: Any = None
     data_parallel: int = 1
     batches_at_once: int = 1
+    questions: Any = None
 
     @abc.abstractmethod
     def put(self, tokens: np.ndarray) -> Any:

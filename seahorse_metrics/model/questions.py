@@ -20,9 +20,16 @@ per pair, not once per question, and no copy of the encoder outputs is made.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.data.records import QUESTION_NAMES, QUESTIONS
+
+
+def seahorse_question_texts(questions: Sequence[int] = QUESTIONS) -> dict[str, str]:
+    """`q<n>` -> the decoder prefix text of SEAHORSE question n ("attribution:")."""
+    return {f"q{q}": f"{QUESTION_NAMES[q]}:" for q in questions}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +62,50 @@ class QuestionPrefixes:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    @classmethod
+    def from_texts(cls, texts: Mapping[str, str], tokenizer: Any) -> "QuestionPrefixes":
+        """Prefixes tokenised from text (no EOS), e.g. `seahorse_question_texts()`.
+
+        Args:
+          texts: name -> prefix text, in column order.
+          tokenizer: The metric's tokenizer (`encode(text) -> ids`).
+        """
+        return cls(tuple(texts), tuple(tuple(tokenizer.encode(t)) for t in texts.values()))
+
+    @classmethod
+    def from_json(cls, value: Any, source: str = "questions") -> "QuestionPrefixes":
+        """The prefixes of a `questions.json` value (`to_json`).
+
+        Raises:
+          ValueError: naming `source` and the field, for a malformed value.
+        """
+        entries = value.get("questions") if isinstance(value, dict) else None
+        if not isinstance(entries, list) or not entries:
+            raise ValueError(f"{source}: needs a non-empty list 'questions'")
+        names, prefixes = [], []
+        for index, entry in enumerate(entries):
+            ids = entry.get("prefix_ids") if isinstance(entry, dict) else None
+            if (not isinstance(entry.get("name") if isinstance(entry, dict) else None, str)
+                    or not isinstance(ids, list)
+                    or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)):
+                raise ValueError(f"{source}: questions[{index}] needs a string 'name' and a "
+                                 "list of integer 'prefix_ids'")
+            names.append(entry["name"])
+            prefixes.append(ids)
+        try:
+            return cls(tuple(names), tuple(tuple(p) for p in prefixes))
+        except ValueError as error:
+            raise ValueError(f"{source}: {error}") from None
+
+    def to_json(self, texts: Optional[Sequence[str]] = None) -> dict:
+        """The `questions.json` value; `texts` (the prefixes as text) are kept
+        for people reading the file."""
+        entries = [{"name": name, "prefix_ids": list(prefix)}
+                   for name, prefix in zip(self.names, self.prefixes)]
+        for entry, text in zip(entries, texts or ()):
+            entry["prefix"] = text
+        return {"questions": entries}
 
     def check_vocab(self, vocab_size: int) -> None:
         """Raises ValueError naming the question whose prefix has ids outside

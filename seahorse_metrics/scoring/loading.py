@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from seahorse_metrics.checkpoints.layout import find_vocabulary, question_template
 from seahorse_metrics.checkpoints.streaming import trim_heap
@@ -120,6 +120,56 @@ def mesh_or_default(mesh: Any) -> Any:
     from seahorse_metrics.engines.jax_engine import default_mesh
 
     return mesh if mesh is not None else default_mesh()
+
+
+def multi_question_metrics(checkpoints: Mapping[str, str], engine: str) -> dict:
+    """name -> `QuestionPrefixes` of the checkpoints that are multi-question
+    metrics (a `questions.json` beside them).
+
+    Raises:
+      ValueError: for a malformed questions file, or such metrics on an engine
+        other than JAX (`engines.choice.check_questions_engine`).
+    """
+    from seahorse_metrics.checkpoints.layout import question_prefixes
+    from seahorse_metrics.engines.choice import check_questions_engine
+
+    found = {name: question_prefixes(path) for name, path in checkpoints.items()}
+    found = {name: questions for name, questions in found.items() if questions is not None}
+    check_questions_engine(engine, found)
+    return found
+
+
+def column_names(metrics: Sequence[str], questions: Mapping[str, Any]) -> list[str]:
+    """The output columns: a metric's name, or its questions' names for a
+    multi-question metric (`<metric>_<question>` where two metrics share
+    question names).
+
+    Raises:
+      ValueError: for two columns of one name.
+    """
+    plain = [q for name in metrics for q in (questions[name].names if name in questions
+                                             else [name])]
+    columns = []
+    for name in metrics:
+        if name not in questions:
+            columns.append(name)
+            continue
+        for question in questions[name].names:
+            columns.append(question if plain.count(question) == 1 else f"{name}_{question}")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"two metrics would write column(s) {repeated}; name them apart")
+    return columns
+
+
+def column_checkpoints(metrics: Sequence[str], checkpoints: Mapping[str, str],
+                       questions: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
+    """column -> checkpoint path (each question column of a multi-question
+    metric has the metric's checkpoint); `columns` as `column_names` gives them."""
+    owners = [name for name in metrics
+              for _ in range(len(questions[name]) if name in questions else 1)]
+    return {column: checkpoints[owner] for column, owner in zip(columns, owners)
+            if owner in checkpoints}
 
 
 def file_digest(path: str) -> str:

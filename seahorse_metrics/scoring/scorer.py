@@ -53,8 +53,10 @@ from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring import int8_check
 from seahorse_metrics.scoring.job import InputFields
 from seahorse_metrics.scoring.options import ScoringOptions
-from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
-                                              load_models, resolve_vocabulary,
+from seahorse_metrics.model.questions import QuestionPrefixes
+from seahorse_metrics.scoring.loading import (check_models, column_checkpoints, column_names,
+                                              file_digest, given_options, load_models,
+                                              multi_question_metrics, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.records import check_pairs
@@ -122,7 +124,8 @@ class MultiScorer:
                  window_size: int = batching_lib.DEFAULT_WINDOW_SIZE, mesh: Any = None,
                  compiler_options: Optional[Mapping[str, Any]] = None,
                  checkpoints: Optional[Mapping[str, str]] = None,
-                 question_template: str = QUESTION_TEMPLATE, packing: bool = False):
+                 question_template: str = QUESTION_TEMPLATE, packing: bool = False,
+                 questions: Optional[Mapping[str, QuestionPrefixes]] = None):
         """Builds a scorer from loaded models.
 
         Args:
@@ -147,6 +150,9 @@ class MultiScorer:
             `{question}`, `{premise}`, `{hypothesis}`).
           packing: Fill padding with other inputs (block-diagonal attention;
             the same scores to float rounding; see `batching`).
+          questions: name -> `QuestionPrefixes` of the multi-question models:
+            each gives one output column per question (`column_names`), all
+            scored from one encoder pass per input.
 
         Raises:
           ValueError: for bad settings, or a vocabulary that does not fit a
@@ -154,7 +160,11 @@ class MultiScorer:
         """
         if not models:
             raise ValueError("need at least one model")
-        self.names = list(models)
+        questions = dict(questions or {})
+        if questions and packing:
+            raise ValueError("packing is not supported with a multi-question metric "
+                             f"({', '.join(sorted(questions))}); score it without packing")
+        self.names = column_names(list(models), questions)
         self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
         self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
                                                                        vocab_path)
@@ -164,12 +174,13 @@ class MultiScorer:
             per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
             question_template=question_template)
         token_ids = (self.positive_id, self.negative_id)
-        self.engines = place(models, self.tokenizer, token_ids, mesh, compiler_options)
+        self.engines = place(models, self.tokenizer, token_ids, mesh, compiler_options, questions)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
         self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
         self.window_size, self.packing = int(window_size), bool(packing)
         self.batching()  # Validates the batch settings now.
-        self.checkpoints = dict(checkpoints or {})
+        self.checkpoints = column_checkpoints(list(models), checkpoints or {}, questions,
+                                              self.names)
         self.stats = ScoringStats()
         self.options = self._scoring_options(bucket_lengths, compiler_options)
 
@@ -232,8 +243,9 @@ class MultiScorer:
         if options.question_template is None:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
         vocab_path = next(iter(vocab_paths.values()))
+        questions = multi_question_metrics(named, options.engine)
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
-        scorer = cls(models, vocab_path, checkpoints=named, mesh=mesh,
+        scorer = cls(models, vocab_path, checkpoints=named, mesh=mesh, questions=questions,
                      **options.scorer_arguments())
         scorer.check_int8(options, engine_options)
         return scorer
