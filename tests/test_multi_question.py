@@ -145,3 +145,42 @@ def test_multi_question_metric_refuses_what_cannot_work(multi_question_dir):
     with pytest.raises(ValueError, match="m: a multi-question metric is scored by the jax "
                                          "engine only"):
         MultiScorer.load({"m": multi_question_dir}, engine="ctranslate2", max_input_length=64)
+
+
+# ----------------------------------------------------------------- training
+def test_prefix_tokens_get_loss_weight_zero():
+    """Through the seqio preprocessor and T5X-facing converter: weights 0 on
+    the prefix, 1 on label and EOS, 0 on padding; the model's loss then is
+    the label's and EOS's cross-entropy only."""
+    tf = pytest.importorskip("tensorflow")
+    from seahorse_metrics.tasks.questions import (PrefixWeightedEncDecFeatureConverter,
+                                                  add_question_prefix)
+
+    examples = [{"inputs": [20, 21, 22, 1], "targets": [5, 1]},
+                {"inputs": [23, 24, 1], "targets": [6, 1]}]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(examples), output_signature={
+            "inputs": tf.TensorSpec([None], tf.int32), "targets": tf.TensorSpec([None], tf.int32)})
+    prefixed = add_question_prefix(dataset, prefix_ids=(10, 11, 12))
+    converted = list(PrefixWeightedEncDecFeatureConverter(pack=False)(
+        prefixed, {"inputs": 6, "targets": 7}).as_numpy_iterator())
+    np.testing.assert_array_equal(converted[0]["decoder_target_tokens"], [10, 11, 12, 5, 1, 0, 0])
+    np.testing.assert_array_equal(converted[0]["decoder_input_tokens"], [0, 10, 11, 12, 5, 1, 0])
+    np.testing.assert_array_equal(converted[0]["decoder_loss_weights"], [0, 0, 0, 1, 1, 0, 0])
+    np.testing.assert_array_equal(converted[1]["decoder_loss_weights"], [0, 0, 0, 1, 1, 0, 0])
+
+    model = EncoderDecoderModel(tiny_config())
+    params = model.init_params(jax.random.PRNGKey(2))
+    batch = {name: jnp.asarray(np.stack([c[name] for c in converted])) for name in converted[0]}
+    _, aux = model.loss(params, batch, z_loss=0.0)
+    token_loss = np.asarray(aux["token_loss"])
+    assert (token_loss[:, :3] == 0).all() and (token_loss[:, 3:5] > 0).all()
+    assert float(aux["num_tokens"]) == 4.0
+    with pytest.raises(ValueError, match="does not pack"):
+        PrefixWeightedEncDecFeatureConverter(pack=True)
+
+
+def test_example_targets_weights():
+    targets, weights = QUESTIONS.example_targets(2, (5,), eos_id=1)
+    np.testing.assert_array_equal(targets, [10, 11, 12, 5, 1])
+    np.testing.assert_array_equal(weights, [0, 0, 0, 1, 1])
