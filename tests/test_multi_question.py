@@ -184,3 +184,45 @@ def test_example_targets_weights():
     targets, weights = QUESTIONS.example_targets(2, (5,), eos_id=1)
     np.testing.assert_array_equal(targets, [10, 11, 12, 5, 1])
     np.testing.assert_array_equal(weights, [0, 0, 0, 1, 1])
+
+
+def test_multi_question_tasks_and_mixture_rates(tmp_path):
+    """seahorse_mq_q<n> read seahorse_q<n>'s inputs unchanged, targets with the
+    prefix first, and the mixture samples questions at the given rates."""
+    seqio = pytest.importorskip("seqio")
+    from fixtures import tiny_data
+    from seahorse_metrics import tasks
+    from seahorse_metrics.data.articles import LocalArticleSource
+    from seahorse_metrics.data.prepare import prepare
+    from seahorse_metrics.tasks.questions import (MULTI_QUESTION_MIXTURE,
+                                                  register_multi_question,
+                                                  unregister_multi_question)
+
+    prepared = str(tmp_path / "prepared")
+    prepare(tiny_data.write_release(str(tmp_path / "release")),
+            LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))), prepared)
+    tasks.unregister()
+    tasks.register(prepared, vocabulary=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm")),
+                   input_length=1024, seed=5)
+    try:
+        with pytest.raises(ValueError, match=r"rates of unknown questions \['q9'\]"):
+            register_multi_question(QUESTIONS, rates={"q9": 1.0})
+        names = register_multi_question(QUESTIONS, rates={"q4": 3.0})
+        assert names[-1] == MULTI_QUESTION_MIXTURE and names[3] == "seahorse_mq_q4"
+        lengths = {"inputs": 1024, "targets": 8}
+        plain = next(seqio.get_mixture_or_task("seahorse_q4").get_dataset(
+            lengths, "validation", shuffle=False).as_numpy_iterator())
+        prefixed = next(seqio.get_mixture_or_task("seahorse_mq_q4").get_dataset(
+            lengths, "validation", shuffle=False).as_numpy_iterator())
+        np.testing.assert_array_equal(prefixed["inputs"], plain["inputs"])
+        np.testing.assert_array_equal(prefixed["targets"], [13, *plain["targets"]])
+        np.testing.assert_array_equal(prefixed["targets_loss_weights"],
+                                      [0] + [1] * len(plain["targets"]))
+        mixture = seqio.get_mixture_or_task(MULTI_QUESTION_MIXTURE)
+        assert mixture.get_rate(seqio.get_mixture_or_task("seahorse_mq_q4")) == 3.0
+        q1_train = len(tasks.examples_for_task("seahorse_q1", "train"))
+        assert mixture.get_rate(seqio.get_mixture_or_task("seahorse_mq_q1")) == float(q1_train)
+    finally:
+        if MULTI_QUESTION_MIXTURE in seqio.MixtureRegistry.names():
+            unregister_multi_question(QUESTIONS)
+        tasks.unregister()
