@@ -226,3 +226,23 @@ def test_multi_question_tasks_and_mixture_rates(tmp_path):
         if MULTI_QUESTION_MIXTURE in seqio.MixtureRegistry.names():
             unregister_multi_question(QUESTIONS)
         tasks.unregister()
+
+
+def test_score_command_writes_a_column_per_question(tmp_path, multi_question_dir):
+    import json
+
+    from seahorse_metrics.cli import main as cli_main
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    source = tmp_path / "pairs.jsonl"
+    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
+                              for p, h in zip(PREMISES, HYPOTHESES)))
+    output = str(tmp_path / "scored.jsonl")
+    assert cli_main(["score", "--checkpoint", multi_question_dir, "--input", str(source),
+                     "--output", output, "--max_input_length", "64", "--buckets", "32,64",
+                     "--batch_size", "4"]) == 0
+    rows = [json.loads(line) for line in open(output)]
+    expected = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
+                                max_input_length=64, batch_size=4).score(PREMISES, HYPOTHESES)
+    for name in ("q1", "q2", "q3", "q4", "q5", "q6"):
+        np.testing.assert_allclose([r[name] for r in rows], expected[name], atol=1e-6)
