@@ -246,3 +246,16 @@ def test_score_command_writes_a_column_per_question(tmp_path, multi_question_dir
                                 max_input_length=64, batch_size=4).score(PREMISES, HYPOTHESES)
     for name in ("q1", "q2", "q3", "q4", "q5", "q6"):
         np.testing.assert_allclose([r[name] for r in rows], expected[name], atol=1e-6)
+
+
+def test_multi_question_metric_scores_in_int8(multi_question_dir):
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    shape = dict(bucket_lengths=(32, 64), max_input_length=64, batch_size=4)
+    float32 = MultiScorer.load({"m": multi_question_dir}, **shape).score(PREMISES, HYPOTHESES)
+    int8 = MultiScorer.load({"m": multi_question_dir}, quantize="int8", int8_check=False,
+                            **shape)
+    assert int8.engines[0].quantization().startswith("int8")
+    scores = int8.score(PREMISES, HYPOTHESES)
+    for name in float32:
+        np.testing.assert_allclose(scores[name], float32[name], atol=0.02)
