@@ -17,7 +17,6 @@ at most 1.3x) and of six single metrics (about 6x), and writes a JSON record.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
