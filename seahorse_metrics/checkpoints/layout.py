@@ -84,10 +84,15 @@ def question_prefixes(checkpoint_path: str) -> Optional[QuestionPrefixes]:
     Raises:
       ValueError: naming the file, for one that is not a questions file.
     """
-    candidate = _own_or_parent(checkpoint_path, QUESTIONS_FILE)
+    candidate = questions_path(checkpoint_path)
     if candidate is None:
         return None
     return QuestionPrefixes.from_json(read_json(candidate, "questions file"), candidate)
+
+
+def questions_path(checkpoint_path: str) -> Optional[str]:
+    """The `questions.json` of a multi-question metric (see `question_prefixes`), or None."""
+    return _own_or_parent(checkpoint_path, QUESTIONS_FILE)
 
 
 def write_question_prefixes(directory: str, questions: QuestionPrefixes,
