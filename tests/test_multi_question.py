@@ -298,3 +298,94 @@ def test_exports_carry_the_questions_and_transformers_agrees(tmp_path, multi_que
                 logits = hf_model(input_ids=input_ids, decoder_input_ids=decoder).logits
             p_yes = torch.softmax(logits[0, len(prefix)].float(), -1)[source.positive_id]
             np.testing.assert_allclose(expected[name][row], float(p_yes), atol=1e-5)
+
+
+# ------------------------------------------------------------ trainer runs
+def _multi_question_run(tmp_path, name, **overrides):
+    """A tiny multi-question run's config and examples: six synthetic
+    questions (label in the first input token), prefixes of the sample
+    vocabulary, q4 sampled at twice its share."""
+    from fixtures import train_utils
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
+    from seahorse_metrics.model.questions import seahorse_question_texts
+    from seahorse_metrics.training import trainer
+    from seahorse_metrics.training.multi_question import MULTI_QUESTION_TASK, QuestionExampleSet
+
+    values = {"TrainConfig.train_steps": 8, "TrainConfig.eval_every": 4,
+              "TrainConfig.checkpoint_every": 4, "TrainConfig.target_length": 16,
+              "TrainConfig.question_rates": {"q4": 60.0}, "TASK": MULTI_QUESTION_TASK}
+    values.update(overrides)
+    config = train_utils.demo_config(train_utils.sample_bindings(
+        str(tmp_path / name), str(tmp_path / "unused"), str(tmp_path / "cache"), **values))
+    tokenizer = SentencePieceTokenizer(trainer.resolve_vocabulary(config))
+    yes, no = target_token_ids(tokenizer)
+    questions = QuestionPrefixes.from_texts(seahorse_question_texts(), tokenizer)
+    sets = {split: [train_utils.synthetic_examples(count, seed=seed + q, vocab_size=200,
+                                                   yes_id=yes, no_id=no)
+                    for q in range(6)] for split, count, seed in (("train", 30, 0),
+                                                                 ("validation", 12, 50))}
+    examples = {split: QuestionExampleSet.build(subsets, questions, config.question_rates)
+                for split, subsets in sets.items()}
+    return config, examples
+
+
+def test_question_stream_rates_and_prefix_weights(tmp_path):
+    from seahorse_metrics.training.soft_targets import make_stream
+
+    config, examples = _multi_question_run(tmp_path, "stream")
+    train = examples["train"]
+    assert train.rates == (30.0, 30.0, 30.0, 60.0, 30.0, 30.0)
+    stream = make_stream(train, 20, 64, 16, 0, 0)
+    order = stream.permutation(0)
+    # 180 draws an epoch; q4 at rate 60 against 30 for each other question: 360/7 and 180/7.
+    counts = np.bincount(train.question[order], minlength=6)
+    assert len(order) == len(train) == 180
+    assert counts[3] in (51, 52) and all(counts[q] in (25, 26) for q in (0, 1, 2, 4, 5))
+    batch = next(stream)
+    for row in range(20):
+        index = stream._rows[row][0]
+        prefix = train.prefix_length(index)
+        assert (batch["decoder_loss_weights"][row, :prefix] == 0).all()
+        np.testing.assert_array_equal(batch["decoder_target_tokens"][row, :prefix],
+                                      train.questions.prefixes[train.question[index]])
+        assert batch["decoder_loss_weights"][row, prefix:prefix + 2].tolist() == [1, 1]
+    with pytest.raises(ValueError, match="TrainConfig.target_length is 4; raise it"):
+        make_stream(train, 20, 64, 4, 0, 0)
+
+
+def test_multi_question_run_validates_per_question_and_resumes(tmp_path, monkeypatch):
+    """Per-question validation ROC-AUC (their mean picks the best), questions.json
+    beside the best checkpoint, and a run stopped after its step-4 checkpoint
+    resumes to the parameters of an uninterrupted run, bit for bit."""
+    from fixtures import train_utils
+    from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.training import checkpointing, trainer
+
+    config, examples = _multi_question_run(tmp_path, "whole")
+    result = trainer.train(config, examples)
+    names = ["q1", "q2", "q3", "q4", "q5", "q6"]
+    metrics = result.best_metrics
+    assert metrics["roc_auc"] == pytest.approx(np.mean([metrics[f"roc_auc_{n}"] for n in names]))
+    assert metrics["num_examples"] == 72  # eval_max_examples=64 of each question's 12
+    best = MultiScorer.load([result.best_checkpoint], max_input_length=64,
+                            bucket_lengths=(64,), batch_size=8)
+    assert best.names == names
+
+    stopped, _ = _multi_question_run(tmp_path, "stopped")
+    original = checkpointing.RunCheckpoints.save
+
+    def save_then_stop(self, step, state, record):
+        original(self, step, state, record)
+        if step == 4:
+            self.wait()
+            raise KeyboardInterrupt("stopped after step 4")
+
+    monkeypatch.setattr(checkpointing.RunCheckpoints, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(stopped, examples)
+    monkeypatch.setattr(checkpointing.RunCheckpoints, "save", original)
+    trainer.train(stopped, examples)
+    whole = train_utils.checkpoint_params(config.model_dir, 8)
+    resumed = train_utils.checkpoint_params(stopped.model_dir, 8)
+    for key, value in whole.items():
+        np.testing.assert_array_equal(resumed[key], value, err_msg=key)
