@@ -353,6 +353,7 @@ def test_question_stream_rates_and_prefix_weights(tmp_path):
         make_stream(train, 20, 64, 4, 0, 0)
 
 
+@pytest.mark.slow  # three tiny runs: about 30 s on 2 cores
 def test_multi_question_run_validates_per_question_and_resumes(tmp_path, monkeypatch):
     """Per-question validation ROC-AUC (their mean picks the best), questions.json
     beside the best checkpoint, and a run stopped after its step-4 checkpoint
