@@ -114,7 +114,7 @@ def register_multi_question(prefixes: QuestionPrefixes,
             raise ValueError(f"question {name!r}: task seahorse_{name} is not registered; "
                              "call seahorse_metrics.tasks.register first")
         seqio.TaskRegistry.add(
-            TASK_PREFIX + name, source=base.source, output_features=base.output_features,
+            TASK_PREFIX + name, source=base.source, output_features=_output_features(base),
             preprocessors=list(base.preprocessors) + [
                 functools.partial(add_question_prefix, prefix_ids=prefix)],
             shuffle_buffer_size=None, postprocess_fn=base.postprocessor,
@@ -125,6 +125,14 @@ def register_multi_question(prefixes: QuestionPrefixes,
     seqio.MixtureRegistry.add(MULTI_QUESTION_MIXTURE, tasks,
                               default_rate=_train_examples_rate)
     return names + [MULTI_QUESTION_MIXTURE]
+
+
+def _output_features(base: seqio.Task) -> dict:
+    """The base task's features and the loss weights (a mixture keeps only
+    its tasks' output features)."""
+    weights = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False, required=False,
+                            dtype=tf.int32)
+    return {**base.output_features, LOSS_WEIGHTS: weights}
 
 
 def _train_examples_rate(task: seqio.Task) -> float:

@@ -421,3 +421,84 @@ def test_evaluate_reads_a_multi_question_checkpoint_as_one_metric_per_question(
     with pytest.raises(ValueError, match="metric 'mq': a multi-question checkpoint is evaluated "
                                          "as metrics named after its questions"):
         other.score_benchmark(bench)
+
+
+T5X_MODEL_GIN = """
+from __gin__ import dynamic_registration
+import seqio
+from t5x import adafactor
+from t5x import models
+from t5x.examples.t5 import network
+
+VOCABULARY = @seqio.SentencePieceVocabulary()
+seqio.SentencePieceVocabulary.sentencepiece_model_file = "{vocab}"
+OPTIMIZER = @adafactor.Adafactor()
+adafactor.Adafactor.logical_factor_rules = @adafactor.standard_logical_factor_rules()
+MODEL = @models.EncoderDecoderModel()
+models.EncoderDecoderModel:
+  module = @network.Transformer()
+  input_vocabulary = %VOCABULARY
+  output_vocabulary = %VOCABULARY
+  optimizer_def = %OPTIMIZER
+network.Transformer.config = @network.T5Config()
+network.T5Config:
+  vocab_size = 512
+  dtype = 'float32'
+  emb_dim = 32
+  num_heads = 4
+  num_encoder_layers = 2
+  num_decoder_layers = 2
+  head_dim = 16
+  mlp_dim = 64
+  mlp_activations = ('gelu', 'linear')
+  dropout_rate = %DROPOUT_RATE
+  logits_via_embedding = False
+"""
+T5X_SHORT_RUN_GIN = """
+from __gin__ import dynamic_registration
+import __main__ as train_script
+from t5x import utils
+train_script.train.infer_eval_dataset_cfg = None
+utils.SaveCheckpointConfig.period = 3
+EVAL_PERIOD = 3
+TRAIN_STEPS = 3
+BATCH_SIZE = 4
+INITIAL_CHECKPOINT_PATH = None
+SEAHORSE_INPUT_LENGTH = 128
+"""
+
+
+@pytest.mark.slow  # T5X's train.py in its own process: about 40 s
+def test_t5x_train_runs_the_multi_question_mixture_with_prefix_weights(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    pytest.importorskip("t5x.adafactor", reason="T5X is not importable (see /work/shared/t5x)")
+    from fixtures import tiny_data
+    from seahorse_metrics.data.articles import LocalArticleSource
+    from seahorse_metrics.data.prepare import prepare
+
+    prepared = str(tmp_path / "prepared")
+    prepare(tiny_data.write_release(str(tmp_path / "release")),
+            LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))), prepared)
+    model_gin, short_gin = tmp_path / "model.gin", tmp_path / "short.gin"
+    model_gin.write_text(T5X_MODEL_GIN.format(
+        vocab=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm"))))
+    short_gin.write_text(T5X_SHORT_RUN_GIN)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([repo] + [p for p in sys.path if p]))
+    model_dir = str(tmp_path / "model_dir")
+    result = subprocess.run(
+        [sys.executable, "-m", "t5x.train", f"--gin_file={model_gin}",
+         "--gin_file=gin/t5x/finetune_multi_question.gin", f"--gin_file={short_gin}",
+         f"--gin.MODEL_DIR='{model_dir}'", f"--gin.SEAHORSE_DATA_DIR='{prepared}'"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert os.path.isdir(os.path.join(model_dir, "checkpoint_3"))
+    fractions = dict(re.findall(r"non_padding_fraction/(loss_weights|decoder_target_tokens)="
+                                r"([0-9.]+)", result.stderr))
+    # Only the label and EOS of each row weigh: 2 of 16 target positions.
+    assert float(fractions["loss_weights"]) == pytest.approx(2 / 16)
+    assert float(fractions["decoder_target_tokens"]) > 0.5
