@@ -103,9 +103,12 @@ def multi_question_dir(tmp_path_factory, tiny_hf_dir):
 def test_multi_scorer_reads_a_multi_question_checkpoint_as_six_columns(multi_question_dir):
     from seahorse_metrics.scoring.scorer import MultiScorer
 
-    scorer = MultiScorer.load({"m": multi_question_dir}, bucket_lengths=(32, 64),
+    scorer = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
                               max_input_length=64, batch_size=4)
     assert scorer.names == ["q1", "q2", "q3", "q4", "q5", "q6"]
+    # Named, its columns stay apart from a prepared split's labels q1 ... q6.
+    assert MultiScorer.load({"mq": multi_question_dir, "other": multi_question_dir},
+                            max_input_length=64).names[5:7] == ["mq_q6", "other_q1"]
     scores = scorer.score(PREMISES, HYPOTHESES)
     engine = scorer.engines[0]
     token_ids = (scorer.positive_id, scorer.negative_id)
@@ -126,7 +129,7 @@ def test_multi_question_metric_runs_one_call_per_batch(multi_question_dir, monke
     from seahorse_metrics.engines.jax_engine import JaxEngine
     from seahorse_metrics.scoring.scorer import MultiScorer
 
-    scorer = MultiScorer.load({"m": multi_question_dir}, bucket_lengths=(32, 64),
+    scorer = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
                               max_input_length=64, batch_size=4)
     calls = []
     original = JaxEngine.__call__
@@ -242,20 +245,36 @@ def test_score_command_writes_a_column_per_question(tmp_path, multi_question_dir
     output = str(tmp_path / "scored.jsonl")
     assert cli_main(["score", "--checkpoint", multi_question_dir, "--input", str(source),
                      "--output", output, "--max_input_length", "64", "--buckets", "32,64",
-                     "--batch_size", "4"]) == 0
+                     "--batch_size", "4", "--threshold", "0.5"]) == 0
     rows = [json.loads(line) for line in open(output)]
     expected = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
                                 max_input_length=64, batch_size=4).score(PREMISES, HYPOTHESES)
     for name in ("q1", "q2", "q3", "q4", "q5", "q6"):
         np.testing.assert_allclose([r[name] for r in rows], expected[name], atol=1e-6)
+        # A threshold per question: each column gets its decision.
+        assert [r[f"{name}_decision"] for r in rows] == [
+            "yes" if score >= 0.5 else "no" for score in expected[name]]
+
+    # The Beam runner (in this process) writes the same columns.
+    from seahorse_metrics.scoring import beam as beam_scoring
+
+    beam_output = str(tmp_path / "beam.jsonl")
+    beam_scoring.score_files(
+        [str(source)], beam_output, {"score": multi_question_dir},
+        scorer_options={"max_input_length": 64, "bucket_lengths": (32, 64), "batch_size": 4},
+        pipeline_args=["--runner=FnApiRunner", "--direct_running_mode=in_memory"], merge=True,
+        show_progress=False)
+    beam_rows = [json.loads(line) for line in open(beam_output)]
+    for name in ("q1", "q6"):
+        np.testing.assert_allclose([r[name] for r in beam_rows], expected[name], atol=1e-6)
 
 
 def test_multi_question_metric_scores_in_int8(multi_question_dir):
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     shape = dict(bucket_lengths=(32, 64), max_input_length=64, batch_size=4)
-    float32 = MultiScorer.load({"m": multi_question_dir}, **shape).score(PREMISES, HYPOTHESES)
-    int8 = MultiScorer.load({"m": multi_question_dir}, quantize="int8", int8_check=False,
+    float32 = MultiScorer.load([multi_question_dir], **shape).score(PREMISES, HYPOTHESES)
+    int8 = MultiScorer.load([multi_question_dir], quantize="int8", int8_check=False,
                             **shape)
     assert int8.engines[0].quantization().startswith("int8")
     scores = int8.score(PREMISES, HYPOTHESES)

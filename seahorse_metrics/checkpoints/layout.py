@@ -21,7 +21,7 @@ checkpoints given without a name (output columns, metric names).
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from seahorse_metrics.data.inputs import check_question_template
 from seahorse_metrics.io.atomic import write_json_atomically
@@ -140,6 +140,35 @@ def checkpoint_names(specs: Union[Mapping[str, str], Sequence[str], str]) -> dic
     if not named:
         raise ValueError("no checkpoints given")
     return named
+
+
+def column_names(metrics: Sequence[str], questions: Mapping[str, Any]) -> list[str]:
+    """The output columns: a metric's name, or for a multi-question metric its
+    questions' names (`q1` ... `q6`) when it is unnamed (`SINGLE_NAME`), else
+    `<metric>_<question>` (`mq_q4`: apart from a prepared split's `q4` labels).
+
+    Raises:
+      ValueError: for two columns of one name.
+    """
+    columns = []
+    for name in metrics:
+        if name not in questions:
+            columns.append(name)
+            continue
+        columns += [question if name == SINGLE_NAME else f"{name}_{question}"
+                    for question in questions[name].names]
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"two metrics would write column(s) {repeated}; name them apart")
+    return columns
+
+
+def metric_columns(checkpoints: Mapping[str, str]) -> list[str]:
+    """The output columns of named checkpoints (`column_names`), each
+    multi-question one found by its `questions.json`."""
+    questions = {name: question_prefixes(path) for name, path in checkpoints.items()}
+    return column_names(list(checkpoints), {name: found for name, found in questions.items()
+                                            if found is not None})
 
 
 def _unnamed(path: str, count: int, taken: Mapping[str, str]) -> str:

@@ -187,14 +187,14 @@ def _score_to_stdout(args) -> int:
 def _score_file(args, input_path: str, output: str) -> int:
     """Scores the table `input_path` into `output` as the arguments say."""
     from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
+    from seahorse_metrics.checkpoints.layout import checkpoint_names, metric_columns
     from seahorse_metrics.scoring.files import score_job
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     check_output_path(input_path, output)
     named = checkpoint_names(args.checkpoint)
-    thresholds = read_decision_thresholds(args.threshold, list(named))
-    calibration = flags.calibration_maps(args.calibration, list(named))
+    thresholds = read_decision_thresholds(args.threshold, metric_columns(named))
+    calibration = flags.calibration_maps(args.calibration, metric_columns(named))
     scorer = MultiScorer.load(named, options=options_from_flags(args),
                               mesh=flags.mesh_from_args(args))
     job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
@@ -231,14 +231,15 @@ def run_beam(args) -> int:
                          "own devices (drop --mesh, or score without --runner)")
     pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
     from seahorse_metrics.calibration.thresholds import read_decision_thresholds
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
+    from seahorse_metrics.checkpoints.layout import checkpoint_names, metric_columns
 
     named = checkpoint_names(args.checkpoint)
     meta = beam_scoring.score_files(
         args.input, args.output, named, scorer_options=options_from_flags(args),
         fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
-        thresholds=read_decision_thresholds(args.threshold, list(named)),
-        calibration=flags.calibration_maps(args.calibration, list(named)), encoding=args.encoding,
+        thresholds=read_decision_thresholds(args.threshold, metric_columns(named)),
+        calibration=flags.calibration_maps(args.calibration, metric_columns(named)),
+        encoding=args.encoding,
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.

@@ -61,7 +61,8 @@ def shared_scores(path: str, load_kwargs: Mapping[str, Any]) -> Optional[SharedQ
     if key not in _SHARED:
         from seahorse_metrics.scoring.scorer import MultiScorer
 
-        _SHARED[key] = SharedQuestionScores(MultiScorer.load({"metric": path}, **load_kwargs))
+        # Unnamed, its columns are the questions' names.
+        _SHARED[key] = SharedQuestionScores(MultiScorer.load([path], **load_kwargs))
     return _SHARED[key]
 
 

@@ -27,6 +27,7 @@ import logging
 import os
 from typing import Any, Mapping, Optional, Sequence
 
+from seahorse_metrics.checkpoints.layout import metric_columns
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
@@ -202,11 +203,12 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
         raise ValueError("no checkpoints given")
     for path in inputs:
         check_output_path(path, output)
-    columns = dict(columns or {name: name for name in checkpoints})
+    names = metric_columns(checkpoints)  # a multi-question checkpoint scores several
+    columns = dict(columns or {name: name for name in names})
     return ScoringJob(
         inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
         options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),
-        decisions=decision_thresholds(thresholds, list(checkpoints), columns),
+        decisions=decision_thresholds(thresholds, names, columns),
         calibration={columns[name]: m for name, m in (calibration or {}).items()},
         id_field=id_field, encoding=encoding, quoting=quoting)
 

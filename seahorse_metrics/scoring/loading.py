@@ -139,29 +139,6 @@ def multi_question_metrics(checkpoints: Mapping[str, str], engine: str) -> dict:
     return found
 
 
-def column_names(metrics: Sequence[str], questions: Mapping[str, Any]) -> list[str]:
-    """The output columns: a metric's name, or its questions' names for a
-    multi-question metric (`<metric>_<question>` where two metrics share
-    question names).
-
-    Raises:
-      ValueError: for two columns of one name.
-    """
-    plain = [q for name in metrics for q in (questions[name].names if name in questions
-                                             else [name])]
-    columns = []
-    for name in metrics:
-        if name not in questions:
-            columns.append(name)
-            continue
-        for question in questions[name].names:
-            columns.append(question if plain.count(question) == 1 else f"{name}_{question}")
-    repeated = sorted({c for c in columns if columns.count(c) > 1})
-    if repeated:
-        raise ValueError(f"two metrics would write column(s) {repeated}; name them apart")
-    return columns
-
-
 def column_checkpoints(metrics: Sequence[str], checkpoints: Mapping[str, str],
                        questions: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
     """column -> checkpoint path (each question column of a multi-question

@@ -45,7 +45,8 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
+from seahorse_metrics.checkpoints.layout import (SINGLE_NAME, checkpoint_names, column_names,
+                                                 find_vocabulary)
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.choice import place
@@ -54,8 +55,8 @@ from seahorse_metrics.scoring import int8_check
 from seahorse_metrics.scoring.job import InputFields
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.model.questions import QuestionPrefixes
-from seahorse_metrics.scoring.loading import (check_models, column_checkpoints, column_names,
-                                              file_digest, given_options, load_models,
+from seahorse_metrics.scoring.loading import (check_models, column_checkpoints, file_digest,
+                                              given_options, load_models,
                                               multi_question_metrics, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
@@ -179,8 +180,9 @@ class MultiScorer:
         self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
         self.window_size, self.packing = int(window_size), bool(packing)
         self.batching()  # Validates the batch settings now.
-        self.checkpoints = column_checkpoints(list(models), checkpoints or {}, questions,
-                                              self.names)
+        self.checkpoints = dict(checkpoints or {})
+        self._column_checkpoints = column_checkpoints(list(models), self.checkpoints, questions,
+                                                      self.names)
         self.stats = ScoringStats()
         self.options = self._scoring_options(bucket_lengths, compiler_options)
 
@@ -313,8 +315,8 @@ class MultiScorer:
         """name -> the signature of that metric's scores (`scoring.signature`)."""
         if self._signatures is None:
             self._signatures = {
-                name: metric_signature(engine, self.settings, self.checkpoints.get(name),
-                                       self.vocab_path)
+                name: metric_signature(engine, self.settings,
+                                       self._column_checkpoints.get(name), self.vocab_path)
                 for name, engine in zip(self.names, self.engines)}
         return dict(self._signatures)
 
