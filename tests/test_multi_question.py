@@ -269,17 +269,20 @@ def test_score_command_writes_a_column_per_question(tmp_path, multi_question_dir
         np.testing.assert_allclose([r[name] for r in beam_rows], expected[name], atol=1e-6)
 
 
-def test_multi_question_metric_scores_in_int8(multi_question_dir):
+def test_multi_question_metric_scores_in_int8(multi_question_dir, monkeypatch, tmp_path):
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     shape = dict(bucket_lengths=(32, 64), max_input_length=64, batch_size=4)
     float32 = MultiScorer.load([multi_question_dir], **shape).score(PREMISES, HYPOTHESES)
-    int8 = MultiScorer.load([multi_question_dir], quantize="int8", int8_check=False,
-                            **shape)
+    # The int8 self-check (off in the suite) runs once for the checkpoint.
+    monkeypatch.setenv("SEAHORSE_METRICS_INT8_CHECK", "on")
+    monkeypatch.setenv("SEAHORSE_METRICS_CACHE", str(tmp_path / "cache"))
+    int8 = MultiScorer.load({"mq": multi_question_dir}, quantize="int8", **shape)
     assert int8.engines[0].quantization().startswith("int8")
+    assert list(int8.metadata()["int8_check"]) == ["mq"]
     scores = int8.score(PREMISES, HYPOTHESES)
     for name in float32:
-        np.testing.assert_allclose(scores[name], float32[name], atol=0.02)
+        np.testing.assert_allclose(scores[f"mq_{name}"], float32[name], atol=0.02)
 
 
 # ------------------------------------------------------------------- export

@@ -271,10 +271,10 @@ class CheckpointMetric(Metric):
             return {"signature": None}
         shared = isinstance(self._scorer, SharedQuestionScores)  # a multi-question checkpoint
         described = (self._scorer.scorer if shared else self._scorer).metadata()
-        column = self.name if shared else "score"
-        found = {"signature": described["signatures"][column]}
+        # Both are loaded unnamed: the checkpoint is "score", a question its column.
+        found = {"signature": described["signatures"][self.name if shared else "score"]}
         if "int8_check" in described:
-            found["int8_check"] = described["int8_check"][column]
+            found["int8_check"] = described["int8_check"]["score"]
         return found
 
     def score_pairs(self, premises, hypotheses, questions=None):

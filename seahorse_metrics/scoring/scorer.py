@@ -332,11 +332,14 @@ class MultiScorer:
                              "question_template": self.settings.question_template,
                              "engine_options": dict(options.engine_options or {},
                                                     **(engine_options or {})) or None}
-        variants = int8_check.variants(self.checkpoints, self.vocab_path, self.engines,
+        # One check per checkpoint: a multi-question metric's weights are
+        # checked through its first question (the float32 twin reads that one).
+        engines = [engine for engine in self.engines if getattr(engine, "column", 0) == 0]
+        variants = int8_check.variants(self.checkpoints, self.vocab_path, engines,
                                        options.engine, reference_options)
         tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
                                          self.settings.question_template)
-        self.int8_checks = int8_check.check_all(variants, self.engines, tokens,
+        self.int8_checks = int8_check.check_all(variants, engines, tokens,
                                                 options.int8_min_spearman)
 
     # ----------------------------------------------------------- scoring
