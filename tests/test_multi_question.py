@@ -524,3 +524,32 @@ def test_t5x_train_runs_the_multi_question_mixture_with_prefix_weights(tmp_path)
     # Only the label and EOS of each row weigh: 2 of 16 target positions.
     assert float(fractions["loss_weights"]) == pytest.approx(2 / 16)
     assert float(fractions["decoder_target_tokens"]) > 0.5
+
+
+def test_multi_question_modes_per_sentence_chunks_and_query_questions(multi_question_dir):
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    shape = dict(bucket_lengths=(32, 64), max_input_length=64, batch_size=4)
+    names = ["q1", "q2", "q3", "q4", "q5", "q6"]
+    plain = MultiScorer.load([multi_question_dir], **shape)
+    # Per sentence: each sentence scores as the pair (premise, sentence), per question.
+    per_sentence = MultiScorer.load([multi_question_dir], per_sentence=True, **shape)
+    detailed = per_sentence.score_detailed(PREMISES[:1], ["a cat sat. it looked at a dog."])
+    sentences = detailed.sentences[0]
+    alone = plain.score(PREMISES[:1] * len(sentences), sentences)
+    for name in names:
+        np.testing.assert_allclose(detailed.sentence_scores[name][0], alone[name], atol=1e-6)
+        assert detailed.scores[name][0] == pytest.approx(min(alone[name]))
+    # Chunked premises: inputs that fit score as without chunks; long ones score.
+    chunked = MultiScorer.load([multi_question_dir], long_inputs="chunk", **shape)
+    short = chunked.score(PREMISES, HYPOTHESES)
+    expected = plain.score(PREMISES, HYPOTHESES)
+    long_premise = " ".join(PREMISES * 6)
+    long_scores = chunked.score([long_premise], ["a cat sat."])
+    assert chunked.stats.chunked_examples == 1
+    for name in names:
+        np.testing.assert_allclose(short[name], expected[name], atol=1e-6)
+        assert 0.0 < long_scores[name][0] < 1.0
+    # Query-focused summaries: the question goes into the encoder input, for every column.
+    asked = plain.score(PREMISES, HYPOTHESES, questions=["what did the cat do?"] * 3)
+    assert all(np.abs(asked[name] - expected[name]).max() > 0 for name in names)
