@@ -553,3 +553,28 @@ def test_multi_question_modes_per_sentence_chunks_and_query_questions(multi_ques
     # Query-focused summaries: the question goes into the encoder input, for every column.
     asked = plain.score(PREMISES, HYPOTHESES, questions=["what did the cat do?"] * 3)
     assert all(np.abs(asked[name] - expected[name]).max() > 0 for name in names)
+
+
+def test_serve_scores_each_question_and_a_chosen_few(multi_question_dir, tmp_path):
+    from fixtures.serve_process import SHAPE_ARGS, ServerProcess, call
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    server = ServerProcess(["--checkpoint", f"mq={multi_question_dir}", *SHAPE_ARGS],
+                           str(tmp_path / "serve.log"))
+    try:
+        server.wait_ready()
+        pairs = [{"article": p, "summary": h, "id": i}
+                 for i, (p, h) in enumerate(zip(PREMISES, HYPOTHESES))]
+        status, every, _ = call(server.url + "/v1/score", {"pairs": pairs})
+        chosen_status, chosen, _ = call(server.url + "/v1/score",
+                                        {"pairs": pairs, "metrics": ["mq_q2", "mq_q5"]})
+    finally:
+        server.kill()
+    assert status == 200 and chosen_status == 200, (every, chosen)
+    expected = MultiScorer.load({"mq": multi_question_dir}, max_input_length=128,
+                                bucket_lengths=(128,), batch_size=8).score(PREMISES, HYPOTHESES)
+    rows, few = every["results"], chosen["results"]
+    for name in expected:
+        np.testing.assert_allclose([row[name] for row in rows], expected[name], rtol=1e-5)
+    assert {key for key in few[0] if key.startswith("mq_")} == {"mq_q2", "mq_q5"}
+    np.testing.assert_allclose([row["mq_q5"] for row in few], expected["mq_q5"], rtol=1e-5)
