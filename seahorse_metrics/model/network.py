@@ -34,8 +34,9 @@ import numpy as np
 
 from seahorse_metrics.model import stacks
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
-                                              cudnn_attention, dense_weights, folded_attention,
-                                              uses_cudnn, weighted_values)
+                                              cudnn_attention, decoder_attention_masks,
+                                              dense_weights, encoder_attention_mask,
+                                              folded_attention, uses_cudnn, weighted_values)
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.model.kernels import Kernel, QuantizedKernel, dense
 
@@ -491,38 +492,6 @@ class Decoder(nn.Module):
         return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
 
 
-def encoder_attention_mask(config: T5Config, encoder_input_tokens_BxL: Array,
-                      encoder_segment_ids_BxL: Optional[Array] = None) -> AttentionMask:
-    """Encoder self-attention mask: keys must be real tokens (of the query's
-    segment when packed). `.dense(L, L)` is the additive [B, 1, 1 or L, L] mask."""
-    key_is_token_BxL = encoder_input_tokens_BxL != config.pad_id
-    return AttentionMask(key_is_token_BxL, encoder_segment_ids_BxL, encoder_segment_ids_BxL)
-
-
-def decoder_attention_masks(config: T5Config, encoder_input_tokens_BxK: Array, decoder_length: int,
-                        encoder_segment_ids_BxK: Optional[Array] = None,
-                        decoder_segment_ids_BxQ: Optional[Array] = None
-                        ) -> tuple[AttentionMask, AttentionMask]:
-    """Masks of decoder self-attention (causal, within a segment) and
-    cross-attention (real encoder tokens, of the same segment when packed).
-
-    Decoder padding needs no mask: it comes last, and causality keeps real
-    positions from seeing it. Decoder segments without encoder segments are
-    several decoder sequences against one whole encoder input each (the
-    questions of a multi-question metric): they see only their own segment in
-    self-attention and every real encoder token in cross-attention.
-    """
-    del decoder_length  # The masks take the lengths of their attention.
-    key_is_token_BxK = encoder_input_tokens_BxK != config.pad_id
-    if encoder_segment_ids_BxK is not None and decoder_segment_ids_BxQ is None:
-        raise ValueError("Packed batches need both encoder_segment_ids and decoder_segment_ids.")
-    self_mask = AttentionMask(None, decoder_segment_ids_BxQ, decoder_segment_ids_BxQ, causal=True)
-    if encoder_segment_ids_BxK is None:
-        return self_mask, AttentionMask(key_is_token_BxK)
-    return self_mask, AttentionMask(key_is_token_BxK, decoder_segment_ids_BxQ,
-                                    encoder_segment_ids_BxK)
-
-
 class Transformer(nn.Module):
     """T5 encoder-decoder, v1.1 / mT5 or v1.0 (T5X `network.Transformer` layout).
 
@@ -564,7 +533,8 @@ class Transformer(nn.Module):
           Encoder outputs [B, L, d_model] in the compute dtype.
         """
         del encoder_positions  # Offsets within a segment do not depend on it.
-        mask_bias = encoder_attention_mask(self.config, encoder_input_tokens, encoder_segment_ids)
+        mask_bias = encoder_attention_mask(self.config.pad_id, encoder_input_tokens,
+                                           encoder_segment_ids)
         return self.encoder(self._embed(encoder_input_tokens), mask_bias, deterministic)
 
     def decode(self, encoded: Array, encoder_input_tokens: Array, decoder_input_tokens: Array,
@@ -593,8 +563,7 @@ class Transformer(nn.Module):
         """
         del decoder_positions  # See `encode`.
         self_mask_bias, cross_mask_bias = decoder_attention_masks(
-            self.config, encoder_input_tokens, decoder_input_tokens.shape[1],
-            encoder_segment_ids, decoder_segment_ids)
+            self.config.pad_id, encoder_input_tokens, encoder_segment_ids, decoder_segment_ids)
         tied_head = self.token_embedder() if self.config.tie_word_embeddings else None
         return self.decoder(self._embed(decoder_input_tokens), encoded, self_mask_bias,
                             cross_mask_bias, deterministic, tied_head, decoder_read_positions)

@@ -13,7 +13,7 @@ decoder's length axis of each row, one packed segment per question
 (`decoder_segment_ids` 1..Q): decoder self-attention stays inside a segment
 and is causal, the relative position bias depends on key minus query only,
 and cross-attention reads the whole encoder input, so each question's read
-position computes what it would alone (`network.decoder_attention_masks`).
+position computes what it would alone (`attention.decoder_attention_masks`).
 The cross-attention's keys and values are then projected (or folded) once
 per pair, not once per question, and no copy of the encoder outputs is made.
 """

@@ -151,21 +151,14 @@ class MultiScorer:
             `{question}`, `{premise}`, `{hypothesis}`).
           packing: Fill padding with other inputs (block-diagonal attention;
             the same scores to float rounding; see `batching`).
-          questions: name -> `QuestionPrefixes` of the multi-question models:
-            each gives one output column per question (`column_names`), all
-            scored from one encoder pass per input.
+          questions: name -> `QuestionPrefixes` of the multi-question models
+            (a column per question, one encoder pass per input; `_columns`).
 
         Raises:
           ValueError: for bad settings, or a vocabulary that does not fit a
             model or cannot tell "1" from "0".
         """
-        if not models:
-            raise ValueError("need at least one model")
-        questions = dict(questions or {})
-        if questions and packing:
-            raise ValueError("packing is not supported with a multi-question metric "
-                             f"({', '.join(sorted(questions))}); score it without packing")
-        self.names = column_names(list(models), questions)
+        questions = self._columns(models, questions, checkpoints, packing)
         self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
         self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
                                                                        vocab_path)
@@ -180,11 +173,29 @@ class MultiScorer:
         self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
         self.window_size, self.packing = int(window_size), bool(packing)
         self.batching()  # Validates the batch settings now.
+        self.stats = ScoringStats()
+        self.options = self._scoring_options(bucket_lengths, compiler_options)
+
+    def _columns(self, models: Mapping[str, Any], questions: Optional[Mapping[str, Any]],
+                 checkpoints: Optional[Mapping[str, str]], packing: bool) -> dict:
+        """Sets `names` (a column per question of a multi-question model,
+        `checkpoints.layout.column_names`), `checkpoints` and each column's
+        checkpoint; returns the questions.
+
+        Raises:
+          ValueError: for no models, or packing with a multi-question model.
+        """
+        if not models:
+            raise ValueError("need at least one model")
+        questions = dict(questions or {})
+        if questions and packing:
+            raise ValueError("packing is not supported with a multi-question metric "
+                             f"({', '.join(sorted(questions))}); score it without packing")
+        self.names = column_names(list(models), questions)
         self.checkpoints = dict(checkpoints or {})
         self._column_checkpoints = column_checkpoints(list(models), self.checkpoints, questions,
                                                       self.names)
-        self.stats = ScoringStats()
-        self.options = self._scoring_options(bucket_lengths, compiler_options)
+        return questions
 
     def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
                          compiler_options: Optional[Mapping[str, Any]]) -> ScoringOptions:

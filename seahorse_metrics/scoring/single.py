@@ -24,6 +24,19 @@ from seahorse_metrics.scoring.units import InputSettings
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
 
+def _one_question(path: str) -> str:
+    """`path`, unless it is a multi-question metric (`Scorer` scores one column).
+
+    Raises:
+      ValueError: for a multi-question metric.
+    """
+    if question_prefixes(path) is not None:
+        raise ValueError(f"{path} is a multi-question metric ({QUESTIONS_FILE}: one score "
+                         "per question); load it with MultiScorer.load, which gives a "
+                         "column per question")
+    return path
+
+
 class Scorer:
     """Scores (premise, hypothesis) pairs with one encoder-decoder metric.
 
@@ -113,11 +126,7 @@ class Scorer:
         options = given_options(options, vocab=vocab, dtype=dtype,
                                  max_input_length=max_input_length, batch_size=batch_size,
                                  quantize=quantize, **kwargs)
-        path = resolve_checkpoint(path)
-        if question_prefixes(path) is not None:
-            raise ValueError(f"{path} is a multi-question metric ({QUESTIONS_FILE}: one score "
-                             "per question); load it with MultiScorer.load, which gives a "
-                             "column per question")
+        path = _one_question(resolve_checkpoint(path))
         vocab_path = resolve_vocabulary(path, options.vocab)
         if options.question_template is None:
             options = ScoringOptions.of(

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.model.questions import QuestionPrefixes
+from seahorse_metrics.model.questions import QuestionPrefixes, seahorse_question_texts
 from seahorse_metrics.training.data import BatchStream, ExampleSet
 
 MULTI_QUESTION_TASK = "seahorse_multi_question"
@@ -28,6 +28,26 @@ MULTI_QUESTION_TASK = "seahorse_multi_question"
 def question_tasks(questions: QuestionPrefixes) -> list[str]:
     """The single-question task each question's examples come from (`seahorse_q4`)."""
     return [f"seahorse_{name}" for name in questions.names]
+
+
+def load_question_examples(load_split, vocabulary_path: str, splits: Sequence[str],
+                           rates: Optional[Mapping[str, float]] = None) -> dict:
+    """Each split of the six SEAHORSE questions' tasks as one `QuestionExampleSet`,
+    the prefixes (`seahorse_question_texts`) tokenised with the run's vocabulary.
+
+    Args:
+      load_split: `(split, task) -> ExampleSet` (the trainer's cached reader).
+      vocabulary_path: The run's SentencePiece model.
+      splits: The splits to read.
+      rates: name -> sampling rate (`QuestionExampleSet.build`).
+    """
+    from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+    questions = QuestionPrefixes.from_texts(seahorse_question_texts(),
+                                            SentencePieceTokenizer(vocabulary_path))
+    return {split: QuestionExampleSet.build([load_split(split, task)
+                                             for task in question_tasks(questions)],
+                                            questions, rates) for split in splits}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +198,13 @@ def validation_metrics(examples: QuestionExampleSet, probs: np.ndarray) -> dict[
     metrics["num_examples"] = int(sum(metrics[f"num_examples_{name}"]
                                       for name in examples.questions.names))
     return metrics
+
+
+def validate(model, params, examples: QuestionExampleSet, token_ids, batch_size: int,
+             max_length: int, mesh) -> dict[str, Any]:
+    """`validation_metrics` of `validation_probabilities`."""
+    return validation_metrics(examples, validation_probabilities(
+        model, params, examples, token_ids, batch_size, max_length, mesh))
 
 
 def validation_probabilities(model, params, examples: QuestionExampleSet, token_ids,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -29,7 +30,6 @@ import numpy as np
 
 from seahorse_metrics.checkpoints import layout
 from seahorse_metrics.model import T5Config, get_config, stacks
-from seahorse_metrics.model.questions import QuestionPrefixes, seahorse_question_texts
 from seahorse_metrics.training import checkpointing
 from seahorse_metrics.training import multi_question
 from seahorse_metrics.training import data as data_lib
@@ -215,21 +215,10 @@ def load_examples(config: TrainConfig) -> dict[str, ExampleSet]:
     vocabulary_path = resolve_vocabulary(config)
     splits = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
     if config.task == multi_question.MULTI_QUESTION_TASK:
-        return _multi_question_examples(config, vocabulary_path, splits)
+        return multi_question.load_question_examples(
+            functools.partial(_load_split, config, vocabulary_path), vocabulary_path, splits,
+            config.question_rates)
     return {split: _load_split(config, vocabulary_path, split) for split in splits}
-
-
-def _multi_question_examples(config: TrainConfig, vocabulary_path: str,
-                             splits: list[str]) -> dict[str, ExampleSet]:
-    """Each split of the six questions' tasks, as one `QuestionExampleSet`."""
-    from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
-
-    questions = QuestionPrefixes.from_texts(seahorse_question_texts(),
-                                            vocab.SentencePieceTokenizer(vocabulary_path))
-    return {split: multi_question.QuestionExampleSet.build(
-        [_load_split(config, vocabulary_path, split, task)
-         for task in multi_question.question_tasks(questions)],
-        questions, config.question_rates) for split in splits}
 
 
 def _check_vocab_size(examples: ExampleSet, model_config: T5Config, split: str) -> None:
@@ -255,10 +244,7 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     train_examples = given[TRAIN_SPLIT]
     validation_examples = given.get(VALIDATION_SPLIT) if config.eval_every else None
     if validation_examples is not None and config.eval_max_examples:
-        validation_examples = (
-            validation_examples.take(config.eval_max_examples)
-            if isinstance(validation_examples, multi_question.QuestionExampleSet)
-            else data_lib.take(validation_examples, config.eval_max_examples))
+        validation_examples = validation_examples.take(config.eval_max_examples)
     for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
         if subset is not None:
             _check_vocab_size(subset, model_config, split)
@@ -365,14 +351,12 @@ class _Loop:
 
     def _validation_metrics(self) -> dict[str, Any]:
         run, examples = self.run, self.run.validation_examples
-        multi = isinstance(examples, multi_question.QuestionExampleSet)
-        score = (multi_question.validation_probabilities if multi
-                 else validation.first_token_probabilities)
+        scoring = (self.plan.model, self.state.params, examples, run.token_ids,
+                   self.config.eval_batch_size, self.config.input_length, self.plan.mesh)
         with sharding_context(self.plan.mesh):
-            probs = score(self.plan.model, self.state.params, examples, run.token_ids,
-                          self.config.eval_batch_size, self.config.input_length, self.plan.mesh)
-        if multi:
-            return multi_question.validation_metrics(examples, probs)
+            if isinstance(examples, multi_question.QuestionExampleSet):
+                return multi_question.validate(*scoring)
+            probs = validation.first_token_probabilities(*scoring)
         metrics = validation.validation_metrics(examples.labels, probs[:, 0])
         metrics.update(soft_targets.agreement_metrics(examples, probs))
         return metrics
