@@ -30,12 +30,15 @@ class Capabilities:
       packing: Several inputs per row (segment ids).
       scan_layers: Stacks run under `nn.scan`.
       dtypes: Compute dtypes.
+      questions: A multi-question metric's questions against one encoder
+        pass (`engines.question_columns`).
     """
 
     mesh: bool
     packing: bool
     scan_layers: bool
     dtypes: tuple[str, ...]
+    questions: bool = False
 
 
 class Engine(abc.ABC):

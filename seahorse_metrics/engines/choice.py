@@ -86,7 +86,8 @@ def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequ
 
 
 def check_questions_engine(engine: str, questions: Mapping[str, Any]) -> None:
-    """Refuses multi-question metrics on an engine other than JAX, in one line.
+    """Refuses multi-question metrics on an engine without `Capabilities.questions`,
+    in one line.
 
     CTranslate2 runs a decoder prefix only as a target prefix of its own
     encoder pass (one pass per question), never several prefixes against one
@@ -95,7 +96,7 @@ def check_questions_engine(engine: str, questions: Mapping[str, Any]) -> None:
     Raises:
       ValueError: naming the metrics and the engine.
     """
-    if engine != "jax" and questions:
+    if questions and not engine_class(engine).capabilities.questions:
         other = option("engine='jax'", "--engine jax")
         raise ValueError(f"{', '.join(sorted(questions))}: a multi-question metric is scored "
                          f"by the jax engine only (the {engine} engine cannot share one "

@@ -116,7 +116,7 @@ class JaxEngine(Engine):
 
     name = "jax"
     capabilities = Capabilities(mesh=True, packing=True, scan_layers=True,
-                                dtypes=("float32", "bfloat16"))
+                                dtypes=("float32", "bfloat16"), questions=True)
     batches_at_once = 1
 
     def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
