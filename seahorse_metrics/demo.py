@@ -9,6 +9,10 @@
    labels by `python -m demo_data.backbone`, shipped as a Hugging Face
    directory), as a real run fine-tunes `google/mt5-large`
    (`seahorse-metrics train`);
+   then one multi-question metric for all six questions (the question a
+   decoder prefix, `training.multi_question`) with the same steps per
+   question, and prints its validation ROC-AUC per question next to the
+   single metrics' and what scoring all six costs both ways;
 3. distils the Q4 metric into a student with fewer layers (its first two encoder
    layers and its decoder) on the sample's pairs, with `gin/runs/distill_demo.gin`
    (`seahorse-metrics distill`), and prints the teacher/student table;
@@ -72,11 +76,14 @@ def prepare_sample(output_dir: str) -> str:
 
 
 def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
-                  extra_bindings: Sequence[str] = ()) -> dict[int, str]:
-    """Fine-tunes one metric per question; returns question -> best checkpoint."""
+                  extra_bindings: Sequence[str] = (),
+                  validation: Optional[dict] = None) -> dict[int, str]:
+    """Fine-tunes one metric per question; returns question -> best checkpoint
+    (and fills `validation`: question -> its best validation ROC-AUC)."""
     from seahorse_metrics.training import trainer
 
     best = {}
+    validation = validation if validation is not None else {}
     for question in questions:
         started = time.time()
         model_dir = os.path.join(output_dir, "metrics", f"q{question}")
@@ -85,11 +92,70 @@ def train_metrics(output_dir: str, prepared: str, questions: Sequence[int],
         result = trainer.train_from_gin([DEMO_GIN], bindings)
         if result.best_checkpoint is None:
             raise RuntimeError(f"training q{question} kept no best checkpoint ({model_dir})")
-        auc = (result.best_metrics or {}).get("roc_auc")
+        auc = validation[question] = (result.best_metrics or {}).get("roc_auc")
         print(f"  q{question} {QUESTION_NAMES[question]}: best validation ROC-AUC "
               f"{auc:.3f} at step {result.best_step} ({time.time() - started:.0f} s)", flush=True)
         best[question] = result.best_checkpoint
     return best
+
+
+def train_multi_question(output_dir: str, prepared: str, questions: Sequence[int],
+                         extra_bindings: Sequence[str] = ()):
+    """Fine-tunes one multi-question metric for the six questions with the
+    single metrics' steps per question (`len(questions)` times their steps,
+    validation and checkpoint periods); returns the run's `TrainResult`."""
+    from seahorse_metrics.training import config_from_gin, trainer
+    from seahorse_metrics.training.multi_question import MULTI_QUESTION_TASK
+
+    model_dir = os.path.join(output_dir, "metrics", "multi_question")
+    bindings = [f"MODEL_DIR = '{model_dir}'", f"TASK = '{MULTI_QUESTION_TASK}'",
+                f"DATA_DIR = '{prepared}'", *extra_bindings]
+    single = config_from_gin([DEMO_GIN], bindings)
+    scaled = [f"TrainConfig.{name} = {getattr(single, name) * len(questions)}"
+              for name in ("train_steps", "eval_every", "checkpoint_every")]
+    # Room for the longest question prefix, the label and EOS.
+    result = trainer.train_from_gin([DEMO_GIN], bindings + scaled
+                                    + ["TrainConfig.target_length = 16"])
+    if result.best_checkpoint is None:
+        raise RuntimeError(f"training the multi-question metric kept no best checkpoint "
+                           f"({model_dir})")
+    return result
+
+
+def multi_question_table(single: dict[int, Optional[float]], multi: dict) -> str:
+    """Validation ROC-AUC per question: the single metrics' against the
+    multi-question metric's (`roc_auc_q<n>` of its best checkpoint)."""
+    lines = ["| question | single metric | multi-question metric | difference |",
+             "|---|---|---|---|"]
+    for q in QUESTIONS:
+        ours, theirs = multi.get(f"roc_auc_q{q}"), single.get(q)
+        cells = [f"{v:.3f}" if v is not None else "n/a" for v in (theirs, ours)]
+        difference = f"{ours - theirs:+.3f}" if None not in (ours, theirs) else "n/a"
+        lines.append(f"| Q{q} {QUESTION_NAMES[q]} | {cells[0]} | {cells[1]} | {difference} |")
+    return "\n".join(lines)
+
+
+def scoring_cost(prepared: str, singles: dict[str, str], multi_question: str,
+                 pairs: int = 256) -> str:
+    """Seconds to score `pairs` test pairs on every question both ways: the
+    single metrics (one encoder pass each) and the multi-question metric
+    (one pass for all six), each timed after a warm-up call."""
+    from seahorse_metrics.io.json_files import json_object
+    from seahorse_metrics.scoring.scorer import MultiScorer
+
+    with open(os.path.join(prepared, "test.jsonl"), encoding="utf-8") as handle:
+        rows = [json_object(line)[0] for _, line in zip(range(pairs), handle)]
+    premises, hypotheses = [r["article"] for r in rows], [r["summary"] for r in rows]
+    seconds = {}
+    for name, checkpoints in (("single", singles), ("multi", {"mq": multi_question})):
+        scorer = MultiScorer.load(checkpoints, max_input_length=512, batch_size=64)
+        scorer.score(premises, hypotheses, show_progress=False)
+        started = time.perf_counter()
+        scorer.score(premises, hypotheses, show_progress=False)
+        seconds[name] = time.perf_counter() - started
+    return (f"scoring {len(rows)} test pairs: {len(singles)} single metric(s) "
+            f"{seconds['single']:.2f} s, one multi-question metric (6 questions) "
+            f"{seconds['multi']:.2f} s ({seconds['multi'] / seconds['single']:.2f}x)")
 
 
 def distill_q4(output_dir: str, prepared: str, teacher: str,
@@ -214,9 +280,16 @@ def _run(args: argparse.Namespace, output_dir: str):
     prepared = prepare_sample(output_dir)
     print(f"  -> {prepared} ({time.time() - t:.0f} s)")
 
-    t = _step(f"2/5 fine-tune a tiny metric per question ({DEMO_GIN})")
-    trained = train_metrics(output_dir, prepared, args.questions, args.bindings)
+    t = _step(f"2/5 fine-tune a tiny metric per question ({DEMO_GIN}), then one "
+              "multi-question metric")
+    validation = {}
+    trained = train_metrics(output_dir, prepared, args.questions, args.bindings, validation)
     checkpoints = {f"q{q}": path for q, path in trained.items()}
+    multi = train_multi_question(output_dir, prepared, args.questions, args.bindings)
+    print("\n  Validation ROC-AUC, single metrics and the multi-question metric "
+          "(the same steps per question):\n")
+    print("  " + multi_question_table(validation, multi.best_metrics).replace("\n", "\n  "))
+    print("  " + scoring_cost(prepared, checkpoints, multi.best_checkpoint), flush=True)
     print(f"  ({time.time() - t:.0f} s)")
 
     if 4 in trained:

@@ -36,6 +36,10 @@ def test_demo_trains_distils_scores_calibrates_and_reports(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     printed = done.stdout
     assert "| Q4 attribution |" in printed and "report.html" in printed
+    # The multi-question metric (issue 49): its per-question table and the cost both ways.
+    assert "| single metric | multi-question metric |" in printed
+    assert "one multi-question metric (6 questions)" in printed
+    assert (tmp_path / "metrics" / "multi_question" / "best" / "questions.json").exists()
     assert "| student | " in printed and "| q4_student | " in printed
     for path in ("prepared/test.jsonl", "metrics/q4/best/spiece.model", "scores/test.jsonl",
                  "metrics/q4_student/best/spiece.model", "metrics/q4_student/distill_report.md",

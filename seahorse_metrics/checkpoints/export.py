@@ -13,7 +13,8 @@ relative to the step directory), the layout T5X's own `Checkpointer` writes
 and `checkpoints.load_t5x_checkpoint` reads. `state` also holds Adafactor's
 `param_states` as T5X initialises them (`t5x.initial_optimizer_state`), so
 T5X's default, strict restore starts training from it (the optimizer starts
-afresh). `spiece.model` goes next to the step directories. A network with a
+afresh). `spiece.model` goes next to the step directories (and a multi-question
+metric's `questions.json`, in both formats). A network with a
 relative position bias per layer (`relative_bias_per_layer`: a scalable_t5
 or UMT5 model) goes to `hf` as `UMT5ForConditionalGeneration` and to `t5x`
 in the layout of T5X's scalable_t5 network with `scan_layers` (its mT5 and
@@ -51,7 +52,9 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints.content import LEGACY_CACHE_FILE
-from seahorse_metrics.checkpoints.layout import VOCAB_FILE, best_step, find_vocabulary
+from seahorse_metrics.checkpoints.layout import (QUESTIONS_FILE, VOCAB_FILE, best_step,
+                                                 find_vocabulary, question_prefixes,
+                                                 questions_path)
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
 from seahorse_metrics.checkpoints.t5x_scanned import scanned_arrays, scanned_axes
@@ -293,6 +296,9 @@ def _write_export(staging: str, to: str, checkpoint: str, vocab_path: Optional[s
         export_t5x(staging, config, params, summary["step"])
         if vocab_path is not None:
             shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
+    if question_prefixes(checkpoint) is not None:  # Read first: a malformed file stops here.
+        # A multi-question metric's questions go beside it, as its vocabulary does.
+        shutil.copyfile(questions_path(checkpoint), os.path.join(staging, QUESTIONS_FILE))
     summary["files"] = sorted(os.listdir(staging))
     marker = {key: summary[key] for key in ("format", "checkpoint", "files", "step")
               if key in summary}

@@ -9,6 +9,10 @@ or T5X directory) holds, besides its weights:
   was trained with, e.g. `{"question_template": "query: {question} ..."}`.
 * `best.json` (`BEST_RECORD`): in `MODEL_DIR/best`, the step and validation
   result that made it the best.
+* `questions.json` (`QUESTIONS_FILE`): only beside a multi-question metric,
+  the decoder prefix (token ids) of each of its questions
+  (`model.questions.QuestionPrefixes`); scorers read such a checkpoint as
+  one metric per question.
 
 A training run's `MODEL_DIR` holds `checkpoints/` (`RUN_CHECKPOINTS_DIR`) and
 `best/` (`BEST_DIR`). `checkpoint_names` is the one rule that names
@@ -17,14 +21,17 @@ checkpoints given without a name (output columns, metric names).
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from seahorse_metrics.data.inputs import check_question_template
+from seahorse_metrics.io.atomic import write_json_atomically
 from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model.questions import QuestionPrefixes
 
 VOCAB_FILE = "spiece.model"
 INPUTS_FILE = "seahorse_inputs.json"
 BEST_RECORD = "best.json"
+QUESTIONS_FILE = "questions.json"
 BEST_DIR = "best"
 RUN_CHECKPOINTS_DIR = "checkpoints"
 # The name of the one metric of a `Scorer`, and of a single unnamed checkpoint.
@@ -69,6 +76,33 @@ def question_template(checkpoint_path: str) -> Optional[str]:
         raise ValueError(f"{candidate}: {error}") from None
 
 
+def question_prefixes(checkpoint_path: str) -> Optional[QuestionPrefixes]:
+    """The questions of a multi-question metric (its `questions.json`, in its
+    directory or, for a step directory, its parent), or None for a metric of
+    one question.
+
+    Raises:
+      ValueError: naming the file, for one that is not a questions file.
+    """
+    candidate = questions_path(checkpoint_path)
+    if candidate is None:
+        return None
+    return QuestionPrefixes.from_json(read_json(candidate, "questions file"), candidate)
+
+
+def questions_path(checkpoint_path: str) -> Optional[str]:
+    """The `questions.json` of a multi-question metric (see `question_prefixes`), or None."""
+    return _own_or_parent(checkpoint_path, QUESTIONS_FILE)
+
+
+def write_question_prefixes(directory: str, questions: QuestionPrefixes,
+                            texts: Optional[Sequence[str]] = None) -> str:
+    """Writes `questions.json` into `directory` (atomically); returns its path."""
+    path = os.path.join(directory, QUESTIONS_FILE)
+    write_json_atomically(path, questions.to_json(texts), newline=True)
+    return path
+
+
 def best_step(checkpoint_path: str) -> Optional[int]:
     """The step `best.json` in the directory records, or None without one."""
     record_path = os.path.join(checkpoint_path, BEST_RECORD)
@@ -106,6 +140,35 @@ def checkpoint_names(specs: Union[Mapping[str, str], Sequence[str], str]) -> dic
     if not named:
         raise ValueError("no checkpoints given")
     return named
+
+
+def column_names(metrics: Sequence[str], questions: Mapping[str, Any]) -> list[str]:
+    """The output columns: a metric's name, or for a multi-question metric its
+    questions' names (`q1` ... `q6`) when it is unnamed (`SINGLE_NAME`), else
+    `<metric>_<question>` (`mq_q4`: apart from a prepared split's `q4` labels).
+
+    Raises:
+      ValueError: for two columns of one name.
+    """
+    columns = []
+    for name in metrics:
+        if name not in questions:
+            columns.append(name)
+            continue
+        columns += [question if name == SINGLE_NAME else f"{name}_{question}"
+                    for question in questions[name].names]
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"two metrics would write column(s) {repeated}; name them apart")
+    return columns
+
+
+def metric_columns(checkpoints: Mapping[str, str]) -> list[str]:
+    """The output columns of named checkpoints (`column_names`), each
+    multi-question one found by its `questions.json`."""
+    questions = {name: question_prefixes(path) for name, path in checkpoints.items()}
+    return column_names(list(checkpoints), {name: found for name, found in questions.items()
+                                            if found is not None})
 
 
 def _unnamed(path: str, count: int, taken: Mapping[str, str]) -> str:

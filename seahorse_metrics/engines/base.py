@@ -30,12 +30,15 @@ class Capabilities:
       packing: Several inputs per row (segment ids).
       scan_layers: Stacks run under `nn.scan`.
       dtypes: Compute dtypes.
+      questions: A multi-question metric's questions against one encoder
+        pass (`engines.question_columns`).
     """
 
     mesh: bool
     packing: bool
     scan_layers: bool
     dtypes: tuple[str, ...]
+    questions: bool = False
 
 
 class Engine(abc.ABC):
@@ -49,6 +52,8 @@ class Engine(abc.ABC):
       mesh: The device mesh, or None for an engine without one.
       data_parallel: Devices a batch is split over (rows must be a multiple of it).
       batches_at_once: Batches that compute at the same time.
+      questions: A multi-question metric's `QuestionPrefixes` (its call
+        then returns [rows, questions, len(token_ids)]), or None.
     """
 
     name: ClassVar[str]
@@ -58,6 +63,7 @@ class Engine(abc.ABC):
     mesh: Any = None
     data_parallel: int = 1
     batches_at_once: int = 1
+    questions: Any = None
 
     @abc.abstractmethod
     def put(self, tokens: np.ndarray) -> Any:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 from seahorse_metrics.engines.base import Engine
 from seahorse_metrics.engines.ctranslate2 import ConvertedModel, CTranslate2Engine
 from seahorse_metrics.engines.jax_engine import JaxEngine, default_mesh
+from seahorse_metrics.engines.question_columns import question_columns
 from seahorse_metrics.option_names import option
 
 ENGINE_CLASSES: dict[str, type[Engine]] = {"jax": JaxEngine, "ctranslate2": CTranslate2Engine}
@@ -54,10 +55,12 @@ def check_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None
 
 
 def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequence[int],
-          mesh: Any = None, compiler_options: Optional[Mapping[str, Any]] = None) -> list[Engine]:
+          mesh: Any = None, compiler_options: Optional[Mapping[str, Any]] = None,
+          questions: Optional[Mapping[str, Any]] = None) -> list[Engine]:
     """One engine per model: converted models (`ctranslate2.load_converted`)
     on CTranslate2, parameters on JAX, placed on `mesh` (default: every local
-    device on `data`).
+    device on `data`). A multi-question model gets one engine per question
+    (`engines.question_columns`), which share one call per batch.
 
     Args:
       models: name -> (model, parameters or `ConvertedModel`).
@@ -65,10 +68,36 @@ def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequ
       token_ids: Vocabulary ids whose log-probabilities are read.
       mesh: A ('data', 'model') mesh for the JAX engine.
       compiler_options: XLA options for the JAX engine (see `JaxEngine`).
+      questions: name -> `QuestionPrefixes` of the multi-question models.
+
+    Raises:
+      ValueError: for a multi-question model on the ctranslate2 engine.
     """
+    questions = dict(questions or {})
     if any(isinstance(params, ConvertedModel) for _, params in models.values()):
+        check_questions_engine("ctranslate2", questions)
         return [CTranslate2Engine.of(params, model.config, tokenizer, token_ids)
                 for model, params in models.values()]
     mesh = mesh if mesh is not None else default_mesh()
-    return [JaxEngine(model, params, token_ids, mesh, compiler_options)
-            for model, params in models.values()]
+    return [column for name, (model, params) in models.items()
+            for column in question_columns(JaxEngine(model, params, token_ids, mesh,
+                                                     compiler_options,
+                                                     questions=questions.get(name)))]
+
+
+def check_questions_engine(engine: str, questions: Mapping[str, Any]) -> None:
+    """Refuses multi-question metrics on an engine without `Capabilities.questions`,
+    in one line.
+
+    CTranslate2 runs a decoder prefix only as a target prefix of its own
+    encoder pass (one pass per question), never several prefixes against one
+    encoder output, so it would lose what the metric is for.
+
+    Raises:
+      ValueError: naming the metrics and the engine.
+    """
+    if questions and not engine_class(engine).capabilities.questions:
+        other = option("engine='jax'", "--engine jax")
+        raise ValueError(f"{', '.join(sorted(questions))}: a multi-question metric is scored "
+                         f"by the jax engine only (the {engine} engine cannot share one "
+                         f"encoder pass between questions); score it with {other}")

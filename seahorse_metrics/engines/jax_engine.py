@@ -40,6 +40,7 @@ from seahorse_metrics.engines.base import Capabilities, Engine
 from seahorse_metrics.model import partitioning
 from seahorse_metrics.model.first_step import check_token_ids, compile_first_step
 from seahorse_metrics.model.model import EncoderDecoderModel
+from seahorse_metrics.model.questions import QuestionPrefixes
 
 logger = logging.getLogger(__name__)
 
@@ -115,13 +116,14 @@ class JaxEngine(Engine):
 
     name = "jax"
     capabilities = Capabilities(mesh=True, packing=True, scan_layers=True,
-                                dtypes=("float32", "bfloat16"))
+                                dtypes=("float32", "bfloat16"), questions=True)
     batches_at_once = 1
 
     def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
                  mesh: Optional[Mesh] = None,
                  compiler_options: Optional[Mapping[str, Any]] = None,
-                 programs: Optional[ProgramCache] = None):
+                 programs: Optional[ProgramCache] = None,
+                 questions: Optional[QuestionPrefixes] = None):
         """Places `params` on `mesh` (default: all local devices on `data`).
 
         Args:
@@ -133,13 +135,18 @@ class JaxEngine(Engine):
             `{"xla_backend_optimization_level": 0}` compiles about twice as
             fast and runs slower: for short jobs and tests.
           programs: Where compiled programs are kept (default `SHARED_PROGRAMS`).
+          questions: A multi-question metric's decoder prefixes: batches then
+            score `[rows, questions, len(token_ids)]`, one encoder pass per row.
 
         Raises:
-          ValueError: for token ids outside the vocabulary.
+          ValueError: for token ids (or question prefix ids) outside the vocabulary.
         """
         self.model = model
         self.mesh = mesh if mesh is not None else default_mesh()
         self.token_ids = check_token_ids(token_ids, model.config.vocab_size)
+        if questions is not None:
+            questions.check_vocab(model.config.vocab_size)
+        self.questions = questions
         self.compiler_options = dict(compiler_options or {})
         self.programs = programs if programs is not None else SHARED_PROGRAMS
         self._param_shardings = partitioning.logical_to_sharding(
@@ -156,7 +163,8 @@ class JaxEngine(Engine):
 
     def _key(self, rows: int, length: int, slots: Optional[int] = None) -> tuple:
         return (self.model.config, self._param_dtypes, self.mesh, self.token_ids,
-                tuple(sorted(self.compiler_options.items())), rows, length, slots)
+                tuple(sorted(self.compiler_options.items())), rows, length, slots,
+                self.questions)
 
     def compiled(self, rows: int, length: int, slots: Optional[int] = None):
         """The compiled scorer of `[rows, length]` batches (compiled on first use);
@@ -171,7 +179,8 @@ class JaxEngine(Engine):
         start = time.perf_counter()
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params)
         executable = compile_first_step(self.model, self.token_ids, self.mesh, abstract_params,
-                                        rows, length, self.compiler_options, slots)
+                                        rows, length, self.compiler_options, slots,
+                                        self.questions)
         logger.info("scorer program for batches of %d x %d tokens%s ready in %.1f s (compiled, "
                     "or read from JAX's compilation cache)", rows, length,
                     f" ({slots} packed per row)" if slots else "", time.perf_counter() - start)
@@ -211,7 +220,8 @@ class JaxEngine(Engine):
         """Starts scoring a placed batch; returns float32 [rows, len(token_ids)]
         log-probabilities (asynchronously: reading them waits). A packed batch
         (`segment_ids` 1..`slots` per row, 0 for padding) returns
-        [rows, slots, len(token_ids)]."""
+        [rows, slots, len(token_ids)]; with `questions`, [rows, questions,
+        len(token_ids)]."""
         rows, length = tokens.shape
         if segment_ids is None:
             return self.compiled(rows, length)(self.params, tokens)

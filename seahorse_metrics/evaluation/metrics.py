@@ -50,6 +50,7 @@ import numpy as np
 
 from seahorse_metrics.evaluation import baselines
 from seahorse_metrics.evaluation.benchmarks import Benchmark
+from seahorse_metrics.evaluation.question_metrics import SharedQuestionScores, shared_scores
 from seahorse_metrics.scoring.options import CHECKPOINT_OPTIONS, options_from_spec
 
 logger = logging.getLogger(__name__)
@@ -257,28 +258,38 @@ class CheckpointMetric(Metric):
         # same sizes and times); the digest is cached beside it, so this stays cheap.
         from seahorse_metrics.checkpoints.content import content_digest
 
+        from seahorse_metrics.checkpoints.layout import question_prefixes
+
         settings = [list(s) for s in self.spec.settings]
+        # The questions of one multi-question checkpoint are different metrics.
+        column = [["question", self.name]] if question_prefixes(self.path) is not None else []
         return _digest(["checkpoint", os.path.abspath(self.path), content_digest(self.path),
-                        self.vocab_path] + ([settings] if settings else []))
+                        self.vocab_path] + ([settings] if settings else []) + column)
 
     def provenance(self) -> dict:
         if self._scorer is None:
             return {"signature": None}
-        described = self._scorer.metadata()
-        found = {"signature": described["signatures"]["score"]}
+        shared = isinstance(self._scorer, SharedQuestionScores)  # a multi-question checkpoint
+        described = (self._scorer.scorer if shared else self._scorer).metadata()
+        # Both are loaded unnamed: the checkpoint is "score", a question its column.
+        found = {"signature": described["signatures"][self.name if shared else "score"]}
         if "int8_check" in described:
             found["int8_check"] = described["int8_check"]["score"]
         return found
 
     def score_pairs(self, premises, hypotheses, questions=None):
+        questions = None if questions is None else list(questions)
         if self._scorer is None:
             from seahorse_metrics import Scorer
 
             logger.info("loading checkpoint %s for metric %s", self.path, self.name)
             kwargs = {"vocab": self.vocab_path, **options_from_spec(self.spec.settings)}
-            self._scorer = Scorer.load(self.path, **kwargs)
+            self._scorer = shared_scores(self.path, kwargs) or Scorer.load(self.path, **kwargs)
+        if isinstance(self._scorer, SharedQuestionScores):
+            return self._scorer.scores(self.name, premises, hypotheses, questions,
+                                       self.batch_size)
         scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
-                                    questions=None if questions is None else list(questions))
+                                    questions=questions)
         return np.asarray(scores, dtype=np.float64)
 
 

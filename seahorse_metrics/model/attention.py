@@ -228,6 +228,37 @@ class AttentionMask:
                              pad(self.key_segment_BxK, key_length, -1), self.causal)
 
 
+def encoder_attention_mask(pad_id: int, encoder_input_tokens_BxL: Array,
+                           encoder_segment_ids_BxL: Optional[Array] = None) -> AttentionMask:
+    """Encoder self-attention mask: keys must be real tokens (of the query's
+    segment when packed). `.dense(L, L)` is the additive [B, 1, 1 or L, L] mask."""
+    key_is_token_BxL = encoder_input_tokens_BxL != pad_id
+    return AttentionMask(key_is_token_BxL, encoder_segment_ids_BxL, encoder_segment_ids_BxL)
+
+
+def decoder_attention_masks(pad_id: int, encoder_input_tokens_BxK: Array,
+                            encoder_segment_ids_BxK: Optional[Array] = None,
+                            decoder_segment_ids_BxQ: Optional[Array] = None
+                            ) -> tuple[AttentionMask, AttentionMask]:
+    """Masks of decoder self-attention (causal, within a segment) and
+    cross-attention (real encoder tokens, of the same segment when packed).
+
+    Decoder padding needs no mask: it comes last, and causality keeps real
+    positions from seeing it. Decoder segments without encoder segments are
+    several decoder sequences against one whole encoder input each (the
+    questions of a multi-question metric): they see only their own segment in
+    self-attention and every real encoder token in cross-attention.
+    """
+    key_is_token_BxK = encoder_input_tokens_BxK != pad_id
+    if encoder_segment_ids_BxK is not None and decoder_segment_ids_BxQ is None:
+        raise ValueError("Packed batches need both encoder_segment_ids and decoder_segment_ids.")
+    self_mask = AttentionMask(None, decoder_segment_ids_BxQ, decoder_segment_ids_BxQ, causal=True)
+    if encoder_segment_ids_BxK is None:
+        return self_mask, AttentionMask(key_is_token_BxK)
+    return self_mask, AttentionMask(key_is_token_BxK, decoder_segment_ids_BxQ,
+                                    encoder_segment_ids_BxK)
+
+
 def dense_weights(query_BxQxHxV: Array, key_BxKxHxV: Array, position: Optional[RelativeBias],
                   mask: AttentionMask, products_dtype: jnp.dtype) -> Array:
     """Float32 attention weights [B, H, Q, K] of the whole attention at once

@@ -57,6 +57,27 @@ def packed_log_probs(model: Any, token_ids: tuple[int, ...], slots: int, params:
     return _read_log_probs(model.logits(params, batch), token_ids)
 
 
+def question_log_probs(model: Any, token_ids: tuple[int, ...], questions: Any, params: Any,
+                       encoder_input_tokens: jax.Array) -> jax.Array:
+    """float32 [rows, questions, len(token_ids)]: log P(token_ids) after each
+    question's decoder prefix, all questions against one encoder pass per row.
+
+    Args:
+      model: The `EncoderDecoderModel`.
+      token_ids: Vocabulary ids to read.
+      questions: The `model.questions.QuestionPrefixes` (their segments lie
+        side by side on the decoder's length axis; see that module).
+      params: Its parameters.
+      encoder_input_tokens: int [rows, length], padded with `config.pad_id`.
+    """
+    rows = encoder_input_tokens.shape[0]
+    decoder = questions.decoder_row(model.config.decoder_start_id)
+    batch = {name: jnp.broadcast_to(jnp.asarray(row_1xS), (rows, row_1xS.shape[1]))
+             for name, row_1xS in decoder.items()}
+    batch["encoder_input_tokens"] = encoder_input_tokens
+    return _read_log_probs(model.logits(params, batch), token_ids)
+
+
 def _read_log_probs(logits_BxT: jax.Array, token_ids: tuple[int, ...]) -> jax.Array:
     """log P(token_ids) from the full-vocabulary softmax over the last axis."""
     logits_BxT = logits_BxT.astype(jnp.float32)
@@ -81,7 +102,7 @@ def check_token_ids(token_ids, vocab_size: int) -> tuple[int, ...]:
 def compile_first_step(model: Any, token_ids: tuple[int, ...], mesh: Mesh,
                        abstract_params: Any, rows: int, length: int,
                        compiler_options: Optional[Mapping[str, Any]] = None,
-                       slots: Optional[int] = None):
+                       slots: Optional[int] = None, questions: Optional[Any] = None):
     """Compiles `log_probs` (or, with `slots`, `packed_log_probs`) for
     `[rows, length]` batches ahead of time.
 
@@ -96,13 +117,25 @@ def compile_first_step(model: Any, token_ids: tuple[int, ...], mesh: Mesh,
       compiler_options: XLA options (see `engines.jax_engine.JaxEngine`).
       slots: None, or the inputs packed per row (the program then also
         takes the segment ids and returns `[rows, slots, len(token_ids)]`).
+      questions: None, or a multi-question metric's `QuestionPrefixes` (the
+        program is `question_log_probs`, `[rows, questions, len(token_ids)]`).
 
     Returns:
       The compiled executable `(params, tokens[, segment_ids]) -> log-probabilities`.
+
+    Raises:
+      ValueError: for `slots` with `questions` (packed inputs of a
+        multi-question metric are not supported).
     """
     param_shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
     tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
-    if slots is None:
+    if questions is not None:
+        if slots is not None:
+            raise ValueError("packing several inputs per row is not supported with a "
+                             "multi-question metric; score it unpacked")
+        program, inputs = functools.partial(question_log_probs, model, token_ids,
+                                            questions), (tokens,)
+    elif slots is None:
         program, inputs = functools.partial(log_probs, model, token_ids), (tokens,)
     else:
         program, inputs = functools.partial(packed_log_probs, model, token_ids,

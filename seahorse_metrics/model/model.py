@@ -6,7 +6,8 @@ path. Methods take plain (unboxed) parameter pytrees and T5X batch features:
 
   encoder_input_tokens, decoder_input_tokens, decoder_target_tokens,
   decoder_loss_weights (optional), and for packed batches encoder_segment_ids,
-  decoder_segment_ids, encoder_positions, decoder_positions.
+  decoder_segment_ids, encoder_positions, decoder_positions; scoring may add
+  decoder_read_positions (the positions whose logits are wanted).
 
 The array-valued methods are jit-compiled; the compiled functions are shared
 by every model object with an equal config.
@@ -29,7 +30,7 @@ Params = Any
 Batch = Mapping[str, Array]
 
 _PACKING_FEATURES = ("encoder_segment_ids", "decoder_segment_ids", "encoder_positions",
-                     "decoder_positions")
+                     "decoder_positions", "decoder_read_positions")
 
 
 class EncoderDecoderModel:

@@ -34,8 +34,9 @@ import numpy as np
 
 from seahorse_metrics.model import stacks
 from seahorse_metrics.model.attention import (AttentionMask, RelativeBias, blocked_attention,
-                                              cudnn_attention, dense_weights, folded_attention,
-                                              uses_cudnn, weighted_values)
+                                              cudnn_attention, decoder_attention_masks,
+                                              dense_weights, encoder_attention_mask,
+                                              folded_attention, uses_cudnn, weighted_values)
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.model.kernels import Kernel, QuantizedKernel, dense
 
@@ -452,7 +453,8 @@ class Decoder(nn.Module):
     @nn.compact
     def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, self_mask_bias_Bx1xQxQ: Array,
                  cross_mask_bias_Bx1xQxK: Array, deterministic: bool,
-                 embedding_TxD: Optional[Array] = None) -> Array:
+                 embedding_TxD: Optional[Array] = None,
+                 read_positions_BxR: Optional[Array] = None) -> Array:
         cfg = self.config
         length = y_BxQxD.shape[1]
         position_bias_1xHxQxQ = _stack_bias(cfg, length, bidirectional=False)
@@ -464,6 +466,9 @@ class Decoder(nn.Module):
                                     deterministic_argnum=7)
         y_BxQxD = RMSNorm(cfg.layer_norm_epsilon, jnp.dtype(cfg.dtype), name="decoder_norm")(y_BxQxD)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
+        if read_positions_BxR is not None:
+            # Only the read positions go through the [d_model, vocab] head.
+            y_BxQxD = jnp.take_along_axis(y_BxQxD, read_positions_BxR[..., None], axis=1)
         # Logits in float32 for a stable softmax, whatever the compute dtype.
         if cfg.tie_word_embeddings:
             # T5 v1.0: the embedding is the head, after rescaling by d_model**-0.5.
@@ -485,32 +490,6 @@ class Decoder(nn.Module):
                                    w_logits_DxT.astype(operand_dtype),
                                    preferred_element_type=jnp.float32)
         return nn.with_logical_constraint(logits_BxQxT, ("batch", "length", "vocab"))
-
-
-def encoder_attention_mask(config: T5Config, encoder_input_tokens_BxL: Array,
-                      encoder_segment_ids_BxL: Optional[Array] = None) -> AttentionMask:
-    """Encoder self-attention mask: keys must be real tokens (of the query's
-    segment when packed). `.dense(L, L)` is the additive [B, 1, 1 or L, L] mask."""
-    key_is_token_BxL = encoder_input_tokens_BxL != config.pad_id
-    return AttentionMask(key_is_token_BxL, encoder_segment_ids_BxL, encoder_segment_ids_BxL)
-
-
-def decoder_attention_masks(config: T5Config, encoder_input_tokens_BxK: Array, decoder_length: int,
-                        encoder_segment_ids_BxK: Optional[Array] = None,
-                        decoder_segment_ids_BxQ: Optional[Array] = None
-                        ) -> tuple[AttentionMask, AttentionMask]:
-    """Masks of decoder self-attention (causal, within a segment) and
-    cross-attention (real encoder tokens, of the same segment when packed).
-
-    Decoder padding needs no mask: it comes last, and causality keeps real
-    positions from seeing it.
-    """
-    del decoder_length  # The masks take the lengths of their attention.
-    key_is_token_BxK = encoder_input_tokens_BxK != config.pad_id
-    if (encoder_segment_ids_BxK is None) != (decoder_segment_ids_BxQ is None):
-        raise ValueError("Packed batches need both encoder_segment_ids and decoder_segment_ids.")
-    return (AttentionMask(None, decoder_segment_ids_BxQ, decoder_segment_ids_BxQ, causal=True),
-            AttentionMask(key_is_token_BxK, decoder_segment_ids_BxQ, encoder_segment_ids_BxK))
 
 
 class Transformer(nn.Module):
@@ -554,13 +533,15 @@ class Transformer(nn.Module):
           Encoder outputs [B, L, d_model] in the compute dtype.
         """
         del encoder_positions  # Offsets within a segment do not depend on it.
-        mask_bias = encoder_attention_mask(self.config, encoder_input_tokens, encoder_segment_ids)
+        mask_bias = encoder_attention_mask(self.config.pad_id, encoder_input_tokens,
+                                           encoder_segment_ids)
         return self.encoder(self._embed(encoder_input_tokens), mask_bias, deterministic)
 
     def decode(self, encoded: Array, encoder_input_tokens: Array, decoder_input_tokens: Array,
                encoder_segment_ids: Optional[Array] = None,
                decoder_segment_ids: Optional[Array] = None,
-               decoder_positions: Optional[Array] = None, deterministic: bool = True) -> Array:
+               decoder_positions: Optional[Array] = None, deterministic: bool = True,
+               decoder_read_positions: Optional[Array] = None) -> Array:
         """Runs the decoder with teacher forcing over `decoder_input_tokens`.
 
         Args:
@@ -569,30 +550,36 @@ class Transformer(nn.Module):
           decoder_input_tokens: int [B, Q], starting with `config.decoder_start_id`
             (each packed segment too). Q = 1 gives the first step only.
           encoder_segment_ids: int [B, K] segment ids when packed, else None.
-          decoder_segment_ids: int [B, Q] segment ids when packed, else None.
+          decoder_segment_ids: int [B, Q] segment ids when packed, else None;
+            given alone, each decoder segment reads the whole encoder input.
           decoder_positions: int [B, Q]; accepted as in `encode` (not needed).
           deterministic: Disables dropout.
+          decoder_read_positions: int [B, R] positions whose logits are
+            wanted, or None for all.
 
         Returns:
-          float32 logits [B, Q, vocab_size].
+          float32 logits [B, Q, vocab_size] (with `decoder_read_positions`,
+          [B, R, vocab_size]).
         """
         del decoder_positions  # See `encode`.
         self_mask_bias, cross_mask_bias = decoder_attention_masks(
-            self.config, encoder_input_tokens, decoder_input_tokens.shape[1],
-            encoder_segment_ids, decoder_segment_ids)
+            self.config.pad_id, encoder_input_tokens, encoder_segment_ids, decoder_segment_ids)
         tied_head = self.token_embedder() if self.config.tie_word_embeddings else None
         return self.decoder(self._embed(decoder_input_tokens), encoded, self_mask_bias,
-                            cross_mask_bias, deterministic, tied_head)
+                            cross_mask_bias, deterministic, tied_head, decoder_read_positions)
 
     def __call__(self, encoder_input_tokens: Array, decoder_input_tokens: Array,
                  encoder_segment_ids: Optional[Array] = None,
                  decoder_segment_ids: Optional[Array] = None,
                  encoder_positions: Optional[Array] = None,
                  decoder_positions: Optional[Array] = None,
-                 deterministic: bool = True) -> Array:
-        """Encodes and decodes; returns float32 logits [B, Q, vocab_size]."""
+                 deterministic: bool = True,
+                 decoder_read_positions: Optional[Array] = None) -> Array:
+        """Encodes and decodes; returns float32 logits [B, Q, vocab_size]
+        (or [B, R, vocab_size] at `decoder_read_positions`, see `decode`)."""
         encoded = self.encode(encoder_input_tokens, encoder_segment_ids, encoder_positions,
                               deterministic=deterministic)
         return self.decode(encoded, encoder_input_tokens, decoder_input_tokens,
                            encoder_segment_ids, decoder_segment_ids, decoder_positions,
-                           deterministic=deterministic)
+                           deterministic=deterministic,
+                           decoder_read_positions=decoder_read_positions)

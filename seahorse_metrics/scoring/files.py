@@ -210,7 +210,9 @@ def score_table(checkpoints, input_path: str, output_path: str, *,
                               fields=fields, thresholds=threshold, calibration=calibration,
                               encoding=encoding, quoting=quoting)
     scorer = MultiScorer.load(job.checkpoints, options=job.options, mesh=mesh)
-    job = dataclasses.replace(job, checkpoints=scorer.checkpoints, options=scorer.options)
+    job = job_lib.resolve_job([input_path], output_path, scorer.checkpoints,
+                              options=scorer.options, fields=fields, thresholds=threshold,
+                              calibration=calibration, encoding=encoding, quoting=quoting)
     summary = score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
     job_lib.finish_run(summary, output_path)
     return summary

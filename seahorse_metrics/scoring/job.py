@@ -27,6 +27,7 @@ import logging
 import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from seahorse_metrics.checkpoints.layout import checkpoint_names, metric_columns
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
@@ -205,17 +206,15 @@ def resolve_job(inputs: Sequence[str], output: str,
       ValueError: for no checkpoint, an unsupported file type, an output
         that is an input, or a bad threshold or calibration file.
     """
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
-
     checkpoints = checkpoint_names(checkpoints)
     for path in inputs:
         check_output_path(path, output)
-    names = list(checkpoints)
+    names = metric_columns(checkpoints)  # a multi-question checkpoint scores several
     if thresholds is None or isinstance(thresholds, str):
         thresholds = read_decision_thresholds(thresholds, names)
     if isinstance(calibration, str):
         calibration = maps_for(calibration, names)
-    columns = dict(columns or {name: name for name in checkpoints})
+    columns = dict(columns or {name: name for name in names})
     return ScoringJob(
         inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
         options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),

@@ -10,7 +10,7 @@ import gc
 import hashlib
 import logging
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from seahorse_metrics.checkpoints.layout import find_vocabulary, question_template
 from seahorse_metrics.checkpoints.streaming import trim_heap
@@ -135,6 +135,33 @@ def mesh_or_default(mesh: Any) -> Any:
         mesh = mesh_from_spec(mesh, jax.local_devices())
         logger.info("scoring on a %s mesh", dict(mesh.shape))
     return mesh
+
+
+def multi_question_metrics(checkpoints: Mapping[str, str], engine: str) -> dict:
+    """name -> `QuestionPrefixes` of the checkpoints that are multi-question
+    metrics (a `questions.json` beside them).
+
+    Raises:
+      ValueError: for a malformed questions file, or such metrics on an engine
+        other than JAX (`engines.choice.check_questions_engine`).
+    """
+    from seahorse_metrics.checkpoints.layout import question_prefixes
+    from seahorse_metrics.engines.choice import check_questions_engine
+
+    found = {name: question_prefixes(path) for name, path in checkpoints.items()}
+    found = {name: questions for name, questions in found.items() if questions is not None}
+    check_questions_engine(engine, found)
+    return found
+
+
+def column_checkpoints(metrics: Sequence[str], checkpoints: Mapping[str, str],
+                       questions: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
+    """column -> checkpoint path (each question column of a multi-question
+    metric has the metric's checkpoint); `columns` as `column_names` gives them."""
+    owners = [name for name in metrics
+              for _ in range(len(questions[name]) if name in questions else 1)]
+    return {column: checkpoints[owner] for column, owner in zip(columns, owners)
+            if owner in checkpoints}
 
 
 def file_digest(path: str) -> str:

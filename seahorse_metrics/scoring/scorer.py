@@ -45,7 +45,8 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
+from seahorse_metrics.checkpoints.layout import (SINGLE_NAME, checkpoint_names, column_names,
+                                                 find_vocabulary)
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.choice import place
@@ -53,8 +54,10 @@ from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring import int8_check
 from seahorse_metrics.scoring.job import InputFields
 from seahorse_metrics.scoring.options import ScoringOptions
-from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
-                                              load_models, resolve_vocabulary,
+from seahorse_metrics.model.questions import QuestionPrefixes
+from seahorse_metrics.scoring.loading import (check_models, column_checkpoints, file_digest,
+                                              given_options, load_models,
+                                              multi_question_metrics, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.records import check_pairs
@@ -114,7 +117,8 @@ class MultiScorer:
 
     def __init__(self, models: Mapping[str, tuple[Any, Any]], vocab_path: str, *,
                  options: Optional[ScoringOptions] = None, mesh: Any = None,
-                 checkpoints: Optional[Mapping[str, str]] = None, **changes):
+                 checkpoints: Optional[Mapping[str, str]] = None,
+                 questions: Optional[Mapping[str, QuestionPrefixes]] = None, **changes):
         """Builds a scorer from loaded models.
 
         Args:
@@ -128,6 +132,8 @@ class MultiScorer:
             window_size, packing, compiler_options).
           mesh: A ('data', 'model') device mesh (default: all devices on 'data').
           checkpoints: name -> checkpoint path, for `metadata()`.
+          questions: name -> `QuestionPrefixes` of the multi-question models
+            (a column per question, one encoder pass per input; `_columns`).
           **changes: `ScoringOptions` fields that override `options`'.
 
         Raises:
@@ -135,25 +141,44 @@ class MultiScorer:
             model or cannot tell "1" from "0".
           TypeError: for a name in `changes` that is no option.
         """
-        if not models:
-            raise ValueError("need at least one model")
         options = ScoringOptions.of(options, **changes)
-        self.names = list(models)
+        questions = self._columns(models, questions, checkpoints, options.packing)
         self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
         self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
                                                                        vocab_path)
         self.settings = InputSettings.of(options)
         token_ids = (self.positive_id, self.negative_id)
-        self.engines = place(models, self.tokenizer, token_ids, mesh, options.compiler_options)
+        self.engines = place(models, self.tokenizer, token_ids, mesh, options.compiler_options,
+                             questions)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length,
                                                    options.bucket_lengths)
         self.batch_size, self.max_batch_tokens = int(options.batch_size), int(
             options.max_batch_tokens)
         self.window_size, self.packing = int(options.window_size), bool(options.packing)
         self.batching()  # Validates the batch settings now.
-        self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
         self.options = self._scoring_options(options)
+
+    def _columns(self, models: Mapping[str, Any], questions: Optional[Mapping[str, Any]],
+                 checkpoints: Optional[Mapping[str, str]], packing: bool) -> dict:
+        """Sets `names` (a column per question of a multi-question model,
+        `checkpoints.layout.column_names`), `checkpoints` and each column's
+        checkpoint; returns the questions.
+
+        Raises:
+          ValueError: for no models, or packing with a multi-question model.
+        """
+        if not models:
+            raise ValueError("need at least one model")
+        questions = dict(questions or {})
+        if questions and packing:
+            raise ValueError("packing is not supported with a multi-question metric "
+                             f"({', '.join(sorted(questions))}); score it without packing")
+        self.names = column_names(list(models), questions)
+        self.checkpoints = dict(checkpoints or {})
+        self._column_checkpoints = column_checkpoints(list(models), self.checkpoints, questions,
+                                                      self.names)
+        return questions
 
     def _scoring_options(self, options: ScoringOptions) -> ScoringOptions:
         """`options` as this scorer runs them (`self.options`): the models'
@@ -211,8 +236,10 @@ class MultiScorer:
         if options.question_template is None:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
         vocab_path = next(iter(vocab_paths.values()))
+        questions = multi_question_metrics(named, options.engine)
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
-        scorer = cls(models, vocab_path, options=options, checkpoints=named, mesh=mesh)
+        scorer = cls(models, vocab_path, options=options, checkpoints=named, mesh=mesh,
+                     questions=questions)
         scorer.check_int8(options, engine_options)
         return scorer
 
@@ -279,8 +306,8 @@ class MultiScorer:
         """name -> the signature of that metric's scores (`scoring.signature`)."""
         if self._signatures is None:
             self._signatures = {
-                name: metric_signature(engine, self.settings, self.checkpoints.get(name),
-                                       self.vocab_path)
+                name: metric_signature(engine, self.settings,
+                                       self._column_checkpoints.get(name), self.vocab_path)
                 for name, engine in zip(self.names, self.engines)}
         return dict(self._signatures)
 
@@ -296,11 +323,14 @@ class MultiScorer:
                              "question_template": self.settings.question_template,
                              "engine_options": dict(options.engine_options or {},
                                                     **(engine_options or {})) or None}
-        variants = int8_check.variants(self.checkpoints, self.vocab_path, self.engines,
+        # One check per checkpoint: a multi-question metric's weights are
+        # checked through its first question (the float32 twin reads that one).
+        engines = [engine for engine in self.engines if getattr(engine, "column", 0) == 0]
+        variants = int8_check.variants(self.checkpoints, self.vocab_path, engines,
                                        options.engine, reference_options)
         tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
                                          self.settings.question_template)
-        self.int8_checks = int8_check.check_all(variants, self.engines, tokens,
+        self.int8_checks = int8_check.check_all(variants, engines, tokens,
                                                 options.int8_min_spearman)
 
     # ----------------------------------------------------------- scoring

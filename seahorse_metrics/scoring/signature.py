@@ -68,6 +68,8 @@ def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str],
     units = (f"sentence-{settings.sentence_aggregate}" if settings.per_sentence else "summary")
     long_inputs = (f"chunk-{settings.chunk_overlap}" if settings.long_inputs == "chunk"
                    else settings.long_inputs)
+    # A multi-question metric's columns share a checkpoint: the question tells them apart.
+    question = {"q": engine.question} if getattr(engine, "question", None) else {}
     return format_signature({
         "seahorse": seahorse_metrics.__version__,
         "engine": f"{engine.name}-{engine.library_version()}",
@@ -82,4 +84,5 @@ def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str],
         "norm": settings.normalize,
         "cut": settings.long_summaries,
         "tmpl": _short_hash(settings.question_template)[:4],
+        **question,
     })

@@ -15,12 +15,26 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
+from seahorse_metrics.checkpoints.layout import QUESTIONS_FILE, question_prefixes
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.loading import (given_options, load_models, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.scorer import SCORE_FIELD, MultiScorer, ScoreOutput
 from seahorse_metrics.scoring.units import InputSettings
 from seahorse_metrics.scoring.window_scoring import ScoringStats
+
+
+def _one_question(path: str) -> str:
+    """`path`, unless it is a multi-question metric (`Scorer` scores one column).
+
+    Raises:
+      ValueError: for a multi-question metric.
+    """
+    if question_prefixes(path) is not None:
+        raise ValueError(f"{path} is a multi-question metric ({QUESTIONS_FILE}: one score "
+                         "per question); load it with MultiScorer.load, which gives a "
+                         "column per question")
+    return path
 
 
 class Scorer:
@@ -103,11 +117,13 @@ class Scorer:
 
         Raises:
           FileNotFoundError: if no vocabulary is given or found.
+          ValueError: for a multi-question metric (one column per question:
+            `MultiScorer.load` scores it).
         """
         options = given_options(options, vocab=vocab, dtype=dtype,
                                  max_input_length=max_input_length, batch_size=batch_size,
                                  quantize=quantize, **kwargs)
-        path = resolve_checkpoint(path)
+        path = _one_question(resolve_checkpoint(path))
         vocab_path = resolve_vocabulary(path, options.vocab)
         if options.question_template is None:
             options = ScoringOptions.of(

@@ -22,6 +22,7 @@ from seahorse_metrics.data.inputs import SummaryTooLongError, Tokenizer, Truncat
 from seahorse_metrics.scoring import units as units_lib
 from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 from seahorse_metrics.engines.base import Engine
+from seahorse_metrics.engines.question_columns import shared_calls
 
 logger = logging.getLogger(__name__)
 
@@ -219,10 +220,12 @@ class WindowScorer:
     def _dispatch(self, batch: Batch) -> list:
         """Starts every model on `batch` (packed batches with their segment ids)."""
         tokens = self.engines[0].put(batch.tokens)
+        # The columns of a multi-question metric share one call (one encoder pass).
         if batch.segment_ids is None:
-            return [engine(tokens) for engine in self.engines]
+            return shared_calls(self.engines, lambda engine: engine(tokens))
         segments = self.engines[0].put(batch.segment_ids)
-        return [engine(tokens, segments, batch.slots) for engine in self.engines]
+        return shared_calls(self.engines,
+                            lambda engine: engine(tokens, segments, batch.slots))
 
     def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
         encoded, kept, failed = [], [], []

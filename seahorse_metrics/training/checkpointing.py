@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
-from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE
+from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE, write_question_prefixes
 from seahorse_metrics.model import stacks
 from seahorse_metrics.io.atomic import replace_directory, restore_directory, write_json_atomically
 from seahorse_metrics.io.json_files import read_json
@@ -167,12 +167,16 @@ class BestCheckpoint:
       vocabulary_path: SentencePiece model copied next to the checkpoint so
         the directory is self-contained (None: not copied).
       metric: The validation metric that decides (higher is better).
+      questions: A multi-question model's `QuestionPrefixes`, written beside
+        it as `questions.json` (None: a metric of one question).
     """
 
-    def __init__(self, directory: str, vocabulary_path: Optional[str], metric: str = "roc_auc"):
+    def __init__(self, directory: str, vocabulary_path: Optional[str], metric: str = "roc_auc",
+                 questions: Optional[Any] = None):
         self.directory = os.path.abspath(directory)
         self.vocabulary_path = vocabulary_path
         self.metric = metric
+        self.questions = questions
         if jax.process_index() == 0:
             # A crash between the two renames of `replace_directory`: the old
             # best checkpoint is still the best one saved.
@@ -206,6 +210,8 @@ class BestCheckpoint:
         if jax.process_index() == 0:
             if self.vocabulary_path:
                 shutil.copyfile(self.vocabulary_path, os.path.join(staging, VOCAB_FILE))
+            if self.questions is not None:
+                write_question_prefixes(staging, self.questions)
             write_json_atomically(os.path.join(staging, BEST_RECORD), record, sort_keys=True,
                                   newline=True)
             replace_directory(staging, self.directory)

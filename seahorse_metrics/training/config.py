@@ -41,7 +41,12 @@ class TrainConfig:
     Attributes:
       model_dir: Run directory: checkpoints/, best/, train_log.jsonl,
         tensorboard/, config.gin. Re-running on the same directory resumes.
-      task: seqio task or mixture (`seahorse_q1`..`seahorse_q6`, `seahorse_all`).
+      task: seqio task or mixture (`seahorse_q1`..`seahorse_q6`, `seahorse_all`),
+        or `seahorse_multi_question`: one multi-question metric for the six
+        questions (`training.multi_question`).
+      question_rates: For `seahorse_multi_question`, sampling rate per
+        question (`{"q4": 2.0}`); unnamed questions are sampled in
+        proportion to their training examples.
       data_dir: Prepared SEAHORSE directory (`seahorse-metrics prepare`
         output); the tasks are registered over it. None: the task must already
         be registered (or cached splits exist in `data_cache_dir`).
@@ -94,7 +99,8 @@ class TrainConfig:
       eval_every: Validate every this many steps (and at the end); 0 disables
         validation.
       eval_batch_size: Rows per validation batch.
-      eval_max_examples: Score only the first N validation examples.
+      eval_max_examples: Score only the first N validation examples (of each
+        question, in a multi-question run).
       log_every: Write train metrics every this many steps.
       data_cache_dir: Where materialised splits are cached; None uses
         MODEL_DIR/data.
@@ -105,6 +111,7 @@ class TrainConfig:
 
     model_dir: str
     task: str
+    question_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
     data_dir: Optional[str] = None
     model: str = "mt5_small"
     model_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)

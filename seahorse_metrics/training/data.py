@@ -126,6 +126,10 @@ class ExampleSet:
     def targets(self, i: int) -> np.ndarray:
         return self.target_tokens[self.target_offsets[i] : self.target_offsets[i + 1]]
 
+    def take(self, count: int) -> "ExampleSet":
+        """The first `count` examples (`take`)."""
+        return take(self, count)
+
     def with_labels(self, labels: Sequence[float]) -> "ExampleSet":
         """A copy with other labels (same examples)."""
         labels = np.asarray(labels, np.float32)

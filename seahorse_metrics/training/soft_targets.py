@@ -164,9 +164,14 @@ class SoftTargetStream(BatchStream):
 
 
 def make_stream(examples: ExampleSet, *args, **kwargs) -> BatchStream:
-    """The trainer's batch stream: soft targets for a `SoftExampleSet`."""
+    """The trainer's batch stream: soft targets for a `SoftExampleSet`,
+    weighted question prefixes for a `multi_question.QuestionExampleSet`."""
+    from seahorse_metrics.training.multi_question import QuestionExampleSet, QuestionStream
+
     if isinstance(examples, SoftExampleSet):
         return SoftTargetStream(examples, *args, **kwargs)
+    if isinstance(examples, QuestionExampleSet):
+        return QuestionStream(examples, *args, **kwargs)
     return BatchStream(examples, *args, **kwargs)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -30,6 +31,7 @@ import numpy as np
 from seahorse_metrics.checkpoints import layout
 from seahorse_metrics.model import T5Config, get_config, stacks
 from seahorse_metrics.training import checkpointing
+from seahorse_metrics.training import multi_question
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training import optimizers
 from seahorse_metrics.training import sharding as sharding_lib
@@ -179,19 +181,21 @@ def _register_tasks(config: TrainConfig, vocabulary_path: str) -> None:
                    truncation=config.truncation)
 
 
-def _load_split(config: TrainConfig, vocabulary_path: str, split: str) -> ExampleSet:
+def _load_split(config: TrainConfig, vocabulary_path: str, split: str,
+                task: Optional[str] = None) -> ExampleSet:
+    task = task or config.task
     fingerprint = {
         "data_dir": os.path.abspath(config.data_dir) if config.data_dir else None,
         "vocabulary": os.path.abspath(vocabulary_path),
         "truncation": config.truncation,
     }
     cached = data_lib.cached_split_path(
-        config.cache_dir, config.task, split, config.input_length, config.target_length, fingerprint
+        config.cache_dir, task, split, config.input_length, config.target_length, fingerprint
     )
     if not os.path.exists(cached):
         _register_tasks(config, vocabulary_path)
     return data_lib.load_split(
-        config.task, split, config.input_length, config.target_length,
+        task, split, config.input_length, config.target_length,
         cache_dir=config.cache_dir, fingerprint=fingerprint,
         write_cache=jax.process_index() == 0,
     )
@@ -210,6 +214,10 @@ def load_examples(config: TrainConfig) -> dict[str, ExampleSet]:
     """
     vocabulary_path = resolve_vocabulary(config)
     splits = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
+    if config.task == multi_question.MULTI_QUESTION_TASK:
+        return multi_question.load_question_examples(
+            functools.partial(_load_split, config, vocabulary_path), vocabulary_path, splits,
+            config.question_rates)
     return {split: _load_split(config, vocabulary_path, split) for split in splits}
 
 
@@ -236,7 +244,7 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     train_examples = given[TRAIN_SPLIT]
     validation_examples = given.get(VALIDATION_SPLIT) if config.eval_every else None
     if validation_examples is not None and config.eval_max_examples:
-        validation_examples = data_lib.take(validation_examples, config.eval_max_examples)
+        validation_examples = validation_examples.take(config.eval_max_examples)
     for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
         if subset is not None:
             _check_vocab_size(subset, model_config, split)
@@ -331,13 +339,7 @@ class _Loop:
 
     def _validate(self) -> None:
         run = self.run
-        with sharding_context(self.plan.mesh):
-            probs = validation.first_token_probabilities(
-                self.plan.model, self.state.params, run.validation_examples, run.token_ids,
-                self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
-            )
-        metrics = validation.validation_metrics(run.validation_examples.labels, probs[:, 0])
-        metrics.update(soft_targets.agreement_metrics(run.validation_examples, probs))
+        metrics = self._validation_metrics()
         self.writer.write(self.step, "validation", metrics)
         self.last_validation = metrics
         logger.info("Validation at step %d: %s", self.step, metrics)
@@ -346,6 +348,18 @@ class _Loop:
         if checkpointing.is_better(metrics[selected_by], best_value):
             self.best_keeper.save(self.step, run.model_config, self.state.params, metrics)
             self.best = {"step": self.step, selected_by: metrics[selected_by], "metrics": metrics}
+
+    def _validation_metrics(self) -> dict[str, Any]:
+        run, examples = self.run, self.run.validation_examples
+        scoring = (self.plan.model, self.state.params, examples, run.token_ids,
+                   self.config.eval_batch_size, self.config.input_length, self.plan.mesh)
+        with sharding_context(self.plan.mesh):
+            if isinstance(examples, multi_question.QuestionExampleSet):
+                return multi_question.validate(*scoring)
+            probs = validation.first_token_probabilities(*scoring)
+        metrics = validation.validation_metrics(examples.labels, probs[:, 0])
+        metrics.update(soft_targets.agreement_metrics(examples, probs))
+        return metrics
 
     def run_steps(self) -> None:
         config, plan = self.config, self.plan
@@ -557,7 +571,8 @@ def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) ->
     )
     best_keeper = checkpointing.BestCheckpoint(
         os.path.join(config.model_dir, layout.BEST_DIR), run.vocabulary_path,
-        metric=soft_targets.selection_metric(run.validation_examples))
+        metric=soft_targets.selection_metric(run.validation_examples),
+        questions=getattr(run.train_examples, "questions", None))
     try:
         state, position, best = _start(run, run_checkpoints)
         start_step = int(jax.device_get(state.step))

@@ -35,8 +35,10 @@ def first_token_probabilities(
     batch_size: int,
     max_length: int,
     mesh: Mesh,
+    questions: Optional[Any] = None,
 ) -> np.ndarray:
-    """P(token) at the first decoder step for every example of `examples`.
+    """P(token) at the first decoder step for every example of `examples`
+    (after each question's prefix, for a multi-question model).
 
     The examples form one window of the scorer: batched by length bucket
     (`scoring.batching`, buckets up to `max_length`), each batch shape
@@ -50,15 +52,18 @@ def first_token_probabilities(
       batch_size: Most rows per batch; rows split over the `data` mesh axis.
       max_length: Encoder length cap.
       mesh: The device mesh.
+      questions: A multi-question model's `QuestionPrefixes`, or None.
 
     Returns:
-      float32 [len(examples), len(token_ids)] in the examples' order.
+      float32 [len(examples), len(token_ids)] in the examples' order (with
+      `questions`, [len(examples), questions, len(token_ids)]).
     """
-    engine = JaxEngine(model, params, token_ids, mesh)
+    engine = JaxEngine(model, params, token_ids, mesh, questions=questions)
     config = BatchingConfig(buckets=bucket_lengths(max_length), batch_size=batch_size,
                             row_multiple=engine.data_parallel, window_size=max(1, len(examples)))
     units = [(index, examples.inputs(index)[:max_length]) for index in range(len(examples))]
-    out = np.zeros((len(examples), len(engine.token_ids)), np.float32)
+    per_question = (len(questions),) if questions is not None else ()
+    out = np.zeros((len(examples),) + per_question + (len(engine.token_ids),), np.float32)
     for batch in batch_window(units, config, model.config.pad_id):
         log_probs = engine.log_probs(batch.tokens)
         for row, key in enumerate(batch.keys):
