@@ -116,3 +116,11 @@ def train_sample(tmp_path_factory):
     from fixtures import train_utils
 
     return train_utils.cache_sample(str(tmp_path_factory.mktemp("train_sample")))
+
+
+@pytest.fixture(scope="session")
+def multi_question_dir(tmp_path_factory, tiny_hf_dir):
+    """`tiny_hf_dir` with a questions.json beside it: a multi-question metric."""
+    from fixtures.multi_question import build_multi_question_dir
+
+    return build_multi_question_dir(tmp_path_factory, tiny_hf_dir)
