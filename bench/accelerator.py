@@ -68,7 +68,7 @@ sys.path.insert(0, BENCH)
 
 from accelerator_roles import demo_checkpoints  # noqa: E402
 from accelerator_report import check_record, summarize, table  # noqa: E402
-from common import machine_line  # noqa: E402
+from common import git_commit, machine_line  # noqa: E402
 
 SCHEMA = "seahorse-metrics/accelerator-run/1"
 PARTS = ("train", "nofit", "score", "anchor", "numerics")
@@ -343,15 +343,6 @@ def describe_device(probe: dict, args: argparse.Namespace) -> dict:
             "platform_version": probe.get("platform_version"),
             "memory_bytes": memory.get("bytes_limit"), "bf16_peak_flops": peak,
             "peak_source": source}
-
-
-def git_commit() -> Optional[str]:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None
 
 
 def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner, dict]:

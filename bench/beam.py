@@ -30,6 +30,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
+
 SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 VOCAB_SIZE = 6016  # The sample vocabulary's 6000 pieces, rounded up to a multiple of 64.
 
@@ -49,6 +51,7 @@ def parse_args(argv=None):
                              "minute (start-up dominates: not the figure to report).")
     parser.add_argument("--work_dir", default=None, help="Keep the files here (default: a "
                                                          "temporary folder, removed).")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.preset, args.repeat = "tiny", 2
@@ -112,6 +115,7 @@ def scores(path: str) -> list[float]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    print(machine_line(), flush=True)
     folder = args.work_dir or tempfile.mkdtemp(prefix="bench_beam_")
     os.makedirs(folder, exist_ok=True)
     env = dict(os.environ, JAX_PLATFORMS="cpu", USE_TF="0", TF_CPP_MIN_LOG_LEVEL="3",
@@ -148,6 +152,15 @@ def main(argv=None) -> int:
     print(f"same scores row for row: {'yes' if same else 'NO'}")
     ratio = best["in_process"] / best["pipeline"]
     print(f"pipeline ({args.workers} workers) over in-process: {ratio:.2f} (target >= 0.75)")
+    variants = {name: {"rows_per_s": rows / seconds, "seconds": seconds}
+                for name, seconds in best.items()}
+    write_record(make_record(
+        "beam", f"Scoring {rows} rows ({args.preset} shape, {args.max_input_length} tokens): "
+        f"`score --runner DirectRunner` on {args.workers} workers against one process",
+        unit="rows/s", primary="rows_per_s", variants=variants,
+        ratios={f"pipeline ({args.workers} workers) / in process": ratio}, args=vars(args),
+        details={"same_scores": same, "precompile_s": compile_seconds}),
+        args.results_dir, tag="quick" if args.quick else "")
     print(f"ratio: {ratio:.2f}")
     return 0 if same else 1
 

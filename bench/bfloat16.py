@@ -20,6 +20,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -30,6 +33,7 @@ def parse_args(argv=None):
     parser.add_argument("--questions", default="1,2,3,4,5,6")
     parser.add_argument("--max_input_length", type=int, default=96,
                         help="Input tokens, as the demo trains (default 96).")
+    add_results_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -64,6 +68,7 @@ def main(argv=None) -> int:
         return 2
     with open(split_path, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
+    print(machine_line(), flush=True)
     results = {}
     for question in (int(q) for q in args.questions.split(",")):
         checkpoint = os.path.join(args.demo_dir, "metrics", f"q{question}", "best")
@@ -72,7 +77,14 @@ def main(argv=None) -> int:
               f"|log P diff| max {result['max_log_p_diff']:.4f} median "
               f"{result['median_log_p_diff']:.4f}, ROC-AUC {result['roc_auc_float32']:.4f} "
               f"(float32) {result['roc_auc_bfloat16']:.4f} (bfloat16)", flush=True)
-    print(f"min_spearman: {min(r['spearman'] for r in results.values()):.5f}")
+    worst = min(r["spearman"] for r in results.values())
+    write_record(make_record(
+        "bfloat16", f"bfloat16 against float32 scores of the demo's metrics, {len(rows)} pairs "
+        f"of the {args.split} split", unit="Spearman", primary="spearman",
+        variants={f"q{question}": result for question, result in results.items()},
+        ratios={"lowest Spearman, bfloat16 against float32": worst}, args=vars(args)),
+        args.results_dir)
+    print(f"min_spearman: {worst:.5f}")
     return 0
 
 

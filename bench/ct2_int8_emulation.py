@@ -29,7 +29,10 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("USE_TF", "0")
+
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -43,6 +46,7 @@ def parse_args(argv=None):
     parser.add_argument("--alpha", type=float, default=0.5, help="Smoothing exponent (0.5).")
     parser.add_argument("--layers", action="store_true",
                         help="Also each layer's activations alone, and all but each layer.")
+    add_results_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -130,6 +134,8 @@ def main(argv=None) -> int:
     if not os.path.exists(args.metric):
         raise SystemExit(f"bench/ct2_int8_emulation.py: no checkpoint {args.metric}; run "
                          "`python -m seahorse_metrics.demo` first or pass --metric")
+    print(machine_line(), flush=True)
+    variants = {}
     with tempfile.TemporaryDirectory(prefix="ct2-emulation-") as hf_dir:
         config, params = load_checkpoint(args.metric, dtype="float32")
         export_hf(hf_dir, config, params, vocab_path=os.path.join(args.metric, "spiece.model"))
@@ -143,12 +149,21 @@ def main(argv=None) -> int:
                                             ("both (CTranslate2)", True, every)):
             rho = [emulation.spearman(smoothed, weights, activations) for smoothed in (True, False)]
             print(f"{label:<18} {rho[0]:9.5f} {rho[1]:11.5f}", flush=True)
+            variants[label] = {"spearman": rho[0], "spearman_unsmoothed": rho[1]}
         if args.layers:
             print("smoothed, per layer: its activations alone / every layer's but its own")
             for name in every:
                 alone = emulation.spearman(True, False, [name])
                 others = emulation.spearman(True, True, [n for n in every if n != name])
                 print(f"  {name:<52} {alone:.5f} / {others:.5f}", flush=True)
+                variants[f"layer {name}"] = {"spearman": alone,
+                                             "spearman_every_other_layer": others}
+    write_record(make_record(
+        "ct2_int8_emulation", f"CTranslate2's int8 emulated in PyTorch on {args.metric}, "
+        f"{len(emulation.ids)} pairs: Spearman with float32", unit="Spearman",
+        primary="spearman", variants=variants,
+        ratios={"both, smoothed": variants["both (CTranslate2)"]["spearman"]}, args=vars(args)),
+        args.results_dir)
     return 0
 
 

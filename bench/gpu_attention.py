@@ -43,6 +43,9 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import add_results_argument, make_record, write_record  # noqa: E402
 
 HEAD_DIM = 64
 # (model, heads, length, batch) of the single-attention table.
@@ -60,6 +63,7 @@ def parse_args(argv=None):
     parser.add_argument("--json", default=None, help="Also write every figure to this file.")
     parser.add_argument("--skip_attention", action="store_true",
                         help="Only the peak and the whole networks.")
+    add_results_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -300,6 +304,34 @@ def network_rows(name: str, score_rows: int, train_rows: int, score_length: int,
     return rows
 
 
+def gpu_record(args, figures: dict) -> dict:
+    """The figures so far as a benchmark record (bench/results/README.md)."""
+    variants, ratios = {}, {}
+    for row in figures.get("attention", []):
+        variants[f"{row['model']} attention, {row['batch']} x {row['length']}, {row['form']}"] = {
+            "forward_ms": row["forward_ms"], "forward_and_backward_ms": row["train_ms"],
+            "forward_share_of_bf16_peak": row["forward_share"], "error": row["error"]}
+    for name, _, _ in NETWORKS:
+        rows = {row["variant"]: row for row in figures.get(name, [])}
+        for label, row in rows.items():
+            variants[f"{name}, {label}, scoring {row['score_rows']} x {row['score_length']}"] = {
+                "examples_per_s": row["score_rows"] / row["score_s"],
+                "gradient_ms": row["train_s"] * 1e3,
+                "max_abs_log_p_diff_vs_float32": row["log_p_difference"],
+                "gradient_relative_error": row["grad_error"]}
+        if "bfloat16, cuDNN" in rows and "bfloat16, ours" in rows:
+            ratios[f"{name} scoring, cuDNN / ours (bfloat16)"] = (
+                rows["bfloat16, ours"]["score_s"] / rows["bfloat16, cuDNN"]["score_s"])
+    machine = figures["machine"]
+    return make_record(
+        "gpu_attention", "cuDNN's fused attention against XLA's and ours, and whole networks "
+        "in bfloat16 with cuDNN on and off", unit="ms", primary="forward_ms", variants=variants
+        or {"bfloat16 product peak": {"tflops": figures["peak_tflops"]}}, ratios=ratios,
+        args=vars(args), device={"kind": machine["device"], "platform": machine["backend"],
+                                 "cudnn": machine["cudnn"],
+                                 "bf16_product_peak_flops": figures["peak_tflops"] * 1e12})
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     figures = {"machine": header()}
@@ -314,6 +346,9 @@ def main(argv=None) -> int:
         sizes = (2, 2, 256, 128) if args.quick else (score_rows, train_rows, 2048, 1024)
         sections.append((name, lambda name=name, sizes=sizes: network_rows(
             name, sizes[0], sizes[1], sizes[2], sizes[3], repeats)))
+    from seahorse_metrics.scoring.output import write_json_atomically
+
+    record_path = None
     for name, section in sections:
         start = time.perf_counter()
         try:
@@ -322,6 +357,12 @@ def main(argv=None) -> int:
             traceback.print_exc()
             print(f"{name}: failed (above)")
         print(f"({name}: {time.perf_counter() - start:.0f} s)", flush=True)
+        # After each section, so a run cut short keeps what it measured.
+        record = gpu_record(args, figures)
+        if record_path is None:
+            record_path = write_record(record, args.results_dir)
+        else:
+            write_json_atomically(record_path, record)
         if args.json:  # after each section, so a run cut short keeps what it measured
             with open(args.json, "w", encoding="utf-8") as out:
                 json.dump(figures, out, indent=1)

@@ -24,6 +24,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -44,6 +47,7 @@ def parse_args(argv=None):
     parser.add_argument("--smoothing_data", default=None,
                         help="ctranslate2 engine: the smoothing's calibration pairs (JSON lines; "
                              "default the bundled corpus).")
+    add_results_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -105,6 +109,7 @@ def main(argv=None) -> int:
         if not os.path.exists(path):
             raise SystemExit(f"bench/int8_agreement.py: no checkpoint {path} (metric {name}); "
                              "run `python -m seahorse_metrics.demo` first or pass --metrics")
+    print(machine_line(), flush=True)
     records = read_pairs(args.input, args.limit)
     premises = [r["article"] for r in records]
     hypotheses = [r["summary"] for r in records]
@@ -123,7 +128,7 @@ def main(argv=None) -> int:
           f"float32 {speed['float32']:.1f}, int8 {speed['int8']:.1f}")
     print(f"{'metric':<8} {'spearman':>9} {'max |diff|':>11} {'mean |diff|':>12} {'auc f32':>8} "
           f"{'auc int8':>9}")
-    worst = 1.0
+    worst, variants = 1.0, {}
     for name in paths:
         a, b = scores["float32"][name], scores["int8"][name]
         rho = float(spearmanr(a, b).statistic)
@@ -136,8 +141,26 @@ def main(argv=None) -> int:
             auc = [f"{roc_auc_score(y, s[keep]):.4f}" for s in (a, b)]
         print(f"{name:<8} {rho:9.5f} {np.abs(a - b).max():11.2e} {np.abs(a - b).mean():12.2e} "
               f"{auc[0]:>8} {auc[1]:>9}")
+        variants[name] = {"spearman": rho, "max_abs_diff": float(np.abs(a - b).max()),
+                          "mean_abs_diff": float(np.abs(a - b).mean()),
+                          "roc_auc_float32": float(auc[0]) if auc[0] else None,
+                          "roc_auc_int8": float(auc[1]) if auc[1] else None}
+    write_record(int8_record(args, len(records), variants, speed, worst), args.results_dir,
+                 tag=args.engine)
     print(f"min spearman: {worst:.5f}")
     return 0
+
+
+def int8_record(args, pairs: int, variants: dict, speed: dict, worst: float) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    from seahorse_metrics.engines.isa import describe
+
+    return make_record(
+        "int8_agreement", f"int8 against float32 scores on the {args.engine} engine, "
+        f"{len(variants)} metrics, {pairs} pairs", unit="Spearman", primary="spearman",
+        variants=variants, ratios={"lowest Spearman, int8 against float32": worst},
+        args=vars(args), isa=describe(),
+        details={"examples_per_s": speed, "engine_options": engine_options(args)})
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import best_time, machine_line, measure_matmul_peak  # noqa: E402
+from common import (add_results_argument, best_time, machine_line, make_record,  # noqa: E402
+                    measure_matmul_peak, write_record)
 
 D_MODEL, INNER, D_FF = 512, 384, 1024
 # (name, K, N, products per encoder layer): the layer's kernels [K, N].
@@ -79,6 +80,7 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--quick", action="store_true",
                         help="Proves the script runs: 512 rows and tokens, 2 repeats.")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.lengths, args.repeats, args.folded_shapes = "512", "512", 2, "2x128"
@@ -244,11 +246,11 @@ def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
     return 2.0 * size ** 3 / cpu / 1e9
 
 
-def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
+def attention_table(lengths, repeats: int, peak_gflops: float) -> list[dict]:
     """Prints, per length, each attention variant's best wall time, best
     process CPU time, shares of the matmul peak by wall and by CPU time, and
     largest difference from the dense output, and which one `T5Config`'s
-    defaults choose."""
+    defaults choose; returns those figures, a dict per line."""
     import jax
 
     from seahorse_metrics.model.config import get_config
@@ -259,6 +261,7 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
     print(f"float32 matmul peak by CPU time: {peak_cpu_gflops:.1f} GFLOP per CPU second")
     print(f"one self-attention (mT5-small: {HEADS} heads x {HEAD_DIM}, float32, relative bias "
           "and padding mask), % of the float32 matmul peak:")
+    rows = []
     for length in lengths:
         inputs = attention_inputs(length)
         flops = 4.0 * HEADS * length * length * HEAD_DIM  # q.k and weights.v
@@ -275,18 +278,24 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
                   f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
                   f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
                   f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
+            rows.append({"length": length, "variant": name, "ms": 1e3 * wall, "cpu_ms": 1e3 * cpu,
+                         "share_of_peak": flops / wall / 1e9 / peak_gflops,
+                         "share_of_peak_by_cpu": flops / cpu / 1e9 / peak_cpu_gflops,
+                         "max_diff": difference, "chosen": "yes" if name == chosen else None})
     print(f"chosen (T5Config defaults, scoring): blocked from "
           f"{config.attention_forward_min_length} tokens (training: from "
           f"{config.attention_blocked_min_length}), {config.attention_query_block} queries per "
           f"block (up to twice that as one block when scoring), key blocks "
           f"{config.attention_key_block}, the bias in a band from "
           f"{config.attention_band_min_length} tokens (else from the strip)")
+    return rows
 
 
-def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
+def folded_table(shapes, quantize=None, rounds: int = 5) -> list[dict]:
     """Prints, per batch shape, the first-step scoring program's best and
     median time with the cross-attention folded and projected, and their
-    largest relative difference (int8 kernels with `quantize="int8"`)."""
+    largest relative difference (int8 kernels with `quantize="int8"`);
+    returns those figures, a dict per shape."""
     import jax
 
     from seahorse_metrics.model import network
@@ -302,6 +311,7 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
     folds = network.Attention.folds
     print(f"first-step scoring program (mT5-small, {quantize or 'float32'} kernels), "
           "cross-attention folded vs projected:")
+    found = []
     for rows, length in shapes:
         tokens = np.random.default_rng(0).integers(5, 1000, (rows, length)).astype(np.int32)
         tokens[0, length - length // 5:] = 0
@@ -327,6 +337,39 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
               f"{median['projected']:.1f}), folded {best['folded']:.1f} ms (median "
               f"{median['folded']:.1f}): {best['projected'] / best['folded']:.2f}x, relative "
               f"difference {float(np.max(np.abs(got - want) / np.abs(want))):.1e}")
+        found.append({"kernels": quantize or "float32", "rows": rows, "length": length,
+                      "best_ms": best, "median_ms": median,
+                      "max_rel_diff": float(np.max(np.abs(got - want) / np.abs(want)))})
+    return found
+
+
+def kernels_record(args, peaks: list, table: dict, attention: list, folded: list) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    variants, ratios = {}, {}
+    for rows in sorted({rows for rows, _ in table}):
+        for fmt in FORMATS:
+            if all(fmt in table[(rows, name)] for name, *_ in LAYER_PRODUCTS):
+                variants[f"products of an encoder layer, {rows} tokens, {fmt}"] = {
+                    "ms": layer_time_ms(rows, table, fmt)}
+    for row in attention:
+        variants[f"self-attention, {row['length']} tokens, {row['variant']}"] = {
+            key: value for key, value in row.items() if key not in ("length", "variant")}
+        if row["chosen"]:
+            ratios[f"chosen self-attention at {row['length']} tokens, share of the float32 "
+                   "peak"] = row["share_of_peak"]
+    for row in folded:
+        shape = f"first step, {row['kernels']} kernels, {row['rows']} x {row['length']}"
+        for form in ("projected", "folded"):
+            variants[f"{shape}, {form}"] = {"ms": row["best_ms"][form],
+                                           "median_ms": row["median_ms"][form]}
+        ratios[f"{shape}: projected / folded time"] = (row["best_ms"]["projected"]
+                                                        / row["best_ms"]["folded"])
+    return make_record(
+        "kernels", "mT5-small scoring's matrix products, one self-attention and the first-step "
+        "program (folded against projected cross-attention)", unit="ms", primary="ms",
+        variants=variants, ratios=ratios, args=vars(args), matmul_peak_flops=max(peaks) * 1e9,
+        details={"products_gflops": {f"{rows} {name}": rates
+                                     for (rows, name), rates in table.items()}})
 
 
 def main(argv=None) -> int:
@@ -360,10 +403,12 @@ def main(argv=None) -> int:
     again = measure_matmul_peak(repeats=10)["peak"] / 1e9
     print(f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
           f"use {max(peak, again):.1f}")
-    attention_table([int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again))
+    attention = attention_table([int(n) for n in args.lengths.split(",")], args.repeats,
+                                max(peak, again))
     shapes = [tuple(int(x) for x in shape.split("x")) for shape in args.folded_shapes.split(",")]
-    for quantize in (None, "int8"):
-        folded_table(shapes, quantize)
+    folded = [row for quantize in (None, "int8") for row in folded_table(shapes, quantize)]
+    write_record(kernels_record(args, [peak, again], table, attention, folded), args.results_dir,
+                 tag="quick" if args.quick else "")
     return 0
 
 

@@ -65,7 +65,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import add_isa_argument, apply_isa, isa_line, machine_line  # noqa: E402
+from common import (add_isa_argument, add_results_argument, apply_isa, isa_line,  # noqa: E402
+                    machine_line, make_record, write_record)
 
 SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 PRESETS = {"small": "mt5_small", "base": "mt5_base", "large": "mt5_large", "xl": "mt5_xl",
@@ -98,8 +99,9 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="The code path, quickly: --size small --pairs 2 --length 512 "
                              "--rounds 1.")
-    parser.add_argument("--json", default=None, help="Also write the figures here.")
+    parser.add_argument("--json", default=None, help="Also write the record here.")
     add_isa_argument(parser)
+    add_results_argument(parser)
     parser.add_argument("--role", choices=("write", "ours", "hf", "ct2_convert", "ct2", "ours_ct2"),
                         default=None, help=argparse.SUPPRESS)
     parser.add_argument("--compute_type", default="float32", help=argparse.SUPPRESS)
@@ -407,6 +409,60 @@ def fastest_pair(figures: dict):
     return max(ours, key=speeds.get), max(peers, key=speeds.get)
 
 
+# Figures of each run kept in the record's variants (bytes become GB).
+RUN_FIGURES = ("examples_per_s", "score_s", "load_s", "compile_s", "convert_s", "first_call_s",
+               "rss_peak_loading", "rss_peak_scoring", "rss_peak_converting")
+
+
+def real_size_variants(figures: dict) -> dict:
+    """{run: {figure: value}} of every run in `figures`, with its largest
+    |log P("1")| difference to ours."""
+    variants = {}
+    for name, run in figures.items():
+        if not isinstance(run, dict) or "load_s" not in run:
+            continue
+        variant = {key: (run[key] / 1e9 if key.startswith("rss") else run[key])
+                   for key in RUN_FIGURES if key in run}
+        variant = {(f"{key}_gb" if key.startswith("rss") else key): value
+                   for key, value in variant.items()}
+        if "log_p" in run and name != "ours" and "log_p" in figures.get("ours", {}):
+            variant["max_abs_log_p_diff_vs_ours"] = max(
+                abs(a - b) for a, b in zip(figures["ours"]["log_p"], run["log_p"]))
+        variants[name] = variant
+    return variants
+
+
+def real_size_ratios(figures: dict) -> dict:
+    """The comparisons `report` prints: ours over Hugging Face and CTranslate2
+    float32, and our fastest over the fastest peer (runs, and best of rounds)."""
+    speed = {name: run["examples_per_s"] for name, run in figures.items()
+             if isinstance(run, dict) and "examples_per_s" in run}
+    ratios = {f"ours / {peer}": speed["ours"] / speed[peer] for peer in ("hf", "ct2_float32")
+              if peer in speed and "ours" in speed}
+    contenders = fastest_pair(figures)
+    if contenders is not None:
+        best_ours, best_peer = contenders
+        ratios[f"{best_ours} / {best_peer} (fastest ours / fastest peer)"] = (
+            speed[best_ours] / speed[best_peer])
+        rounds = figures.get("rounds") or {}
+        if rounds.get(best_ours) and rounds.get(best_peer):
+            ratios[f"{best_ours} / {best_peer}, best of runs and alternating rounds"] = (
+                max([speed[best_ours]] + rounds[best_ours])
+                / max([speed[best_peer]] + rounds[best_peer]))
+    return ratios
+
+
+def real_size_record(args, figures: dict, isa: dict) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    model = figures["model"]
+    return make_record(
+        "real_size", f"Loading and scoring a random {model['name']} ({figures['dtype']}, "
+        f"{model['shards']} safetensors shards), {figures['pairs']} pairs of "
+        f"{figures['length']} tokens: ours against Hugging Face PyTorch and CTranslate2",
+        unit="examples/s", primary="examples_per_s", variants=real_size_variants(figures),
+        ratios=real_size_ratios(figures), args=vars(args), isa=isa, details=figures)
+
+
 def scoring_run(args, name: str, inputs: str, work: str) -> dict:
     """Scores the pairs again as variant `name` in a fresh process (its
     conversion or compilation cache from the runs above)."""
@@ -495,11 +551,13 @@ def parent(args) -> int:
             figures.update(ct2_figures(args, inputs, work))
         figures["rounds"] = alternating_rounds(args, figures, inputs, work)
         print("\n".join(report(figures)))
-        if args.json:
-            from seahorse_metrics.engines.isa import describe
+        from seahorse_metrics.engines.isa import describe
+        from seahorse_metrics.scoring.output import write_json_atomically
 
-            with open(args.json, "w", encoding="utf-8") as handle:
-                json.dump({**figures, "isa": describe()}, handle, indent=2)
+        record = real_size_record(args, figures, describe())
+        write_record(record, args.results_dir, tag=f"mt5-{args.size}-{args.isa}")
+        if args.json:
+            write_json_atomically(args.json, record)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if temporary:

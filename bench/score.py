@@ -83,7 +83,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import add_isa_argument, apply_isa, isa_line, machine_line, measure_matmul_peak  # noqa: E402,E501
+from common import (add_isa_argument, add_results_argument, apply_isa, isa_line,  # noqa: E402
+                    machine_line, make_record, measure_matmul_peak, write_record)
+from seahorse_metrics.scoring.output import write_json_atomically  # noqa: E402
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "seahorse_metrics", "data", "sample")
@@ -138,8 +140,9 @@ def parse_args(argv=None):
                              "of every batch (`score --cpu_devices`; default: as XLA_FLAGS "
                              "says, one).")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="Also write the results here.")
+    parser.add_argument("--json", default=None, help="Also write the record here.")
     add_isa_argument(parser)
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     args.ours = ["ours"] + [n for n in args.ours.split(",") if n and n != "ours"
                             and not (args.skip_ct2 and is_ct2(n))]
@@ -604,15 +607,37 @@ def print_report(args, setup: Setup, results, compile_seconds, peaks, checks, su
     return agree
 
 
-def write_json(path, args, results, compile_seconds, peaks, checks, summary) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        from seahorse_metrics.engines.isa import describe
+def paired_ratios(found: dict) -> dict[str, float]:
+    """The median ratio of each pair's back-to-back rounds."""
+    return {f"{ours} / {peer}, median of {len(speeds)} rounds back to back":
+            float(np.median([a / b for a, b in speeds])) for (ours, peer), speeds in found.items()
+            if speeds}
 
-        json.dump({"args": vars(args), "isa": describe(),
-                   "matmul_peak": max(p["peak"] for p in peaks),
-                   "compile_s": compile_seconds, "agreement": checks, **summary,
-                   "results": {k: {kk: vv for kk, vv in v.items() if kk != "scores"}
-                               for k, v in results.items()}}, handle, indent=2)
+
+def score_record(args, results, compile_seconds, peaks, checks, summary, paired) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    from seahorse_metrics.engines.isa import describe
+
+    matmul_peak = max(p["peak"] for p in peaks)
+    variants = {name: {"examples_per_s": r["examples_per_s"], "seconds": r["seconds"],
+                       "share_of_float32_peak": r["flops_per_s"] / matmul_peak,
+                       "padding": r.get("padding"), **checks.get(name, {})}
+                for name, r in results.items()}
+    ratios = {f"{summary['best_ours']} / {summary['best_other']} (fastest ours / fastest peer)":
+              summary["ratio"]}
+    if summary["float32_vs_ct2_float32"] is not None:
+        ratios[f"{summary['best_float32']} / ct2_float32"] = summary["float32_vs_ct2_float32"]
+    if summary["fastest_vs_ct2_int8"] is not None and summary["best_other"] != "ct2_int8":
+        ratios[f"{summary['best_ours']} / ct2_int8"] = summary["fastest_vs_ct2_int8"]
+    ratios.update(paired_ratios(paired))
+    return make_record(
+        "score", f"Scoring, mT5-small shape, {args.n} examples of {args.min_length}-"
+        f"{args.max_length} tokens: ours against Hugging Face PyTorch and CTranslate2",
+        unit="examples/s", primary="examples_per_s", variants=variants, ratios=ratios,
+        args=vars(args), isa=describe(), matmul_peak_flops=matmul_peak,
+        details={"compile_s": compile_seconds, "summary": summary,
+                 "rounds_back_to_back": {f"{ours} / {peer}": speeds
+                                         for (ours, peer), speeds in paired.items()}})
 
 
 def main(argv=None) -> int:
@@ -649,10 +674,13 @@ def main(argv=None) -> int:
     pairs = [(summary["best_ours"], summary["best_other"])]
     if summary["float32_vs_ct2_float32"] is not None:
         pairs.insert(0, (summary["best_float32"], "ct2_float32"))
-    print_paired(paired_rounds(runners, pairs, args.goal_rounds, args.n))
+    paired = paired_rounds(runners, pairs, args.goal_rounds, args.n)
+    print_paired(paired)
     print(f"wall time {time.perf_counter() - wall:.0f} s")
+    record = score_record(args, results, compile_seconds, peaks, checks, summary, paired)
+    write_record(record, args.results_dir, tag="quick" if args.quick else "")
     if args.json:
-        write_json(args.json, args, results, compile_seconds, peaks, checks, summary)
+        write_json_atomically(args.json, record)
     print(f"ratio: {summary['ratio']:.2f}x")
     return 0 if agree else 1
 

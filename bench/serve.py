@@ -37,6 +37,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -55,6 +57,7 @@ def parse_args(argv=None):
                         help="The tiny model and 256 rows: a smoke run (not the figure to report).")
     parser.add_argument("--work_dir", default=None,
                         help="Keep the files here (default: a temporary folder, removed).")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.preset, args.rows, args.rounds = "tiny", 256, 1
@@ -175,6 +178,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from beam import write_checkpoint  # bench/beam.py
 
+    print(machine_line(), flush=True)
     folder = args.work_dir or tempfile.mkdtemp(prefix="bench_serve_")
     os.makedirs(folder, exist_ok=True)
     cache = os.path.join(folder, "jax_cache")
@@ -199,7 +203,27 @@ def main(argv=None) -> int:
         if args.work_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
     report(args, len(pairs), baseline, results)
+    write_record(serve_record(args, len(pairs), baseline, results), args.results_dir,
+                 tag="quick" if args.quick else "")
     return 0
+
+
+def serve_record(args, rows: int, baseline: float, results: dict) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    variants = {"in process (MultiScorer.score)": {"pairs_per_s": baseline}}
+    for (clients, size), r in results.items():
+        variants[f"{clients} clients, {size} pairs/request"] = {
+            "pairs_per_s": r["pairs_per_second"], "vs_in_process": r["pairs_per_second"] / baseline,
+            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "pairs_per_window": r["pairs_per_window"],
+            "requests_per_window": r["requests_per_window"], "model_batches": r["model_batches"]}
+    ratios = {f"served / in process, 32 clients, {size} pairs/request":
+              results[32, size]["pairs_per_second"] / baseline
+              for size in sorted({size for _, size in results}) if (32, size) in results}
+    return make_record(
+        "serve", f"`seahorse-metrics serve` under concurrent clients ({args.preset} shape, "
+        f"{args.max_input_length} tokens, {rows} pairs) against in-process scoring",
+        unit="pairs/s", primary="pairs_per_s", variants=variants, ratios=ratios, args=vars(args),
+        conditions=f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 def report(args, rows: int, baseline: float, results: dict) -> None:

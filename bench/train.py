@@ -52,7 +52,6 @@ over PyTorch, the geometric mean over lengths).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -66,7 +65,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine_line, measure_matmul_peak  # noqa: E402
+from common import (add_results_argument, machine_line, make_record,  # noqa: E402
+                    measure_matmul_peak, write_record)
 from score import random_params  # noqa: E402  (T5-style random weights, numpy)
 
 TARGET_LENGTH = 4
@@ -91,7 +91,8 @@ def parse_args(argv=None):
                              "empty skips them.")
     parser.add_argument("--variant_length", type=int, default=2048,
                         help="Input length of the variants (default 2048).")
-    parser.add_argument("--json", default=None, help="Also write the results here.")
+    parser.add_argument("--json", default=None, help="Also write the record here.")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.lengths, args.tokens_per_batch, args.repeats, args.pack_length = "256", 512, 1, 256
@@ -341,6 +342,40 @@ def print_packing(packing: dict, pack_length: int) -> None:
           f"gain {packing['gain']:.2f}x")
 
 
+def train_variants(results: list[dict], variants: list[dict], packing) -> dict:
+    """{variant: figures}: ours and Hugging Face per length, ours per setting, packing."""
+    found = {}
+    for r in results:
+        shape = f"{r['length']} tokens x {r['rows']} rows"
+        found[f"ours, {shape}"] = {"tokens_per_s": r["ours_tokens_per_s"], "step_s": r["ours_s"],
+                                   "first_step_s": r["ours_first_s"],
+                                   "share_of_float32_peak": r["fraction_of_peak"]}
+        found[f"Hugging Face, {shape}"] = {"tokens_per_s": r["hf_tokens_per_s"], "step_s": r["hf_s"]}
+    for r in variants:
+        found[f"ours, {r['variant']}, {r['length']} tokens x {r['rows']} rows"] = {
+            "tokens_per_s": r["ours_tokens_per_s"], "step_s": r["ours_s"],
+            "first_step_s": r["ours_first_s"], "share_of_float32_peak": r["fraction_of_peak"],
+            "vs_hf": r["ratio"], "time_vs_remat_none": r["cost_vs_none"]}
+    for kind in ("unpacked", "packed") if packing else ():
+        found[f"ours, {kind}, real tokens"] = {
+            "tokens_per_s": packing[kind]["real_tokens_per_s"], "examples": packing[kind]["examples"]}
+    return found
+
+
+def train_record(args, peak: float, results, variants, packing, ratio: float) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    ratios = {f"ours / Hugging Face, {r['length']} tokens": r["ratio"] for r in results}
+    ratios["ours / Hugging Face, geometric mean over lengths"] = ratio
+    if packing:
+        ratios["packed / unpacked, real tokens/s"] = packing["gain"]
+    return make_record(
+        "train", f"Training step, mT5-small shape with {args.layers}+{args.layers} layers, "
+        "float32: ours against Hugging Face PyTorch", unit="tokens/s", primary="tokens_per_s",
+        variants=train_variants(results, variants, packing), ratios=ratios, args=vars(args),
+        matmul_peak_flops=peak,
+        details={"results": results, "variants": variants, "packing": packing})
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     wall = time.perf_counter()
@@ -377,10 +412,12 @@ def main(argv=None) -> int:
         print_variants(variants, peak)
     ratio = math.exp(np.mean([math.log(r["ratio"]) for r in results]))
     print(f"wall time {time.perf_counter() - wall:.0f} s")
+    record = train_record(args, peak, results, variants, packing, ratio)
+    write_record(record, args.results_dir, tag="quick" if args.quick else "")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"args": vars(args), "matmul_peak": peak, "results": results, "packing": packing,
-                       "variants": variants, "ratio": ratio}, handle, indent=2)
+        from seahorse_metrics.scoring.output import write_json_atomically
+
+        write_json_atomically(args.json, record)
     print(f"ratio: {ratio:.2f}x")
     return 0
 

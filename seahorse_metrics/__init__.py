@@ -7,7 +7,13 @@ Typical use::
     probs = scorer.score(articles, summaries)
 """
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time, `__getattr__`
+    from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.scoring.single import Scorer
 
 _LAZY = {
     "Scorer": "seahorse_metrics.scoring.single",
