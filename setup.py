@@ -84,11 +84,15 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
+    # gin/ and tasks/ stay at the top of the repository; the wheel carries them
+    # as seahorse_metrics/gin (found by name: `--gin_file=runs/demo.gin`,
+    # training/config.py) and seahorse_metrics.tasks.
     packages=setuptools.find_packages(include=["seahorse_metrics", "seahorse_metrics.*"])
-    + ["seahorse_metrics.tasks"],
-    package_dir={"seahorse_metrics.tasks": "tasks"},
+    + ["seahorse_metrics.tasks", "seahorse_metrics.gin"],
+    package_dir={"seahorse_metrics.tasks": "tasks", "seahorse_metrics.gin": "gin"},
     include_package_data=True,
-    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"]},
+    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"],
+                  "seahorse_metrics.gin": ["*/*.gin"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": ["seahorse-metrics=seahorse_metrics.cli:main"]},

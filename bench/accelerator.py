@@ -385,7 +385,7 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
 
 def write_record(record: dict, args: argparse.Namespace) -> list[str]:
     """Writes the record under --out and --results_dir; returns the paths."""
-    from seahorse_metrics.scoring.output import write_json_atomically
+    from seahorse_metrics.io.atomic import write_json_atomically
 
     slug = re.sub(r"[^a-z0-9]+", "-", str(record["device"].get("kind") or "unknown").lower()).strip("-")
     stamp = record["date"].replace(":", "").replace("-", "")[:15]

@@ -94,12 +94,12 @@ def run_probe(request: dict) -> dict:
 def fit_setting(config, request: dict, mesh) -> tuple[Optional[dict], dict]:
     """`plan --fit --devices 1` for the request (no alternatives searched):
     (the chosen setting or None, what the search found)."""
-    from seahorse_metrics import fitting, planning
+    from seahorse_metrics.planning import fitting, memory
 
     # The allocator's limit (the parent sets it to `plan`'s share of the device).
     budget = request.get("budget_bytes") or device_memory()["bytes_limit"]
     if budget is None:  # XLA:CPU has none: halfway between 1 and 2 microbatches' need
-        needs = [planning.plan_train_step(config, mesh, request["input_length"],
+        needs = [memory.plan_train_step(config, mesh, request["input_length"],
                                           request["batch_size"], request["target_length"],
                                           microbatches=k).per_device_bytes for k in (1, 2)]
         budget = sum(needs) // 2
@@ -118,7 +118,8 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
     timed times; returns times and rates."""
     import jax
 
-    from seahorse_metrics.training import sharding, step as step_lib
+    from seahorse_metrics.model.partitioning import sharding_context
+    from seahorse_metrics.training import sharding
     from train import random_batch, step_flops
 
     rows, length, target = request["batch_size"], request["input_length"], request["target_length"]
@@ -129,7 +130,7 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
     batch = sharding.global_batch(random_batch(rows, length, config.vocab_size, seed=length,
                                                target_length=target), plan.batch_sharding)
     times = []
-    with step_lib.sharding_context(plan.mesh):
+    with sharding_context(plan.mesh):
         for _ in range(1 + request["steps"]):
             start = time.perf_counter()
             state, metrics = executable(state, batch)
@@ -150,7 +151,8 @@ def run_train(request: dict) -> dict:
     run under the same memory cap, where it must fail as planned)."""
     import jax
 
-    from seahorse_metrics import compilation_cache, planning
+    from seahorse_metrics import compilation_cache
+    from seahorse_metrics.planning import memory
     from seahorse_metrics.model.partitioning import make_mesh
 
     compilation_cache.enable(request.get("cache_dir"))
@@ -169,12 +171,12 @@ def run_train(request: dict) -> dict:
     # The steps run the very program whose memory analysis is the plan, with
     # the trainer's compiler options on a device (None: `plan`'s fast ones,
     # for --tiny on CPU, where full optimisation takes most of a minute).
-    executable, planned, plan = planning.compile_train_step(
+    executable, planned, plan = memory.compile_train_step(
         run_config, mesh, request["input_length"], request["batch_size"],
         request["target_length"], compiler_options=request.get("compiler_options"),
         microbatches=setting["microbatches"])
     result.update(setting=setting, planned_bytes=planned.per_device_bytes,
-                  planned_temp_bytes=planned.temp_bytes, plan_source=planning.figure_source(
+                  planned_temp_bytes=planned.temp_bytes, plan_source=memory.figure_source(
                       result["platform"]), plan_compile_s=planned.compile_seconds)
     if request.get("expect_fit") is False and result["platform"] == "cpu":
         # XLA:CPU enforces no memory cap: the step would run, so the planned
@@ -193,7 +195,8 @@ def run_train(request: dict) -> dict:
 def run_cpu_plan(request: dict) -> dict:
     """XLA:CPU's figure (what `plan` says without the device) of each
     training setting measured, for the measured / CPU-compiler ratio."""
-    from seahorse_metrics import compilation_cache, planning
+    from seahorse_metrics import compilation_cache
+    from seahorse_metrics.planning import memory
     from seahorse_metrics.model.partitioning import make_mesh
 
     compilation_cache.enable(request.get("cache_dir"))
@@ -201,7 +204,7 @@ def run_cpu_plan(request: dict) -> dict:
     for item in request["settings"]:
         config = model_config(item["preset"], request["tiny"], dtype="bfloat16", scan_layers=True,
                               remat=item["remat"])
-        step = planning.plan_train_step(config, make_mesh(1), item["input_length"],
+        step = memory.plan_train_step(config, make_mesh(1), item["input_length"],
                                         item["batch_size"], item["target_length"],
                                         microbatches=item["microbatches"])
         figures.append(dict(item, cpu_planned_bytes=step.per_device_bytes,
@@ -272,7 +275,7 @@ def run_score(request: dict) -> dict:
     from real_size import make_pairs
     from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.scoring.runner import default_mesh
+    from seahorse_metrics.engines.jax_engine import default_mesh
     from seahorse_metrics.scoring.single import Scorer
 
     compilation_cache.enable(request.get("cache_dir"))

@@ -41,7 +41,7 @@ def compare(checkpoint: str, rows: list, question: int, max_input_length: int) -
     from scipy import stats as scipy_stats
 
     from seahorse_metrics import Scorer
-    from seahorse_metrics.evaluation import stats
+    from seahorse_metrics import stats
 
     pairs = ([r["article"] for r in rows], [r["summary"] for r in rows])
     options = dict(max_input_length=max_input_length, batch_size=64)

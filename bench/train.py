@@ -147,13 +147,14 @@ class Ours:
     def __init__(self, config, params):
         import jax
 
-        from seahorse_metrics.model import stacks
+        from seahorse_metrics.model import partitioning, stacks
         from seahorse_metrics.training import sharding, step
         from seahorse_metrics.training.optimizers import OptimizerConfig
 
         self.jax = jax
         self.sharding, self.step_lib = sharding, step
-        self.mesh = sharding.make_mesh(1)
+        self.mesh = partitioning.make_mesh(1)
+        self.sharding_context = partitioning.sharding_context
         self.plan = step.compiled_step(config, OptimizerConfig(), 0, 1e-4, None, self.mesh)
         if config.scan_layers:  # host numpy arrays: stacked on the host
             params = stacks.stack_layers(params)
@@ -166,7 +167,7 @@ class Ours:
         self.lengths_seen.add(batch["encoder_input_tokens"].shape[1])
         placed = self.sharding.global_batch(batch, self.plan.batch_sharding)
         first, first_loss, best = math.nan, math.nan, math.inf
-        with self.step_lib.sharding_context(self.mesh):
+        with self.sharding_context(self.mesh):
             if warm_up:
                 start = time.perf_counter()
                 self.state, metrics = self.plan.step_fn(self.state, placed)

@@ -5,6 +5,10 @@ Typical use::
     from seahorse_metrics import Scorer
     scorer = Scorer.load("path/to/checkpoint")
     probs = scorer.score(articles, summaries)
+
+The public face: `Scorer` (one metric), `MultiScorer` (several, one
+tokenisation), `RemoteScorer` (the same calls against `seahorse-metrics
+serve`), and the `stats` package (statistics against human judgments).
 """
 
 from typing import TYPE_CHECKING
@@ -18,6 +22,7 @@ if TYPE_CHECKING:  # for type checkers and the API reference; at run time, `__ge
 _LAZY = {
     "Scorer": "seahorse_metrics.scoring.single",
     "MultiScorer": "seahorse_metrics.scoring.scorer",
+    "RemoteScorer": "seahorse_metrics.serving.client",
 }
 
 
@@ -30,4 +35,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'seahorse_metrics' has no attribute {name!r}")
 
 
-__all__ = ["Scorer", "MultiScorer", "__version__"]
+__all__ = ["MultiScorer", "RemoteScorer", "Scorer", "__version__"]

@@ -37,6 +37,7 @@ import time
 from typing import Optional, Sequence
 
 from seahorse_metrics.data.records import QUESTION_NAMES, QUESTIONS
+from seahorse_metrics.io.atomic import write_atomically
 
 logger = logging.getLogger("seahorse_metrics.demo")
 
@@ -123,11 +124,12 @@ def score_splits(output_dir: str, prepared: str, checkpoints: dict[str, str]) ->
               f"{rows['bad']} bad -> {output}", flush=True)
         outputs.append(output)
     both = os.path.join(output_dir, "scores", "validation_and_test.jsonl")
-    with open(both + ".tmp", "w", encoding="utf-8") as out:
+    def write(out) -> None:
         for output in outputs:
             with open(output, encoding="utf-8") as handle:
                 out.write(handle.read())
-    os.replace(both + ".tmp", both)
+
+    write_atomically(both, write)
     return both
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 
 
 def judgment(target: Any, example: Optional[Mapping[str, Any]] = None,

@@ -16,6 +16,19 @@ os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Tiny programs compile without LLVM's optimisations (fixtures/compile_speed.py).
+from fixtures.compile_speed import compile_fast  # noqa: E402
+
+compile_fast()
+
+# Under CT2_FORCE_CPU_ISA (the suite run as an AVX2 host), cap oneDNN and MKL
+# now, before JAX starts: XLA:CPU uses oneDNN too, so this process and the
+# child processes tests start must compute under the same cap (tests compare
+# their parameters bit for bit).
+from seahorse_metrics.engines import isa as _isa  # noqa: E402
+
+_isa.apply_ctranslate2_cap()
+
 
 def pytest_configure(config):
     # The score and train commands keep compiled programs under the user's
@@ -25,6 +38,19 @@ def pytest_configure(config):
     if "SEAHORSE_METRICS_COMPILATION_CACHE" not in os.environ:
         config._seahorse_jax_cache = tempfile.mkdtemp(prefix="seahorse-metrics-jax-cache-")
         os.environ["SEAHORSE_METRICS_COMPILATION_CACHE"] = config._seahorse_jax_cache
+
+
+# The longest files first: `--dist loadfile` hands files out in this order,
+# so neither worker is left with one of them at the end while the other idles.
+LONGEST_FIRST = ("test_train_scale.py", "test_readme.py", "test_accelerator_run.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file keeps its own order
 
 
 def pytest_unconfigure(config):
@@ -61,6 +87,24 @@ def tiny_hf_dir(tmp_path_factory, tiny_hf_model, tiny_vocab_path):
     from fixtures.tiny_model import save_hf_model
 
     return save_hf_model(tiny_hf_model, str(tmp_path_factory.mktemp("tiny_hf")),
+                         vocab_path=tiny_vocab_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_umt5_model():
+    """A random HF UMT5ForConditionalGeneration of the `tiny` preset (a
+    relative position bias table in every layer, each its own), eval mode."""
+    from fixtures.tiny_model import build_hf_model
+
+    return build_hf_model(model_type="umt5")
+
+
+@pytest.fixture(scope="session")
+def tiny_umt5_dir(tmp_path_factory, tiny_umt5_model, tiny_vocab_path):
+    """`tiny_umt5_model` saved as an HF directory (model.safetensors + spiece.model)."""
+    from fixtures.tiny_model import save_hf_model
+
+    return save_hf_model(tiny_umt5_model, str(tmp_path_factory.mktemp("tiny_umt5")),
                          vocab_path=tiny_vocab_path)
 
 

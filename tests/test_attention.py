@@ -229,7 +229,7 @@ def test_the_folded_scoring_step_holds_no_copy_of_the_cross_attention_kernels(qu
     cross-attention kernels' float32 bytes (before: above them)."""
     from fixtures.tiny_model import tiny_config
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.scoring.runner import compile_first_step
+    from seahorse_metrics.model.first_step import compile_first_step
 
     config = tiny_config(d_model=1024, d_ff=256, num_heads=16, d_kv=64, num_encoder_layers=1,
                          num_decoder_layers=6, quantize=quantize)

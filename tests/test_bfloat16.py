@@ -14,7 +14,8 @@ from scipy import stats as scipy_stats
 
 from fixtures import train_utils
 from seahorse_metrics.model import EncoderDecoderModel, get_config
-from seahorse_metrics.training import OptimizerConfig, sharding, step
+from seahorse_metrics.training import OptimizerConfig, step
+from seahorse_metrics.model.partitioning import make_mesh
 
 BACKBONE = os.path.join(train_utils.REPO_ROOT, "seahorse_metrics", "data", "backbone")
 
@@ -30,7 +31,7 @@ def _dot_dtypes(jaxpr) -> list:
 
 def test_bfloat16_train_step_keeps_float32_master_weights():
     config = get_config("tiny", dtype="bfloat16", dropout_rate=0.0)
-    plan = step.compiled_step(config, OptimizerConfig(), 10, 1e-4, None, sharding.make_mesh(1))
+    plan = step.compiled_step(config, OptimizerConfig(), 10, 1e-4, None, make_mesh(1))
     floats = [leaf for leaf in jax.tree.leaves((plan.abstract_state.params, plan.abstract_state.opt_state))
               if jnp.issubdtype(leaf.dtype, jnp.floating)]
     assert floats and all(leaf.dtype == jnp.float32 for leaf in floats)

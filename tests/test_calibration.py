@@ -11,7 +11,9 @@ from scipy.optimize import minimize
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import brier_score_loss
 
-from seahorse_metrics.evaluation import calibration, stats
+from seahorse_metrics import stats
+from seahorse_metrics.calibration import fitting, measures
+from seahorse_metrics.calibration import maps as cal_maps
 
 # Labels drawn from sigmoid(z); the metric reports sigmoid(2.5 z): overconfident
 # by a temperature of 2.5.
@@ -33,30 +35,30 @@ def _log_loss(y, p):
 def test_maps_equal_direct_fits_and_scikit_learn_and_undo_the_miscalibration():
     labels, scores = _miscalibrated(4000, 0)
     held_labels, held_scores = _miscalibrated(4000, 1)
-    y, z = labels.astype(float), calibration.score_logits(scores)
+    y, z = labels.astype(float), cal_maps.score_logits(scores)
     # Temperature: the log-loss minimiser, found here by a fine grid search.
-    temperature = calibration.fit_calibration("temperature", labels, scores)
+    temperature = fitting.fit_calibration("temperature", labels, scores)
     grid = np.linspace(1.5, 3.5, 2001)
     best = grid[np.argmin([_log_loss(y, 1 / (1 + np.exp(-z / t))) for t in grid])]
     assert temperature.parameters["temperature"] == pytest.approx(best, abs=2e-3)
     assert temperature.parameters["temperature"] == pytest.approx(TRUE_TEMPERATURE, rel=0.1)
     # Platt: the unpenalised logistic regression on the logit, by direct minimisation.
-    platt = calibration.fit_calibration("platt", labels, scores)
+    platt = fitting.fit_calibration("platt", labels, scores)
     direct = minimize(lambda ab: _log_loss(y, 1 / (1 + np.exp(-(ab[0] * z + ab[1])))),
                       x0=[1.0, 0.0], method="Nelder-Mead",
                       options={"xatol": 1e-8, "fatol": 1e-12, "maxiter": 4000}).x
     np.testing.assert_allclose([platt.parameters["slope"], platt.parameters["intercept"]],
                                direct, atol=1e-4)
     # Isotonic: scikit-learn's predictions on new scores, after a JSON round trip.
-    isotonic = calibration.fit_calibration("isotonic", labels, scores)
+    isotonic = fitting.fit_calibration("isotonic", labels, scores)
     reference = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(scores, y)
-    loaded = calibration.calibration_from_dict(json.loads(json.dumps(
-        calibration.CalibrationSet("isotonic", {}, {"m": isotonic}).to_dict()))).metrics["m"]
+    loaded = cal_maps.calibration_from_dict(json.loads(json.dumps(
+        cal_maps.CalibrationSet("isotonic", {}, {"m": isotonic}).to_dict()))).metrics["m"]
     np.testing.assert_allclose(loaded.apply(held_scores), reference.predict(held_scores),
                                atol=1e-12)
-    before = calibration.expected_calibration_error(held_labels, held_scores)
+    before = measures.ece_equal_mass(held_labels, held_scores)
     for fitted in (temperature, platt, isotonic):
-        after = calibration.expected_calibration_error(held_labels, fitted.apply(held_scores))
+        after = measures.ece_equal_mass(held_labels, fitted.apply(held_scores))
         assert after < before / 2, fitted.method
     # Temperature and Platt keep the ranking.
     assert stats.roc_auc(held_labels, platt.apply(held_scores)) == pytest.approx(
@@ -77,47 +79,60 @@ def _direct_ece(labels, scores, n_bins):
 def test_ece_brier_and_reliability_against_direct_computations():
     labels, scores = _miscalibrated(1003, 2)
     for n_bins in (1, 7, 10):
-        assert calibration.expected_calibration_error(labels, scores, n_bins) == pytest.approx(
+        assert measures.ece_equal_mass(labels, scores, n_bins) == pytest.approx(
             _direct_ece(labels.astype(float).tolist(), scores.tolist(), n_bins), abs=1e-12)
-    assert calibration.expected_calibration_error([1, 0, 1, 0], [0.7] * 4, 1) == pytest.approx(0.2)
-    assert calibration.brier_score(labels, scores) == pytest.approx(
+    assert measures.ece_equal_mass([1, 0, 1, 0], [0.7] * 4, 1) == pytest.approx(0.2)
+    assert measures.brier_score(labels, scores) == pytest.approx(
         brier_score_loss(labels, scores))
-    points = calibration.reliability(labels, scores, 10)
+    points = measures.reliability(labels, scores, 10)
     assert sum(points["count"]) == 1003 and max(points["count"]) - min(points["count"]) <= 1
     assert points["mean_score"] == sorted(points["mean_score"])
-    estimate = calibration.ece_estimate(labels, scores, n_resamples=200, seed=0)
+    estimate = measures.ece_estimate(labels, scores, n_resamples=200, seed=0)
     assert estimate.ci_low < estimate.value < estimate.ci_high and estimate.n_resamples == 200
-    assert calibration.ece_estimate(labels, scores, n_resamples=200, seed=0) == estimate
+    assert measures.ece_estimate(labels, scores, n_resamples=200, seed=0) == estimate
     with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]"):
-        calibration.fit_calibration("platt", [0, 1], [0.5, 1.5])
+        fitting.fit_calibration("platt", [0, 1], [0.5, 1.5])
     with pytest.raises(stats.UndefinedStatistic, match="one class"):
-        calibration.fit_calibration("isotonic", [1, 1], [0.2, 0.3])
+        fitting.fit_calibration("isotonic", [1, 1], [0.2, 0.3])
     with pytest.raises(ValueError, match="unknown calibration method"):
-        calibration.fit_calibration("beta", labels, scores)
+        fitting.fit_calibration("beta", labels, scores)
+
+
+def test_equal_width_reliability_bins_and_its_ece():
+    labels = np.array([0, 0, 1, 1, 1, 0])
+    scores = np.array([0.05, 0.15, 0.15, 0.95, 0.85, 0.95])
+    calibration = measures.equal_width_reliability(labels, scores, n_bins=10)
+    assert calibration.count == [1, 2, 1, 2]
+    np.testing.assert_allclose(calibration.mean_score, [0.05, 0.15, 0.85, 0.95])
+    np.testing.assert_allclose(calibration.positive_rate, [0.0, 0.5, 1.0, 0.5])
+    expected = (1 * 0.05 + 2 * 0.35 + 1 * 0.15 + 2 * 0.45) / 6
+    assert calibration.ece_equal_width == pytest.approx(expected)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        measures.equal_width_reliability(labels, scores * 2)
 
 
 def test_calibration_files_and_specs_are_checked(tmp_path):
     path = tmp_path / "calibration.json"
-    good = calibration.CalibrationSet("platt", {"q4": ["x"]}, {
-        "q4": calibration.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.1}, 10)})
+    good = cal_maps.CalibrationSet("platt", {"q4": ["x"]}, {
+        "q4": cal_maps.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.1}, 10)})
     path.write_text(json.dumps(good.to_dict()))
-    assert calibration.read_calibration(str(path)).metrics == good.metrics
+    assert cal_maps.read_calibration(str(path)).metrics == good.metrics
     with pytest.raises(ValueError, match=r"calibration\.json: calibration maps for unknown "
                                          r"metric\(s\) \['q4'\]"):
-        calibration.maps_for(str(path), ["score"])
-    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT,
+        cal_maps.maps_for(str(path), ["score"])
+    path.write_text(json.dumps({"format": cal_maps.CALIBRATION_FORMAT,
                                 "metrics": {"q4": {"method": "temperature",
                                                    "parameters": {"temperature": -1}}}}))
     with pytest.raises(ValueError, match="metric 'q4': the temperature must be positive"):
-        calibration.read_calibration(str(path))
+        cal_maps.read_calibration(str(path))
     path.write_text("{}")
     with pytest.raises(ValueError, match="not a calibration file"):
-        calibration.read_calibration(str(path))
-    bound = calibration.bind_specs(["seahorse:d:q4,split=validation", "q1=seahorse:d:q1"],
+        cal_maps.read_calibration(str(path))
+    bound = fitting.bind_specs(["seahorse:d:q4,split=validation", "q1=seahorse:d:q1"],
                                    ["q1", "q4"])
     assert bound == {"q1": ["seahorse:d:q1"], "q4": ["seahorse:d:q4,split=validation"]}
     with pytest.raises(ValueError, match="no metric named 'q9'"):
-        calibration.bind_specs(["q9=seahorse:d"], ["q1"])
+        fitting.bind_specs(["q9=seahorse:d"], ["q1"])
 
 
 def _platt(**overrides):
@@ -149,9 +164,9 @@ def test_a_calibration_map_is_checked_on_reading(tmp_path, entry, words):
     """Issue 48 point 3: a decreasing map, values outside [0, 1], and fields
     of the wrong type were applied (or were tracebacks)."""
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {"q4": entry}}))
+    path.write_text(json.dumps({"format": cal_maps.CALIBRATION_FORMAT, "metrics": {"q4": entry}}))
     with pytest.raises(ValueError, match=words) as refused:
-        calibration.read_calibration(str(path))
+        cal_maps.read_calibration(str(path))
     message = str(refused.value)
     assert message.startswith(f"{path}: metric 'q4': ") and "\n" not in message
 
@@ -159,24 +174,24 @@ def test_a_calibration_map_is_checked_on_reading(tmp_path, entry, words):
 def test_a_calibration_file_of_the_wrong_shape_is_one_line(tmp_path):
     path = tmp_path / "calibration.json"
     for text, words in (("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-                        ('{"format": "%s", "metrics": [1]}' % calibration.CALIBRATION_FORMAT,
+                        ('{"format": "%s", "metrics": [1]}' % cal_maps.CALIBRATION_FORMAT,
                          "metrics must be an object"),
                         ('{"format": "%s", "metrics": {"q4": %s}, "fitted_on": [1]}'
-                         % (calibration.CALIBRATION_FORMAT, json.dumps(_platt())),
+                         % (cal_maps.CALIBRATION_FORMAT, json.dumps(_platt())),
                          "fitted_on must map each metric")):
         path.write_text(text)
         with pytest.raises(ValueError, match=words) as refused:
-            calibration.read_calibration(str(path))
+            cal_maps.read_calibration(str(path))
         assert str(refused.value).startswith(f"{path}: ")
-    path.write_text(json.dumps({"format": calibration.CALIBRATION_FORMAT, "metrics": {
+    path.write_text(json.dumps({"format": cal_maps.CALIBRATION_FORMAT, "metrics": {
         "q4": _isotonic([0.0, 0.5, 1.0], [0.0, 0.0, 1.0])}}))  # flat steps are fine
-    assert calibration.read_calibration(str(path)).metrics["q4"].apply([0.75]) == [0.5]
+    assert cal_maps.read_calibration(str(path)).metrics["q4"].apply([0.75]) == [0.5]
 
 
 def test_platt_refuses_to_fit_a_map_that_would_reverse_the_scores():
     labels, scores = _miscalibrated(400, seed=3)
     with pytest.raises(stats.UndefinedStatistic, match="the labels fall as the scores rise"):
-        calibration.fit_platt(labels, 1.0 - scores)
+        fitting.fit_platt(labels, 1.0 - scores)
 
 
 # ------------------------------------------------------------------ evaluate
@@ -216,13 +231,13 @@ def test_evaluate_fits_on_dev_and_reports_before_and_after(tmp_path):
         "--metric", "baseline:length",
         "--calibrate_on", f"q4=seahorse:{prepared}:q4,split=validation",
         "--calibration", "platt", "--bootstrap", "100", "--output", str(output)]) == 0
-    fitted = calibration.read_calibration(str(output / "calibration.json"))
-    expected = calibration.fit_calibration("platt", dev_labels, dev_scores)
+    fitted = cal_maps.read_calibration(str(output / "calibration.json"))
+    expected = fitting.fit_calibration("platt", dev_labels, dev_scores)
     assert set(fitted.metrics) == {"q4"}  # The length baseline is no probability.
     for key in ("slope", "intercept"):
         assert fitted.metrics["q4"].parameters[key] == pytest.approx(expected.parameters[key])
     data = json.loads((output / "report.json").read_text())
-    assert calibration.calibration_from_dict(data).metrics == fitted.metrics
+    assert cal_maps.calibration_from_dict(data).metrics == fitted.metrics
     cell, = data["calibration_results"]
     assert (cell["metric"], cell["benchmark"], cell["n"]) == ("q4", "seahorse/q4", 400)
     after = expected.apply(test_scores)
@@ -235,7 +250,7 @@ def test_evaluate_fits_on_dev_and_reports_before_and_after(tmp_path):
     assert cell["brier"]["after"] == pytest.approx(brier_score_loss(test_labels, after))
     assert cell["brier"]["after"] < cell["brier"]["before"]
     markdown = (output / "report.md").read_text()
-    assert "### Expected calibration error, before → after calibration" in markdown
+    assert "### Expected calibration error (equal-mass bins), before → after calibration" in markdown
     assert "### Calibration maps" in markdown and "### Brier score" in markdown
     assert 'class="recalibration"' in (output / "report.html").read_text()
     # Issue 48 point 23: one term for the ECE's interval, in the report and the README.
@@ -257,9 +272,9 @@ def test_score_calibration_round_trip_and_mismatched_file(tmp_path, tiny_hf_dir)
     from seahorse_metrics import Scorer
     from seahorse_metrics.cli import main as cli_main
 
-    maps = {"q4": calibration.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
+    maps = {"q4": cal_maps.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps(calibration.CalibrationSet("platt", {}, maps).to_dict()))
+    path.write_text(json.dumps(cal_maps.CalibrationSet("platt", {}, maps).to_dict()))
     source = tmp_path / "in.csv"
     with open(source, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
@@ -308,46 +323,3 @@ def test_score_calibration_round_trip_and_mismatched_file(tmp_path, tiny_hf_dir)
                      "--output", str(tmp_path / "other.csv"), "--calibration", str(path)]
                     + shape) == 2
     assert not (tmp_path / "other.csv").exists()
-
-
-@pytest.mark.parametrize("extension", ["jsonl", "json", "csv"])
-def test_score_calibration_streams_the_output(tmp_path, extension):
-    """Issue 48 point 12: `score --calibration` read the whole output into
-    memory; a 24 MB output is now rewritten holding about one row."""
-    import io
-    import tracemalloc
-
-    from seahorse_metrics.scoring.calibrated import add_calibrated_columns
-    from seahorse_metrics.scoring.output import OutputWriter
-
-    rows = 240
-    output = tmp_path / f"out.{extension}"
-    text = "The mayor opened a factory. " * 3600  # about 100 KB a row
-    with open(output, "w", encoding="utf-8", newline="") as handle:
-        writer = OutputWriter(handle, extension, ["article", "summary", "q4", "error"])
-        for row in range(rows):
-            writer.write({"article": text, "summary": f"s{row}", "q4": row / rows}
-                         if row % 7 else {"article": text, "summary": "", "error": "empty"})
-        writer.close()
-    (tmp_path / f"out.{extension}.meta.json").write_text("{}")
-    assert output.stat().st_size > 24 * 10**6
-    maps = {"q4": calibration.CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
-    tracemalloc.start()
-    try:
-        add_calibrated_columns(str(output), maps)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 4 * 10**6, f"peak {peak / 10**6:.1f} MB"
-    if extension == "csv":
-        with open(output, encoding="utf-8", newline="") as handle:
-            got = list(csv.DictReader(io.StringIO(handle.read())))
-        assert list(got[0]) == ["article", "summary", "q4", "q4_calibrated", "error"]
-    else:
-        from seahorse_metrics.scoring import files
-
-        got = [row.record for row in files.read_rows(str(output))]
-    assert len(got) == rows and got[0]["q4_calibrated"] in ("", None) and got[0]["error"]
-    expected = maps["q4"].apply([1 / rows])[0]
-    assert float(got[1]["q4_calibrated"]) == pytest.approx(expected, rel=1e-9)
-    assert got[1]["article"] == text

@@ -67,7 +67,7 @@ def test_digest_changes_with_content_and_is_cached_outside_the_checkpoint(
     assert content.content_digest(str(checkpoint)) != first and not hashed
     # Where the cache cannot be written, the digest is computed all the same.
     os.remove(content.cache_path(str(checkpoint)))
-    monkeypatch.setattr(content.tempfile, "mkstemp", lambda **kw: (_ for _ in ()).throw(
+    monkeypatch.setattr(content, "write_json_atomically", lambda *a, **kw: (_ for _ in ()).throw(
         PermissionError(13, "Permission denied")))
     assert content.content_digest(str(checkpoint)) == content.content_digest(str(checkpoint))
     assert not os.path.exists(content.cache_path(str(checkpoint)))

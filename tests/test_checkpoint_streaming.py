@@ -162,9 +162,9 @@ def test_truncated_shard_is_named(tmp_path, tiny_hf_model, weights, suffix):
 def test_index_naming_a_tensor_no_shard_has(tmp_path, tiny_hf_model):
     directory = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / "sharded"), weights="sharded")
     index_path = os.path.join(directory, "model.safetensors.index.json")
-    from seahorse_metrics.checkpoints.readers import read_json
+    from seahorse_metrics.checkpoints.readers import read_json_object
 
-    index = read_json(index_path)
+    index = read_json_object(index_path)
     first_shard = sorted(set(index["weight_map"].values()))[0]
     index["weight_map"]["encoder.block.9.layer.0.SelfAttention.q.weight"] = first_shard
     tiny_model.write_json(index_path, index)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fixtures import train_utils
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.training import distill, soft_targets
 from seahorse_metrics.training.config import BACKBONE_DIR
 
@@ -308,7 +308,7 @@ def test_a_resume_with_another_init_checkpoint_is_refused_in_one_line(tmp_path, 
 
 def test_a_second_distillation_on_a_model_dir_gets_the_lock_refusal(tmp_path):
     """Issue 48 point 11: the lock `train` takes, from before anything is written."""
-    from seahorse_metrics.locks import OutputInUseError
+    from seahorse_metrics.io.locks import OutputInUseError
     from seahorse_metrics.training import trainer
 
     model_dir = tmp_path / "student"

@@ -117,7 +117,7 @@ def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, v1_0_dir, engin
             {"m": tiny_hf_dir, "v1_0": v1_0_dir}, engine="ctranslate2", batch_size=2,
             engine_options={**engine_options, "threads_per_batch": per_batch}, **SHAPES)
         calls = []
-        for runner in scorer.runners:
+        for runner in scorer.engines:
             assert runner.batches_at_once == 2 // per_batch
             runner.translator = _CallTimes(runner.translator, calls)
         scores[per_batch] = scorer.score(premises, hypotheses)
@@ -235,7 +235,7 @@ def test_what_only_jax_does_is_refused_in_one_line(tiny_hf_dir, engine_options, 
     with pytest.raises(ValueError, match="unknown engine"):
         Scorer.load(tiny_hf_dir, engine="onnx")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
-    with pytest.raises(engine.EngineNotInstalled, match=r"pip install -e '\.\[cpu\]'"):
+    with pytest.raises(conversion.EngineNotInstalled, match=r"pip install -e '\.\[cpu\]'"):
         Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options)
 
 
@@ -285,7 +285,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     assert "ctranslate2" in json.dumps(meta)
 
     # Interrupted after 3 batches (Ctrl-C in the model call); the rerun resumes.
-    call = engine.CTranslate2Runner._first_step_log_probs
+    call = engine.CTranslate2Engine._first_step_log_probs
     calls = []
 
     def interrupted(self, tokens):
@@ -295,7 +295,7 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
         return call(self, tokens)
 
     resumed = str(tmp_path / "resumed.jsonl")
-    monkeypatch.setattr(engine.CTranslate2Runner, "_first_step_log_probs", interrupted)
+    monkeypatch.setattr(engine.CTranslate2Engine, "_first_step_log_probs", interrupted)
     assert cli_main(command + ["--output", resumed]) == 130
     monkeypatch.undo()
     monkeypatch.setenv(conversion.CACHE_ENV_VAR, str(cache))

@@ -205,3 +205,24 @@ def test_library_modules_are_at_most_600_lines():
     too_long = {str(path.relative_to(ROOT)): length for path in _library_modules().values()
                 if (length := len(path.read_text(encoding="utf-8").splitlines())) > 600}
     assert not too_long, f"modules over 600 lines (split them by what they own): {too_long}"
+
+
+def test_one_public_face_and_the_client_stays_light():
+    """Issue 45 point 8: `seahorse_metrics` names the public classes (the
+    client among them, beside the server in `serving/`); importing the
+    package and the client loads neither JAX nor a server package."""
+    import subprocess
+    import sys
+
+    script = ("import sys, seahorse_metrics as s\n"
+              "from seahorse_metrics.serving import client\n"
+              "assert s.RemoteScorer is client.RemoteScorer, s.RemoteScorer\n"
+              "heavy = sorted({'jax', 'starlette', 'uvicorn', 'flax'} & set(sys.modules))\n"
+              "assert not heavy, heavy\n"
+              "print(sorted(s.__all__))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == str(["MultiScorer", "RemoteScorer", "Scorer",
+                                                 "__version__"])
+    assert not (ROOT / "seahorse_metrics" / "client.py").exists()

@@ -60,7 +60,7 @@ print(json.dumps({"scores": scores.tolist()}))
 def test_scorer_score_and_evaluate_load_a_hub_id_offline(hub, tiny_hf_dir):
     from seahorse_metrics import Scorer
     from seahorse_metrics.data.seahorse import iter_prepared
-    from seahorse_metrics.evaluation import stats
+    from seahorse_metrics import stats
 
     env = child_env(extra={"HF_HOME": hub["hf_home"], "HF_HUB_OFFLINE": "1"})
     env.pop("HF_HUB_CACHE", None)

@@ -17,7 +17,12 @@ CAPS = ("XLA_FLAGS", "CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_IS
 def host(monkeypatch):
     """Pretends to run on a CPU with the given flags, no caps set."""
     for name in CAPS:
-        monkeypatch.delenv(name, raising=False)
+        # setenv first, so that what the library writes there is undone too (a
+        # delenv of an unset variable records nothing): an ONEDNN_MAX_CPU_ISA
+        # left behind reached later tests' child processes, whose XLA:CPU
+        # oneDNN kernels then computed other float32 roundings than this one.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
     def on(flags):
         monkeypatch.setattr(isa, "_cpuinfo", lambda: ("AuthenticAMD", "test CPU", flags))

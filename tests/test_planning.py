@@ -12,7 +12,7 @@ import math
 import jax
 import pytest
 
-from seahorse_metrics import planning
+from seahorse_metrics.planning import memory
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config
 
@@ -22,7 +22,7 @@ MiB = 2 ** 20
 def test_xxl_train_and_scoring_steps_split_parameters_eight_ways(caplog):
     config = get_config("mt5_xxl", dtype="bfloat16", num_encoder_layers=1, num_decoder_layers=1)
     with caplog.at_level("INFO"):
-        plan = planning.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
+        plan = memory.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
                                            model_name="mt5_xxl 1+1", timeout=900)
     # The child process says what it compiles, as it goes (issue 48 point 17).
     assert [r.getMessage().split(":")[0] for r in caplog.records
@@ -91,15 +91,15 @@ def test_plan_command_prints_per_device_memory(capsys, caplog):
 
 
 # ---------------------------------------------------------------- figure source
-def _step(per_device: int) -> planning.StepMemory:
-    return planning.StepMemory("train step", {"parameters (float32)": planning.ArgumentBytes(
+def _step(per_device: int) -> memory.StepMemory:
+    return memory.StepMemory("train step", {"parameters (float32)": memory.ArgumentBytes(
         per_device, per_device)}, 0, 0, ("none", 0), 0.0)
 
 
 def test_figures_are_the_devices_own_where_compiled_for_an_accelerator():
-    assert planning.figure_source("cpu") == planning.CPU_ESTIMATE == "CPU-compiler estimate"
-    assert planning.figure_source("gpu") == planning.figure_source("tpu") == planning.DEVICE
-    plan = planning.MemoryPlan("m", 1, {"data": 1, "model": 1}, "gpu", 8, [_step(100)])
+    assert memory.figure_source("cpu") == memory.CPU_ESTIMATE == "CPU-compiler estimate"
+    assert memory.figure_source("gpu") == memory.figure_source("tpu") == memory.DEVICE
+    plan = memory.MemoryPlan("m", 1, {"data": 1, "model": 1}, "gpu", 8, [_step(100)])
     report = plan.report()
     assert "per-device figures: device" in report and "CPU compiler" not in report
 
@@ -108,10 +108,10 @@ def test_plan_figures_are_the_compiled_programs_memory_analysis():
     from seahorse_metrics.model.partitioning import make_mesh
 
     config = get_config("tiny", num_encoder_layers=1, num_decoder_layers=1)
-    executable, memory, _ = planning.compile_train_step(config, make_mesh(1), 16, 2)
+    executable, step, _ = memory.compile_train_step(config, make_mesh(1), 16, 2)
     analysis = executable.memory_analysis()
-    assert memory.temp_bytes == analysis.temp_size_in_bytes
-    assert memory.output_bytes == analysis.output_size_in_bytes - analysis.alias_size_in_bytes
+    assert step.temp_bytes == analysis.temp_size_in_bytes
+    assert step.output_bytes == analysis.output_size_in_bytes - analysis.alias_size_in_bytes
 
 
 class _FakeDevice:
@@ -121,7 +121,7 @@ class _FakeDevice:
 def test_fit_search_on_present_devices_is_labelled_device(monkeypatch):
     """With the devices at hand the search runs here, compiled for them: its
     figures are the device's, and no CPU correction applies."""
-    from seahorse_metrics import fitting
+    from seahorse_metrics.planning import fitting
 
     seen = {}
 
@@ -132,9 +132,9 @@ def test_fit_search_on_present_devices_is_labelled_device(monkeypatch):
     monkeypatch.setattr(fitting, "iterate_search", search)
     monkeypatch.setattr(jax, "device_count", lambda: 1)
     monkeypatch.setattr(jax, "devices", lambda: [_FakeDevice()])
-    correction = planning.DeviceCorrection("H100", 0.5, 2, "record.json")
+    correction = memory.DeviceCorrection("H100", 0.5, 2, "record.json")
     result = fitting.search_fit(get_config("tiny"), 1, 200, 16, 2, correction=correction)
-    assert result.source == planning.DEVICE and seen["correction"] == 1.0
+    assert result.source == memory.DEVICE and seen["correction"] == 1.0
     assert "per-device figures: device" in result.report()
 
 
@@ -148,19 +148,19 @@ def _record(path, mode="device", ratios=(0.8, 0.9, 1.0)):
 
 
 def test_cpu_figures_are_corrected_by_a_device_record(tmp_path, monkeypatch):
-    from seahorse_metrics import fitting
+    from seahorse_metrics.planning import fitting
 
-    correction = planning.read_device_correction(_record(tmp_path / "run.json"))
+    correction = memory.read_device_correction(_record(tmp_path / "run.json"))
     assert (correction.factor, correction.settings) == (0.9, 3)
     assert correction.device == "NVIDIA H100 80GB HBM3" and correction.apply(1000) == 900
     # The search compares corrected figures: 10 MB on XLA:CPU are 9 MB on the device.
-    monkeypatch.setattr(planning, "plan_train_step", lambda *a, **k: _step(10 ** 7))
+    monkeypatch.setattr(memory, "plan_train_step", lambda *a, **k: _step(10 ** 7))
     trials = list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
                                          alternatives=False, correction=correction.factor))
     assert trials[0].fits and trials[0].per_device_bytes == 9_000_000
     assert not list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
                                            alternatives=False))[0].fits
-    plan = planning.MemoryPlan("m", 1, {"data": 1, "model": 1}, "cpu", 8, [_step(2 ** 30)])
+    plan = memory.MemoryPlan("m", 1, {"data": 1, "model": 1}, "cpu", 8, [_step(2 ** 30)])
     report = plan.report(correction)
     assert "total, corrected" in report and "0.90 GiB" in report
     assert "corrected by x0.900 for NVIDIA H100 80GB HBM3" in report
@@ -168,13 +168,13 @@ def test_cpu_figures_are_corrected_by_a_device_record(tmp_path, monkeypatch):
 
 def test_a_record_without_device_measurements_gives_no_correction(tmp_path):
     with pytest.raises(ValueError, match="not a device run"):
-        planning.read_device_correction(_record(tmp_path / "tiny.json", mode="tiny"))
+        memory.read_device_correction(_record(tmp_path / "tiny.json", mode="tiny"))
     with pytest.raises(ValueError, match="no training setting"):
-        planning.read_device_correction(_record(tmp_path / "none.json", ratios=()))
+        memory.read_device_correction(_record(tmp_path / "none.json", ratios=()))
 
 
 def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monkeypatch):
-    from seahorse_metrics import fitting
+    from seahorse_metrics.planning import fitting
 
     compiled = []
 
@@ -182,7 +182,7 @@ def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monk
         compiled.append(config.remat)
         return _step(10 ** 7 // microbatches)
 
-    monkeypatch.setattr(planning, "plan_train_step", plan)
+    monkeypatch.setattr(memory, "plan_train_step", plan)
     budget = 6 * 10 ** 6  # 2 microbatches and more fit, whatever the remat
     everything = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4))
     # With alternatives, the more recomputing remats are tried for 1 microbatch.

@@ -10,7 +10,7 @@ from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.checkpoints import load_checkpoint, save_checkpoint
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
-from seahorse_metrics.scoring import runner as runner_lib
+from seahorse_metrics.engines import jax_engine
 
 PREMISES = [
     "the quick brown fox jumps over the lazy dog " * 6,
@@ -80,21 +80,21 @@ def test_any_batch_size_and_bucket_setting_gives_hf_scores_in_input_order(
 def test_each_batch_shape_compiles_once(tiny_hf_dir, mixed_pairs):
     scorer = load(tiny_hf_dir, bucket_lengths=(48, 64, 128))
     shapes = scorer.multi.batching().shapes()
-    runner = scorer.multi.runners[0]
+    runner = scorer.multi.engines[0]
     new_shapes = [shape for shape in shapes if not runner.is_compiled(*shape)]
-    before = runner_lib.compiled_shape_count()
+    before = jax_engine.compiled_shape_count()
     scorer.score(*mixed_pairs)
     used = [shape for shape in new_shapes if runner.is_compiled(*shape)]
-    assert runner_lib.compiled_shape_count() - before == len(used)
+    assert jax_engine.compiled_shape_count() - before == len(used)
     premises, hypotheses = mixed_pairs
     scorer.score(premises[::-1], hypotheses[::-1])
     scorer.score(premises[:3], hypotheses[:3])
     # An equal config (another scorer of the same model) reuses the programs.
     load(tiny_hf_dir, bucket_lengths=(48, 64, 128)).score(*mixed_pairs)
-    assert runner_lib.compiled_shape_count() - before == len(used)
+    assert jax_engine.compiled_shape_count() - before == len(used)
     scorer.precompile()
     assert all(runner.is_compiled(*shape) for shape in shapes)
-    assert runner_lib.compiled_shape_count() - before == len(new_shapes)
+    assert jax_engine.compiled_shape_count() - before == len(new_shapes)
 
 
 @pytest.mark.parametrize("truncation", ["summary_first", "joint"])

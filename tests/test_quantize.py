@@ -283,7 +283,7 @@ def test_int8_scoring_step_does_not_hold_every_converted_kernel():
     # them (mT5-large: 2.5 GB of temporaries against float32's 0.5 GB).
     from fixtures.tiny_model import tiny_config
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.scoring.runner import compile_first_step
+    from seahorse_metrics.model.first_step import compile_first_step
 
     temporaries = {}
     for quantize in (None, "int8"):

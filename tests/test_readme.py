@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import yaml
+from fixtures.compile_speed import as_users_compile
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
@@ -251,7 +252,7 @@ def test_run_blocks_work_on_the_sample_from_any_directory(tmp_path):
         if mark == "run"
     ]
     assert len(run_blocks) >= 10 and run_blocks[0][0] == "README.md"
-    env = dict(os.environ)
+    env = as_users_compile(os.environ)  # the users' XLA optimisation level, not the suite's
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.pop("PYTHONPATH", None)  # the repository is found as installed, not from here
     result = subprocess.run(

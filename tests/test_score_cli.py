@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from seahorse_metrics import MultiScorer, Scorer
+from seahorse_metrics.calibration.maps import CalibrationMap
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring.job import META_SUFFIX
 
 SHAPE_ARGS = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
               "--window_size", "64", "--no_progress"]
@@ -87,7 +89,7 @@ def test_resume_after_kill_writes_the_same_file(tmp_path, tiny_hf_dir, sample_sp
     with open(full, "rb") as a, open(resumed, "rb") as b:
         assert a.read() == b.read()
     assert not os.path.exists(resumed + files.PARTIAL_SUFFIX)
-    meta = json.load(open(resumed + files.META_SUFFIX))
+    meta = json.load(open(resumed + META_SUFFIX))
     assert 24 <= meta["rows"]["resumed"] < meta["rows"]["rows"] == 1000
     assert meta["rows"]["truncated"] > 0 and meta["settings"]["normalize"] == "full"
     rows = read_jsonl(full)
@@ -120,7 +122,7 @@ def test_cpu_devices_split_every_batch_with_the_same_scores(tmp_path, tiny_hf_di
                               + ["--cpu_devices", str(devices)], env=env, capture_output=True,
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        meta = json.load(open(output + files.META_SUFFIX))
+        meta = json.load(open(output + META_SUFFIX))
         assert _data_parallel(meta) == devices
         scores[devices] = [row["score"] for row in read_jsonl(output)]
     assert len(scores[2]) == 40
@@ -188,7 +190,7 @@ def test_scores_match_the_python_api_and_rerun_is_a_no_op(tmp_path, tiny_hf_dir,
     assert cli_main(args + SHAPE_ARGS[:-3] + ["--window_size", "32", "--normalize", "pair"]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert cli_main(args + SHAPE_ARGS + ["--normalize", "pair", "--overwrite"]) == 0
-    meta = json.load(open(output + files.META_SUFFIX))
+    meta = json.load(open(output + META_SUFFIX))
     assert meta["settings"]["normalize"] == "pair"
     pair = Scorer.load(tiny_hf_dir, max_input_length=256, bucket_lengths=(64, 128, 256),
                        window_size=64, normalize="pair")
@@ -229,7 +231,7 @@ def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, c
     assert rows[6]["id"] == 7 and rows[0]["score"] == rows[6]["score"]
     for line in (2, 3, 5, 6, 7):
         assert f"bad.jsonl:{line}:" in caplog.text
-    meta = json.load(open(output + files.META_SUFFIX))
+    meta = json.load(open(output + META_SUFFIX))
     assert meta["rows"]["bad"] == 5 and meta["rows"]["scored"] == 2
     assert [b["line"] for b in meta["bad_rows"]] == [2, 3, 5, 6, 7]
 
@@ -272,13 +274,15 @@ def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf
 
 @pytest.mark.slow
 def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
-    """`score_file` streams: 10x the rows, the same Python heap.
+    """`score_file` streams: 6x the rows, the same Python heap, calibrated
+    columns included (issue 48 point 12: `score --calibration` had read the
+    whole output into memory).
 
     Measured with tracemalloc (every Python and numpy allocation, exactly and
     deterministically) after a warm-up run has compiled the batch shapes. The
     process's peak RSS is no use here: batch buffers and malloc arenas move it
-    by +-60 MiB from run to run (measured), while holding 50k rows and their
-    scores would cost the Python heap some 50 MiB.
+    by +-60 MiB from run to run (measured), while holding 12k rows and their
+    scores would cost the Python heap some 12 MiB.
     """
     import tracemalloc
 
@@ -291,18 +295,25 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
 
     scorer = MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(32, 64),
                               batch_size=256, max_batch_tokens=8192, window_size=1024)
-    small = write(tmp_path / "small.jsonl", 5_000)
-    files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False)
+    calibration = {"score": CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
+    small = write(tmp_path / "small.jsonl", 2_000)
+    files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False,
+                     calibration=calibration)
     peaks = {}
-    for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 50_000))):
+    for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 12_000))):
         tracemalloc.start()
         try:
             files.score_file(scorer, path, str(tmp_path / f"{name}_out.jsonl"),
-                             show_progress=False)
+                             show_progress=False, calibration=calibration)
             peaks[name] = tracemalloc.get_traced_memory()[1] / 2**20
         finally:
             tracemalloc.stop()
-    # The partial file's row index grows by 9 bytes a row (0.4 MiB here).
+    # The partial file's row index grows by 9 bytes a row (0.1 MiB here); holding
+    # the 10k more rows and their scores would cost some 10 MiB. The small run
+    # holds two windows (1,024 rows each), as the large one does at its peak.
     assert peaks["large"] - peaks["small"] < 2.0, peaks
     with open(tmp_path / "large_out.jsonl", encoding="utf-8") as handle:
-        assert sum(1 for _ in handle) == 50_000
+        rows = [json.loads(line) for line in handle]
+    assert len(rows) == 12_000
+    assert all(row["score_calibrated"] == pytest.approx(calibration["score"].apply(
+        np.array([row["score"]]))[0], abs=1e-6) for row in rows[:100])

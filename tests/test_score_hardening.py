@@ -14,6 +14,8 @@ from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.evaluation.metrics import read_score_table
 from seahorse_metrics.scoring import files
+from seahorse_metrics.io.locks import LOCK_SUFFIX
+from seahorse_metrics.scoring.job import META_SUFFIX
 
 FAST = {"xla_backend_optimization_level": 0}
 ARGS = ["--max_input_length", "64", "--buckets", "64", "--batch_size", "4", "--window_size", "8",
@@ -63,7 +65,7 @@ def test_a_stray_quote_in_a_tsv_input_does_not_swallow_rows(tmp_path, tiny_hf_di
                       "The owl sees.\tAn owl.\n", encoding="utf-8")
     output = tmp_path / "out.tsv"
     assert score(tiny_hf_dir, source, output) == 0
-    meta = json.load(open(str(output) + files.META_SUFFIX))
+    meta = json.load(open(str(output) + META_SUFFIX))
     assert meta["rows"]["rows"] == meta["rows"]["scored"] == 4
     assert meta["input_table"]["quoting"] == "none" and meta["input_table"]["lines"] == 5
     lines = output.read_text(encoding="utf-8").splitlines()
@@ -200,7 +202,7 @@ def test_a_second_run_on_the_same_output_refuses_naming_the_first(tmp_path, scor
         first.join()
     rows = read_jsonl(output)
     assert [r["summary"] for r in rows] == [p["summary"] for p in PAIRS]
-    assert not os.path.exists(str(output) + files.LOCK_SUFFIX)
+    assert not os.path.exists(str(output) + LOCK_SUFFIX)
 
 
 def test_the_partial_file_is_read_by_records(tmp_path, scorer, monkeypatch):
@@ -262,7 +264,7 @@ def test_a_summary_crowding_out_the_article_is_an_error_or_cut_and_flagged(tmp_p
             assert "score" not in row and "ignore the article" in row["error"], row
             assert "--long_summaries cut" in row["error"]
         assert "error" not in written[2] and "summary_cut" not in written[2]
-        meta = json.load(open(str(output) + files.META_SUFFIX))
+        meta = json.load(open(str(output) + META_SUFFIX))
         assert meta["rows"]["bad"] == 2 and meta["rows"]["scored"] == 1
 
     output = tmp_path / "cut.csv"
@@ -402,7 +404,7 @@ def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(tmp_path, tiny_
     assert rows[1]["summary"] == "A plant \ud800 here."  # read back exactly as it was given
     assert rows[1]["error"] == ("field 'summary' holds a lone surrogate U+D800 at character 8, "
                                 "which is no Unicode text")
-    meta = json.load(open(str(output) + files.META_SUFFIX))
+    meta = json.load(open(str(output) + META_SUFFIX))
     assert meta["rows"]["scored"] == 2 and meta["rows"]["bad"] == 1
     as_csv = tmp_path / "out.csv"
     assert score(tiny_hf_dir, source, as_csv) == 0

@@ -23,6 +23,8 @@ from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.cli import parse_args
 from seahorse_metrics.scoring import beam as beam_scoring
 from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring.job import META_SUFFIX
+from seahorse_metrics.scoring.shards import SETTINGS_FILE, SHARDS_SUFFIX
 
 FAST = {"xla_backend_optimization_level": 0}
 SCORER = dict(max_input_length=256, bucket_lengths=(64, 128, 256), batch_size=8, window_size=64,
@@ -135,7 +137,7 @@ def test_two_workers_three_shards_equal_score_row_for_row(tmp_path, tiny_hf_dir,
     assert meta["stats"]["truncation"]["truncated"] == rows["truncated"]
     assert meta["settings"]["metrics"] == ["score"]
     # One shard per window, each with its window's rows.
-    written = sorted(os.listdir(str(output) + beam_scoring.SHARDS_SUFFIX))
+    written = sorted(os.listdir(str(output) + SHARDS_SUFFIX))
     assert [n for n in written if n.endswith(".jsonl")] == [
         "00000-000000.jsonl", "00000-000001.jsonl", "00001-000000.jsonl", "00002-000000.jsonl",
         "00002-000001.jsonl"]
@@ -151,9 +153,9 @@ def test_failed_bundle_fails_the_run_and_the_rerun_resumes(tmp_path, tiny_hf_dir
     with pytest.raises(Exception, match="injected failure"):
         score(shards, output, tiny_hf_dir, TWO_WORKERS, make_handler=failing)
     assert marker.exists()
-    shard_dir = str(output) + beam_scoring.SHARDS_SUFFIX
+    shard_dir = str(output) + SHARDS_SUFFIX
     assert not os.path.exists(os.path.join(shard_dir, "00002-000001.jsonl"))
-    assert not os.path.exists(str(output) + files.META_SUFFIX)
+    assert not os.path.exists(str(output) + META_SUFFIX)
     kept = [n for n in os.listdir(shard_dir) if n.endswith(".jsonl")]
 
     meta = score(shards, output, tiny_hf_dir, TWO_WORKERS, merge=True, make_handler=failing)
@@ -267,7 +269,7 @@ def test_id_field_and_csv_merge_of_windows_with_other_columns(tmp_path, tiny_hf_
     assert rows[3].pop("score") == ""
     assert rows == expected_rows
     assert meta["rows"]["bad"] == 2 and meta["id_field"] == "id"
-    assert sorted(n for n in os.listdir(str(output) + beam_scoring.SHARDS_SUFFIX)
+    assert sorted(n for n in os.listdir(str(output) + SHARDS_SUFFIX)
                   if n.endswith(".csv")) == [f"00000-00000{w}.csv" for w in range(3)]
 
     clash = tmp_path / "clash.jsonl"
@@ -320,9 +322,9 @@ def test_reruns_check_inputs_options_and_earlier_shards(tmp_path, tiny_hf_dir, s
                                  pipeline_args=["--temp_locaton=/tmp"])
     with pytest.raises(ValueError, match="unsupported file type"):
         beam_scoring.score_files(shards, str(tmp_path / "scores.parquet"), {"q": tiny_hf_dir})
-    shard_dir = tmp_path / ("scores.jsonl" + beam_scoring.SHARDS_SUFFIX)
+    shard_dir = tmp_path / ("scores.jsonl" + SHARDS_SUFFIX)
     shard_dir.mkdir()
-    (shard_dir / beam_scoring.SETTINGS_FILE).write_text(json.dumps({"inputs": []}))
+    (shard_dir / SETTINGS_FILE).write_text(json.dumps({"inputs": []}))
     with pytest.raises(ValueError, match="another input or other settings"):
         beam_scoring.score_files(shards, output, {"q": tiny_hf_dir}, pipeline_args=IN_PROCESS)
     (tmp_path / "scores.jsonl").write_text("{}\n")
@@ -347,7 +349,7 @@ def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, capl
     assert [r.pop(beam_scoring.ROW_ID_FIELD) for r in rows] == [
         f"{source}:{line}" for line in range(1, len(expected_rows) + 1)]
     assert rows == expected_rows
-    meta = json.load(open(output + files.META_SUFFIX))
+    meta = json.load(open(output + META_SUFFIX))
     assert meta["rows"]["rows"] == len(rows) and meta["merged"] == output
     with caplog.at_level("INFO"):
         assert cli_main(command) == 0
@@ -365,14 +367,22 @@ def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, capl
     assert "need --runner" in capsys.readouterr().err
 
 
-def test_cli_runner_with_questions_and_threshold_writes_what_score_writes(tmp_path, tiny_hf_dir):
+def test_cli_runner_with_questions_threshold_and_calibration_writes_what_score_writes(
+        tmp_path, tiny_hf_dir):
+    """Issue 45 point 3: `--calibration` with `--runner` (refused before) adds
+    the calibrated column through the one place every runner applies it."""
+    from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
+
+    platt = CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps(CalibrationSet("platt", {}, {"score": platt}).to_dict()))
     pairs = [("the fox jumps over the dog.", "a fox jumps."), ("a cat sat on the mat.", "a dog sat.")]
     questions = ("what does the fox do?", "who sat down?", "where?")
     rows = [{"article": a, "summary": h, "question": q} for a, h in pairs for q in questions]
     source = write_jsonl(tmp_path / "qfs.jsonl", rows)
     shape = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
              "--window_size", "64", "--no_progress", "--question_field", "question",
-             "--threshold", "0.002"]
+             "--threshold", "0.002", "--calibration", str(calibration)]
     expected = str(tmp_path / "score.jsonl")
     assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
                      expected] + shape) == 0
@@ -384,6 +394,10 @@ def test_cli_runner_with_questions_and_threshold_writes_what_score_writes(tmp_pa
     assert without_row_id(read_jsonl(output)) == expected_rows
     assert [r["score_decision"] for r in expected_rows] == [
         "yes" if r["score"] >= 0.002 else "no" for r in expected_rows]
+    np.testing.assert_allclose([r["score_calibrated"] for r in expected_rows],
+                               platt.apply([r["score"] for r in expected_rows]), rtol=1e-12)
+    meta = json.loads(open(output + ".meta.json", encoding="utf-8").read())
+    assert meta["calibration"] == {"score": platt.to_dict()}
     # The question is part of the input: one pair scores differently under each question.
     for start in range(0, len(rows), len(questions)):
         assert len({r["score"] for r in expected_rows[start:start + len(questions)]}) > 1
@@ -463,7 +477,7 @@ def test_beam_workers_stop_soon_after_score_is_killed(tmp_path, tiny_hf_dir, wor
              "summary": f"fox {i} jumps."} for i in range(6000)]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     output = tmp_path / "out.jsonl"
-    shard_dir = str(output) + beam_scoring.SHARDS_SUFFIX
+    shard_dir = str(output) + SHARDS_SUFFIX
     command = [sys.executable, "-m", "seahorse_metrics", "score", "--checkpoint", tiny_hf_dir,
                "--input", str(source), "--output", str(output), "--runner", "DirectRunner",
                "--direct_num_workers=2", "--direct_running_mode=multi_processing",

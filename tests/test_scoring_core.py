@@ -7,8 +7,8 @@ import pytest
 
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.scoring import runner as runner_lib
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.engines import jax_engine
+from seahorse_metrics.scoring.options import ScoringOptions
 
 FAST = {"xla_backend_optimization_level": 0}
 PAIRS = (["The cat sat on the mat all day long, and then it slept.",
@@ -30,13 +30,13 @@ def test_validation_scores_with_the_scorers_programs_and_numbers(scorer):
     expected = scorer.score(*PAIRS)
     inputs = scorer.encode_inputs(*PAIRS)
     examples = ExampleSet.from_examples(inputs, [[scorer.positive_id, 1]] * len(inputs))
-    runner = scorer.multi.runners[0]
-    before = runner_lib.compiled_shape_count()
+    runner = scorer.multi.engines[0]
+    before = jax_engine.compiled_shape_count()
     probs = first_token_probabilities(runner.model, runner.params, examples,
                                       (scorer.positive_id, scorer.negative_id), batch_size=4,
                                       max_length=64, mesh=runner.mesh)
     # The scorer's compiled programs, so its numbers to the last bit (no new compile).
-    assert runner_lib.compiled_shape_count() == before
+    assert jax_engine.compiled_shape_count() == before
     np.testing.assert_array_equal(probs[:, 0], expected)
 
 
@@ -84,11 +84,11 @@ def test_score_records_windows_rows_as_score_file_does(scorer, tmp_path):
 
 
 def test_program_caches_are_objects_with_a_bound():
-    cache = runner_lib.ProgramCache(max_programs=2)
+    cache = jax_engine.ProgramCache(max_programs=2)
     made = []
     for key in ("a", "b", "a", "c", "b"):
         cache.get((key,), lambda key=key: made.append(key) or key.upper())
     assert made == ["a", "b", "c", "b"] and len(cache) == 2 and cache.compiled == 4
     assert ("c",) in cache and ("a",) not in cache
     with pytest.raises(ValueError):
-        runner_lib.ProgramCache(0)
+        jax_engine.ProgramCache(0)

@@ -99,8 +99,12 @@ def test_per_sentence_scores_each_summary_sentence(tiny_hf_dir, tiny_hf_model, t
     np.testing.assert_allclose(records[0]["score_sentences"], per_sentence[:3], rtol=1e-5)
 
 
-def test_per_sentence_with_chunks_takes_the_best_chunk_per_sentence(
-        tiny_hf_dir, tiny_hf_model, tokenizer, tiny_vocab_path):
+@pytest.mark.parametrize("metric", ["mt5", "umt5"])  # umt5: a relative position bias per layer
+def test_per_sentence_with_chunks_takes_the_best_chunk_per_sentence(metric, request, tokenizer,
+                                                                    tiny_vocab_path):
+    prefix = "tiny_hf" if metric == "mt5" else "tiny_umt5"
+    tiny_hf_dir, tiny_hf_model = (request.getfixturevalue(f"{prefix}_{part}")
+                                  for part in ("dir", "model"))
     scorer = Scorer.load(tiny_hf_dir, per_sentence=True, long_inputs="chunk",
                          chunk_overlap=OVERLAP, max_input_length=MAX_LENGTH,
                          bucket_lengths=(32,), compiler_options=FAST)

@@ -50,7 +50,7 @@ def test_packed_precompile_covers_every_packed_shape(tiny_hf_dir, pairs):
     scorer = Scorer.load(tiny_hf_dir, packing=True, bucket_lengths=(48,), max_input_length=128,
                          batch_size=4, compiler_options=FAST)
     scorer.precompile()
-    runner = scorer.multi.runners[0]
+    runner = scorer.multi.engines[0]
     config = scorer.multi.batching()
     assert all(runner.is_compiled(rows, length, config.slots(length))
                for rows, length in config.shapes())

@@ -55,7 +55,7 @@ def _checkpoint_args(metric_dirs, names=("q4", "q6")):
 @pytest.fixture(scope="module")
 def calibration_file(tmp_path_factory):
     """Platt maps for q4 and q6, as `evaluate --calibrate_on` writes them."""
-    from seahorse_metrics.calibration import CalibrationMap, CalibrationSet
+    from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
 
     maps = {"q4": CalibrationMap("platt", {"slope": 0.5, "intercept": 2.0}, 40),
             "q6": CalibrationMap("platt", {"slope": 0.8, "intercept": 1.0}, 40)}
@@ -306,7 +306,7 @@ def _metric(text, name):
 
 def test_client_has_the_scorer_signature_and_numbers(served, reference, metric_dirs):
     from seahorse_metrics import MultiScorer
-    from seahorse_metrics.client import RemoteScorer
+    from seahorse_metrics import RemoteScorer
 
     rows_by_id, _ = reference
     good = [pair for pair in PAIRS if pair["id"] != "p9"]

@@ -174,7 +174,7 @@ def test_client_retries_a_503_after_its_retry_after_and_waits_while_loading():
     import http.server
     import json
 
-    from seahorse_metrics.client import RemoteScorer, RemoteScoringError
+    from seahorse_metrics.serving.client import RemoteScorer, RemoteScoringError
 
     ready = {"status": "ready", "metrics": ["m"], "max_request_pairs": 2}
     first_answers = {"/healthz": [(503, {"status": "loading"})],

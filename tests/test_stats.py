@@ -4,7 +4,8 @@ import pytest
 from scipy import stats as scipy_stats
 from sklearn import metrics as sk_metrics
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
+from seahorse_metrics.stats import kernels, statistics
 
 TOLERANCE = 1e-9
 
@@ -70,8 +71,8 @@ def test_resample_kernels_equal_statistic_on_materialised_resample(statistic):
     rng = np.random.default_rng(2)
     labels, scores, ratings = _random_case(rng, 0)
     target = labels if statistic in stats.BINARY_STATISTICS else ratings
-    prepared = stats._prepare(statistic, target, scores, threshold=2.5)
-    weights = next(iter(stats._generate_weights(len(scores), 12, seed=3)))
+    prepared = statistics._prepare(statistic, target, scores, threshold=2.5)
+    weights = next(iter(kernels.generate_weights(len(scores), 12, seed=3)))
     values = prepared.kernel(weights)
     for row, value in zip(weights.astype(int), values):
         index = np.repeat(np.arange(len(scores)), row)
@@ -90,7 +91,7 @@ def test_resample_kernels_equal_statistic_on_materialised_resample(statistic):
 def test_count_inversions_matches_brute_force():
     rng = np.random.default_rng(4)
     sequences = rng.integers(0, 7, size=(5, 40))
-    counted = stats._count_inversions(sequences)
+    counted = kernels.count_inversions(sequences)
     for row, count in zip(sequences, counted):
         brute = sum(int(row[i] > row[j]) for i in range(len(row)) for j in range(i + 1, len(row)))
         assert count == brute
@@ -225,7 +226,7 @@ def test_degenerate_resamples_are_left_out_and_counted():
     assert f"{400 - result.n_resamples} of 400 resamples were undefined" in result.note
     # When most resamples are undefined there is no interval, and the note says why.
     draws = np.r_[np.full(60, np.nan), np.linspace(0.4, 0.6, 40)]
-    low, high, used, note = stats._interval_from_draws(draws, 100, 0.95, "one class only")
+    low, high, used, note = statistics.interval_from_draws(draws, 100, 0.95, "one class only")
     assert low is None and high is None and used == 40
     assert note == "no interval: only 40 of 100 resamples were defined (one class only)"
 
@@ -251,16 +252,3 @@ def test_system_level_correlation():
     constant = stats.system_level_correlation(np.full(150, 0.1), ratings, systems,
                                               n_resamples=20)
     assert constant.value is None and "constant" in constant.note
-
-
-def test_calibration_bins_and_ece():
-    labels = np.array([0, 0, 1, 1, 1, 0])
-    scores = np.array([0.05, 0.15, 0.15, 0.95, 0.85, 0.95])
-    calibration = stats.calibration(labels, scores, n_bins=10)
-    assert calibration.count == [1, 2, 1, 2]
-    np.testing.assert_allclose(calibration.mean_score, [0.05, 0.15, 0.85, 0.95])
-    np.testing.assert_allclose(calibration.positive_rate, [0.0, 0.5, 1.0, 0.5])
-    expected = (1 * 0.05 + 2 * 0.35 + 1 * 0.15 + 2 * 0.45) / 6
-    assert calibration.ece == pytest.approx(expected)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        stats.calibration(labels, scores * 2)

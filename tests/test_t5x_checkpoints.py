@@ -201,12 +201,13 @@ def test_missing_vocabulary_names_the_options(tmp_path, tiny_params):
 
 
 def test_evaluate_metric_spec_takes_a_vocabulary(tiny_vocab_path):
-    from seahorse_metrics.evaluation.metrics import checkpoint_scorer_kwargs, parse_metric_spec
+    from seahorse_metrics.evaluation.metrics import parse_metric_spec
+    from seahorse_metrics.scoring.options import options_from_spec
 
     spec = parse_metric_spec(f"q4=checkpoint:runs/t5x/checkpoint_4,vocab={tiny_vocab_path},"
                              "normalize=pair")
     assert spec.argument == "runs/t5x/checkpoint_4"
-    assert checkpoint_scorer_kwargs(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}
+    assert options_from_spec(spec.settings) == {"vocab": tiny_vocab_path, "normalize": "pair"}
 
 
 # ------------------------------------------ export: what T5X's strict restore needs
@@ -222,6 +223,25 @@ def test_adafactor_initial_state_is_t5x_s(shape, expected):
     state = adafactor_initial_state(shape)
     assert {slot: value.shape for slot, value in state.items()} == expected
     assert all(value.dtype == np.float32 and not value.any() for value in state.values())
+
+
+@pytest.mark.parametrize("shape, axes, expected", [
+    # T5X's own initial state for its scalable_t5 tiny model (mT5 gin files' factor
+    # rules; tests/test_t5x_scanned.py compares every slot where T5X is importable):
+    # each layer factors on its own, and one without a row and a column is not factored.
+    ((32, 2, 4, 16), ("embed", "layers", "heads", "kv"), {"v_row": (32, 2), "v_col": (2, 4, 16)}),
+    ((4, 2, 16, 32), ("heads", "layers", "kv", "embed"), {"v_row": (2, 32), "v_col": (4, 2, 16)}),
+    ((64, 2, 32), ("mlp", "layers", "embed"), {"v_row": (2, 32), "v_col": (64, 2)}),
+    ((32, 2), ("embed", "layers"), {"v": (32, 2)}),
+    ((4, 2, 32), ("heads", "layers", "relpos_buckets"), {"v": (4, 2, 32)}),
+    # Unscanned parameters keep T5X's heuristic, axes or not.
+    ((2400, 1600), ("embed", "mlp"), {"v_row": (1600,), "v_col": (2400,)}),
+    ((512, 32), ("vocab", "embed"), {"v": (512, 32)}),
+])
+def test_adafactor_initial_state_of_scanned_layers_follows_t5x_s_factor_rules(shape, axes, expected):
+    state = adafactor_initial_state(shape, axes=axes)
+    assert {slot: value.shape for slot, value in state.items()} == {
+        "v_row": (1,), "v_col": (1,), "v": (1,), "m": (1,), **expected}
 
 
 def test_t5x_export_holds_adafactor_param_states(tmp_path, tiny_hf_dir):

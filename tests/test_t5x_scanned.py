@@ -2,6 +2,10 @@
 stacks each stack's layers on a `layers` axis (`param_scan_axis`, 1 by default) and
 keeps attention heads and kv apart. They are read layer by layer, scored, and exported
 to Hugging Face and T5X and converted for CTranslate2 as the unscanned checkpoint.
+scalable_t5 gives each layer a relative position bias table of its own: a checkpoint
+whose layers hold different ones (any that scalable_t5 initialised or trained) is
+read as a `relative_bias_per_layer` network, scored as T5X scores it, and exported
+to T5X in the scanned layout T5X writes (and restores) and to Hugging Face as UMT5.
 
 Fixtures: T5X's own network, train state and both checkpointers (its legacy msgpack +
 TensorStore `Checkpointer` and the Orbax `OrbaxCheckpointManagerInterface` train.py
@@ -112,16 +116,77 @@ def test_scanned_checkpoint_converts_for_ctranslate2(tmp_path, tiny, tiny_hf_dir
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
 
 
-def test_layers_with_biases_of_their_own_are_refused(tmp_path, tiny):
-    _, params = tiny
+@pytest.fixture(scope="module")
+def umt5(tiny_umt5_dir):
+    return load_checkpoint(tiny_umt5_dir)
+
+
+@pytest.mark.parametrize("layout, scan_axis", [("orbax", 1), ("legacy", 0)])
+def test_layers_with_biases_of_their_own_read_per_layer(layout, scan_axis, tmp_path, umt5):
+    config, params = umt5
+    step_dir = _write(tmp_path, scalable_t5_tree(params, scan_axis), layout)
+    assert checkpoint_config(step_dir) == config and config.relative_bias_per_layer
+    read_config, read = load_checkpoint(step_dir)
+    assert read_config == config
+    _assert_equal_trees(read, params)
+
+
+def test_one_stack_with_tables_of_its_own_makes_both_per_layer(tmp_path, tiny):
+    config, params = tiny
     tree = flatten(scalable_t5_tree(params))
     bias = np.array(tree["decoder/decoder/relpos_bias/rel_embedding"])
     bias[:, 1] += 0.5  # layer 1's own table, as scalable_t5 trains it
     tree["decoder/decoder/relpos_bias/rel_embedding"] = bias
-    step_dir = _write(tmp_path, unflatten(tree), "orbax")
-    with pytest.raises(CheckpointError, match=r"decoder/decoder/relpos_bias/rel_embedding: layer 1 "
-                                              r"has a relative position bias of its own"):
-        load_checkpoint(step_dir)
+    read_config, read = load_checkpoint(_write(tmp_path, unflatten(tree), "orbax"))
+    assert read_config == config.replace(relative_bias_per_layer=True)
+    flat = flatten(read)
+    for layer in (0, 1):
+        np.testing.assert_array_equal(flat[f"encoder/layers_{layer}/relpos_bias/rel_embedding"],
+                                      params["encoder"]["relpos_bias"]["rel_embedding"])
+        np.testing.assert_array_equal(flat[f"decoder/layers_{layer}/relpos_bias/rel_embedding"],
+                                      bias[:, layer])
+
+
+def test_a_bias_that_is_no_stack_of_tables_is_refused(tmp_path, tiny):
+    _, params = tiny
+    tree = flatten(scalable_t5_tree(params))
+    tree["encoder/encoder/relpos_bias/rel_embedding"] = np.zeros((4, 32), np.float32)
+    with pytest.raises(CheckpointError, match=r"encoder/encoder/relpos_bias/rel_embedding\[4, 32\] "
+                                              r"is not the \[heads, layers, buckets\] tables"):
+        load_checkpoint(_write(tmp_path, unflatten(tree), "orbax"))
+
+
+def _written_t5x_arrays(step_dir):
+    """{T5X name: array} of the zarr arrays a legacy T5X step directory's msgpack names."""
+    import tensorstore as ts
+    from flax import serialization
+
+    with open(os.path.join(step_dir, "checkpoint"), "rb") as handle:
+        target = serialization.msgpack_restore(handle.read())["optimizer"]["target"]
+    specs = {name[:-len("/kvstore/path")]: path for name, path in flatten(target).items()
+             if name.endswith("/kvstore/path")}
+    return {name: ts.open({"driver": "zarr", "kvstore": {
+        "driver": "file", "path": os.path.join(step_dir, path)}}).result().read().result()
+        for name, path in specs.items()}
+
+
+def test_per_layer_exports_to_t5x_as_scalable_t5_writes_it(tmp_path, umt5, tiny_umt5_dir):
+    from seahorse_metrics.checkpoints.export import export_checkpoint
+    from seahorse_metrics.checkpoints.t5x_scanned import scanned_axes
+
+    config, params = umt5
+    output = str(tmp_path / "umt5-t5x")
+    export_checkpoint(tiny_umt5_dir, "t5x", output, step=5)
+    written = _written_t5x_arrays(os.path.join(output, "checkpoint_5"))
+    expected = flatten(scalable_t5_tree(params))
+    assert set(written) == set(expected) == set(scanned_axes(config))
+    for name, value in expected.items():
+        np.testing.assert_array_equal(written[name], value, err_msg=name)
+    assert scanned_axes(config)["decoder/decoder/self_attention/out/kernel"] == (
+        "heads", "layers", "kv", "embed")
+    read_config, read = load_checkpoint(output)
+    assert read_config == config
+    _assert_equal_trees(read, params)
 
 
 # ------------------------------------------------------------ T5X's own code
@@ -164,35 +229,91 @@ def _t5x_save(model, variables, directory):
     return [os.path.join(path, "checkpoint_0") for path in (legacy, orbax)]
 
 
-def test_t5x_s_own_scanned_checkpoints_read_and_score_as_t5x_scores_them(tmp_path, tiny):
+def _t5x_batch(config):
+    rng = np.random.default_rng(1)
+    batch = {"encoder_input_tokens": rng.integers(2, config.vocab_size, (3, 12), dtype=np.int32),
+             "decoder_input_tokens": np.array([[0, 7, 9, 4]] * 3, np.int32),
+             "decoder_target_tokens": np.array([[7, 9, 4, 1]] * 3, np.int32),
+             "decoder_loss_weights": np.ones((3, 4), np.float32)}
+    batch["encoder_input_tokens"][0, 9:] = 0  # padding
+    return batch
+
+
+def _assert_scores_as_t5x(step_dirs, config, t5x_scores, batch):
+    """Each step directory reads as `config`, all to one tree, which scores `batch` as
+    T5X did, unrolled and scanned; returns the tree."""
+    from seahorse_metrics.model import EncoderDecoderModel, stacks
+
+    reads = [load_checkpoint(step_dir) for step_dir in step_dirs]
+    assert all(read_config == config for read_config, _ in reads)
+    read = reads[0][1]
+    for _, other in reads[1:]:
+        _assert_equal_trees(other, read)
+    for scan in (False, True):
+        model = EncoderDecoderModel(config.replace(scan_layers=scan))
+        scores = np.asarray(model.score_batch(stacks.stack_layers(read) if scan else read, batch))
+        np.testing.assert_allclose(scores, t5x_scores, rtol=2e-5, err_msg=f"scan_layers={scan}")
+    return read
+
+
+@pytest.fixture(scope="module")
+def t5x_tiny(tiny):
+    """T5X's scalable_t5 model of the tiny widths and the variables it initialises."""
     pytest.importorskip("t5x.checkpoints", reason="T5X is not importable (see /work/shared/t5x)")
     import jax
 
-    from seahorse_metrics.model import EncoderDecoderModel
-
-    config, params = tiny
-    model = _t5x_model(config)
+    model = _t5x_model(tiny[0])
     shapes = {"encoder_input_tokens": (2, 8), "decoder_input_tokens": (2, 4)}
-    variables = model.get_initial_variables(jax.random.PRNGKey(0), shapes)
+    return model, model.get_initial_variables(jax.random.PRNGKey(0), shapes)
+
+
+@pytest.mark.slow
+def test_t5x_s_own_scanned_checkpoints_read_and_score_as_t5x_scores_them(tmp_path, tiny,
+                                                                         t5x_tiny):
+    config, params = tiny
+    model, variables = t5x_tiny
     initial = flatten(variables["params"])
     ours = flatten(scalable_t5_tree(params))
     assert {name: np.shape(value) for name, value in initial.items()} == {
         name: np.shape(value) for name, value in ours.items()}
-    rng = np.random.default_rng(1)
-    batch = {"encoder_input_tokens": rng.integers(2, config.vocab_size, (3, 12), dtype=np.int32),
-             "decoder_input_tokens": np.array([[0, 7, 9]] * 3, np.int32),
-             "decoder_target_tokens": np.array([[7, 9, 1]] * 3, np.int32),
-             "decoder_loss_weights": np.ones((3, 3), np.float32)}
-    batch["encoder_input_tokens"][0, 9:] = 0  # padding
+    batch = _t5x_batch(config)
     t5x_scores = np.asarray(model.score_batch(scalable_t5_tree(params), batch))
-    for step_dir in _t5x_save(model, dict(variables, params=scalable_t5_tree(params)),
-                              str(tmp_path / "t5x")):
-        read_config, read = load_checkpoint(step_dir)
-        assert read_config == config
-        _assert_equal_trees(read, params)
-        scores = np.asarray(EncoderDecoderModel(read_config).score_batch(read, batch))
-        np.testing.assert_allclose(scores, t5x_scores, rtol=2e-5)
+    step_dirs = _t5x_save(model, dict(variables, params=scalable_t5_tree(params)),
+                          str(tmp_path / "t5x"))
+    _assert_equal_trees(_assert_scores_as_t5x(step_dirs, config, t5x_scores, batch), params)
     # What T5X's initialisation gives every layer: a bias of its own.
-    for step_dir in _t5x_save(model, variables, str(tmp_path / "initial")):
-        with pytest.raises(CheckpointError, match="has a relative position bias of its own"):
-            load_checkpoint(step_dir)
+    t5x_scores = np.asarray(model.score_batch(variables["params"], batch))
+    read = _assert_scores_as_t5x(_t5x_save(model, variables, str(tmp_path / "initial")),
+                                 config.replace(relative_bias_per_layer=True), t5x_scores, batch)
+    np.testing.assert_array_equal(read["decoder"]["layers_1"]["relpos_bias"]["rel_embedding"],
+                                  initial["decoder/decoder/relpos_bias/rel_embedding"][:, 1])
+
+
+def test_t5x_restores_a_per_layer_export_and_scores_it_as_we_do(tmp_path, umt5, tiny_umt5_dir,
+                                                                 tiny, t5x_tiny):
+    from t5x import checkpoints, partitioning, train_state
+
+    from seahorse_metrics.checkpoints.export import export_checkpoint
+    from seahorse_metrics.model import EncoderDecoderModel
+
+    config, params = umt5
+    assert config == tiny[0].replace(relative_bias_per_layer=True)  # t5x_tiny's widths
+    output = str(tmp_path / "umt5-t5x")
+    export_checkpoint(tiny_umt5_dir, "t5x", output, step=5)
+    model, variables = t5x_tiny
+    state = train_state.FlaxOptimTrainState.create(model.optimizer_def, variables)
+    # Adafactor's slots as T5X initialises them for the scanned axes (its factor rules).
+    with open(os.path.join(output, "checkpoint_5", "checkpoint"), "rb") as handle:
+        from flax import serialization
+        written = flatten(serialization.msgpack_restore(handle.read())["optimizer"]["state"])
+    theirs = flatten(serialization.to_state_dict(state.state_dict()["state"]))
+    assert set(written) == set(theirs)
+    for name, value in theirs.items():
+        assert np.shape(written[name]) == np.shape(value), name
+    partitioner = partitioning.PjitPartitioner(num_partitions=1)
+    restored = checkpoints.Checkpointer(state, partitioner, output).restore(step=5)
+    batch = _t5x_batch(config)
+    t5x_scores = np.asarray(model.score_batch(restored.params, batch))
+    scores = np.asarray(EncoderDecoderModel(config).score_batch(params, batch))
+    np.testing.assert_allclose(scores, t5x_scores, rtol=2e-5)
+    assert int(restored.step) == 5

@@ -12,9 +12,11 @@ from sklearn.metrics import balanced_accuracy_score, f1_score
 from fixtures import eval_data
 from seahorse_metrics.data.ratings import TableFormatError
 from seahorse_metrics.evaluation import benchmarks as benchmarks_lib
+from seahorse_metrics.scoring.options import options_from_spec
 from seahorse_metrics.evaluation import metrics as metrics_lib
 from seahorse_metrics.evaluation import run as run_lib
-from seahorse_metrics.evaluation import stats, thresholds
+from seahorse_metrics import stats
+from seahorse_metrics.calibration import thresholds
 
 FAST = run_lib.EvaluationConfig(n_resamples=50)
 DATASETS = ("AggreFact-CNN", "TofuEval-MediaS", "Wice")
@@ -255,7 +257,7 @@ def test_checkpoint_specs_take_the_scorers_modes(tmp_path):
         f"chunked=checkpoint:{tmp_path},long_inputs=chunk,per_sentence=share@0.5")
     assert spec.argument == str(tmp_path) and spec.name == "chunked"
     assert spec.settings == (("long_inputs", "chunk"), ("per_sentence", "share@0.5"))
-    assert metrics_lib.checkpoint_scorer_kwargs(spec.settings) == {
+    assert options_from_spec(spec.settings) == {
         "long_inputs": "chunk", "per_sentence": True, "sentence_aggregate": "share@0.5"}
     plain = metrics_lib.parse_metric_spec(f"checkpoint:{tmp_path}")
     assert plain.settings == () and plain.name == os.path.basename(str(tmp_path))

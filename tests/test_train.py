@@ -17,6 +17,7 @@ from seahorse_metrics.training import (ExampleSet, NonFiniteLossError, Optimizer
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training import optimizers, trainer
 from seahorse_metrics.training.config import binding_from_flag, split_gin_flags
+from seahorse_metrics.model.partitioning import make_mesh
 
 
 @pytest.fixture(scope="module")
@@ -232,13 +233,13 @@ def test_best_checkpoint_is_the_validation_peak_not_the_last(sample, tmp_path):
     assert f"step {peak}" in result.summary
     # best/ holds the peak step's parameters: scoring with them reproduces its ROC-AUC.
     from seahorse_metrics.checkpoints import load_checkpoint
-    from seahorse_metrics.training import sharding, validation
+    from seahorse_metrics.training import validation
 
     model_config, params = load_checkpoint(str(model_dir / "best"))
     model = EncoderDecoderModel(model_config)
     vocab_ids = trainer._target_ids(str(model_dir / "best" / "spiece.model"))
     metrics = validation.validate(model, params, data_lib.take(flipped, 48), vocab_ids, 8, 64,
-                                  sharding.make_mesh(1))
+                                  make_mesh(1))
     assert metrics["roc_auc"] == pytest.approx(history[peak], abs=1e-6)
 
 
@@ -248,7 +249,7 @@ def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     from fixtures import tiny_model
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.data.vocab import default_vocab_path
-    from seahorse_metrics.training import sharding, step
+    from seahorse_metrics.training import step
 
     base = _sample_config(sample, tmp_path / "unused")
     hf_config = trainer.resolve_model(base)[0]
@@ -259,7 +260,7 @@ def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     model_config, host_params = trainer.resolve_model(config)
     assert model_config == hf_config.replace(dropout_rate=config.dropout_rate)
     assert trainer.resolve_vocabulary(config) == os.path.join(hf_dir, "spiece.model")
-    plan = step.compiled_step(model_config, config.optimizer, 0, config.z_loss, None, sharding.make_mesh(1))
+    plan = step.compiled_step(model_config, config.optimizer, 0, config.z_loss, None, make_mesh(1))
     state = plan.init_state(config.seed, host_params)
     _, expected = load_checkpoint(hf_dir)
     for path, value in jax.tree_util.tree_leaves_with_path(expected):

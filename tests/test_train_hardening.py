@@ -95,6 +95,21 @@ def test_the_demo_gin_works_outside_the_repository(tmp_path, monkeypatch, caplog
                                                    if r.levelno >= logging.ERROR]
 
 
+def test_gin_files_are_found_by_name_from_any_directory(tmp_path, monkeypatch):
+    """Issue 45 point 6: `runs/demo.gin` (the name the wheel's gin files go
+    by) and `gin/runs/demo.gin` (the checkout's path) name the same file; an
+    unknown name says where it looked."""
+    from seahorse_metrics.training.config import GIN_ROOTS, resolve_gin_file
+
+    monkeypatch.chdir(tmp_path)
+    by_name = resolve_gin_file("runs/demo.gin")
+    assert os.path.samefile(by_name, resolve_gin_file("gin/runs/demo.gin"))
+    assert config_from_gin(["runs/demo.gin"], [
+        "MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"]).input_length == 96
+    with pytest.raises(FileNotFoundError, match="runs/nothing.gin.*" + GIN_ROOTS[0]):
+        resolve_gin_file("runs/nothing.gin")
+
+
 HOLD_MODEL_DIR = """\
 import sys, time
 from seahorse_metrics.training.trainer import model_dir_lock
@@ -111,7 +126,7 @@ def test_a_second_run_on_a_model_dir_refuses_and_a_killed_runs_lock_is_recovered
     import subprocess
     import sys
 
-    from seahorse_metrics.locks import OutputInUseError
+    from seahorse_metrics.io.locks import OutputInUseError
 
     model_dir = str(tmp_path / "run")
     first = subprocess.Popen([sys.executable, "-c", HOLD_MODEL_DIR, model_dir],

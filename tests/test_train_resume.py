@@ -57,8 +57,9 @@ def test_killed_run_resumes_to_bit_identical_parameters(train_sample, tmp_path):
     sample = train_sample
     env = train_utils.child_env_with_cache(sample["xla_cache"])
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
-    # The uninterrupted run, in this process (same program as the child's).
-    train_utils.train_sample_run(str(reference), sample, **SETTINGS)
+    # The uninterrupted run, in a child like the others: this test process's
+    # JAX may have started under other tests' settings (devices, ISA caps).
+    train_utils.run_python(_command(reference, sample)[1:], env)
 
     assert _kill_after_first_checkpoint(_command(crashed, sample), str(crashed), env) == -signal.SIGKILL
     saved = _finished_checkpoints(str(crashed))

@@ -20,9 +20,10 @@ import optax
 import pytest
 
 from fixtures import train_utils
-from seahorse_metrics import fitting, planning
+from seahorse_metrics.planning import fitting, memory
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config, stacks
+from seahorse_metrics.model.partitioning import sharding_context
 
 TINY = get_config("tiny", dropout_rate=0.1)
 
@@ -116,7 +117,7 @@ def test_microbatches_give_the_whole_batch_loss_and_update():
     batch = _batch(8, seed=1)
     whole, micro = (step_lib.compiled_step(TINY.replace(dropout_rate=0.0), OptimizerConfig(), 0, 1e-4,
                                           None, make_mesh(1), microbatches) for microbatches in (1, 4))
-    with step_lib.sharding_context(whole.mesh):
+    with sharding_context(whole.mesh):
         state_whole, metrics_whole = whole.step_fn(whole.init_state(0), batch)
         state_micro, metrics_micro = micro.step_fn(whole.init_state(0), batch)
     for name in ("loss", "cross_entropy", "z_loss", "accuracy", "num_tokens", "grad_norm"):
@@ -195,7 +196,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
 
     config = get_config("tiny", scan_layers=True)
     shapes = dict(input_length=32, batch_size=2)
-    unchanged = planning.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
+    unchanged = memory.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
     budget = unchanged - 1  # the run as it is does not fit
     with caplog.at_level("INFO"):  # --fit searches scanned layers unless told otherwise
         status = cli_main(["plan", "--model", "tiny", "--fit", "--devices", "1",
@@ -215,12 +216,12 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     lines = printed.splitlines()
     tried = [line for line in lines if line.startswith("remat=")]
     assert any(line.startswith("remat=none    microbatches=1 ") and "does not fit" in line
-               and planning.format_bytes(unchanged) in line for line in tried), printed
+               and memory.format_bytes(unchanged) in line for line in tried), printed
     chosen = next(line for line in lines if line.startswith("train with: "))
     remat = chosen.split("TrainConfig.remat='")[1].split("'")[0]
     microbatches = int(chosen.split("TrainConfig.microbatches=")[1].split()[0])
     assert "TrainConfig.scan_layers=True" in chosen and "TrainConfig.model_parallel=1" in chosen
-    confirmed = planning.plan_train_step(config.replace(remat=remat), make_mesh(1), **shapes,
+    confirmed = memory.plan_train_step(config.replace(remat=remat), make_mesh(1), **shapes,
                                          microbatches=microbatches)
     assert confirmed.per_device_bytes <= budget
     assert (remat, microbatches) != ("none", 1)
@@ -229,7 +230,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     other_remat = other.split("remat=")[1].split(",")[0]
     other_microbatches = int(other.split("microbatches=")[1].split(",")[0])
     assert other_remat != "none" and other_microbatches < microbatches
-    assert planning.plan_train_step(config.replace(remat=other_remat), make_mesh(1), **shapes,
+    assert memory.plan_train_step(config.replace(remat=other_remat), make_mesh(1), **shapes,
                                     microbatches=other_microbatches).per_device_bytes <= budget
     result = fitting.FitResult([fitting.Trial(remat, microbatches, 1, 1, confirmed.per_device_bytes,
                                               True)], None, budget, True, "float32")
@@ -296,5 +297,5 @@ def test_scorer_runs_scanned_layers_with_the_unrolled_scores(tiny_hf_dir, tmp_pa
     scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
     with pytest.raises(ValueError, match="scan_layers=True is the jax engine's"):
-        from seahorse_metrics.engines.ctranslate2 import check_engine_settings
-        check_engine_settings("ctranslate2", scan_layers=True)
+        from seahorse_metrics.engines.choice import check_settings
+        check_settings("ctranslate2", scan_layers=True)

@@ -26,8 +26,10 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from typing import Optional
+
+from seahorse_metrics.io.atomic import write_json_atomically
+from seahorse_metrics.io.json_files import read_json_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +65,7 @@ def _files(directory: str) -> list[str]:
 
 def _read_cache(path: str, directory: str) -> dict:
     """The cached {file: {"key", "sha256"}} of `directory` ({} when none)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            cache = json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    cache = read_json_or_none(path)
     if not isinstance(cache, dict) or cache.get("directory") != os.path.realpath(directory):
         return {}
     files = cache.get("files")
@@ -75,23 +73,13 @@ def _read_cache(path: str, directory: str) -> dict:
 
 
 def _write_cache(path: str, directory: str, files: dict) -> None:
-    """Writes the cache (under an exclusive name, renamed into place);
-    silently skipped where it cannot be."""
-    folder = os.path.dirname(path)
+    """Writes the cache atomically; silently skipped where it cannot be."""
     try:
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=folder)
+        write_json_atomically(path, {"directory": os.path.realpath(directory), "files": files},
+                              sort_keys=True)
     except OSError:
-        logger.debug("%s is not writable: the checkpoint digest is not cached", folder)
-        return
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"directory": os.path.realpath(directory), "files": files}, out,
-                      sort_keys=True)
-        os.replace(temporary, path)
-    except OSError:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        logger.debug("%s is not writable: the checkpoint digest is not cached",
+                     os.path.dirname(path))
 
 
 def file_entries(directory: str) -> list[dict]:

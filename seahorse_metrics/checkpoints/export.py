@@ -13,7 +13,13 @@ relative to the step directory), the layout T5X's own `Checkpointer` writes
 and `checkpoints.load_t5x_checkpoint` reads. `state` also holds Adafactor's
 `param_states` as T5X initialises them (`t5x.initial_optimizer_state`), so
 T5X's default, strict restore starts training from it (the optimizer starts
-afresh). `spiece.model` goes next to the step directories.
+afresh). `spiece.model` goes next to the step directories. A network with a
+relative position bias per layer (`relative_bias_per_layer`: a scalable_t5
+or UMT5 model) goes to `hf` as `UMT5ForConditionalGeneration` and to `t5x`
+in the layout of T5X's scalable_t5 network with `scan_layers` (its mT5 and
+UMT5 gin files), which alone of T5X's networks holds such biases: each
+stack's layers stacked (`encoder/encoder/attention/query/kernel` [embed,
+layers, heads, kv]; `t5x_scanned.scanned_arrays`).
 
 The output is built in a staging directory beside it (`.NAME.export-XXXXXX`)
 and renamed into place, so an interrupted export leaves no half-written
@@ -48,6 +54,9 @@ from seahorse_metrics.checkpoints.content import LEGACY_CACHE_FILE
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE, best_step, find_vocabulary
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
+from seahorse_metrics.checkpoints.t5x_scanned import scanned_arrays, scanned_axes
+from seahorse_metrics.io.atomic import replace_directory, staged_path
+from seahorse_metrics.io.json_files import read_json_or_none
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -98,7 +107,8 @@ def _write_zarr(step_dir: str, name: str, array: np.ndarray) -> dict[str, Any]:
 
 
 def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step: int) -> str:
-    """Writes `params` as the T5X checkpoint `model_dir/checkpoint_<step>`; returns it.
+    """Writes `params` as the T5X checkpoint `model_dir/checkpoint_<step>`
+    (scalable_t5's scanned layout for `relative_bias_per_layer`); returns it.
 
     Raises:
       CheckpointError: if `params` do not fit `config`.
@@ -108,11 +118,14 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
 
     flat = {name: np.asarray(value, np.float32) for name, value in flatten(params).items()}
     check_params(config, flat, "params to export")
+    axes = None
+    if config.relative_bias_per_layer:
+        flat, axes = scanned_arrays(config, flat), scanned_axes(config)
     step_dir = os.path.join(model_dir, f"checkpoint_{int(step)}")
     if os.path.exists(step_dir):
         raise FileExistsError(f"{step_dir} exists; choose another step or directory")
-    staging = tempfile.mkdtemp(dir=model_dir, prefix=f".checkpoint_{int(step)}.tmp-")
-    try:
+    with staged_path(step_dir) as staging:
+        os.makedirs(staging)
         target = {}
         for name, array in flat.items():
             node = target
@@ -120,14 +133,11 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
             for parent in parents:
                 node = node.setdefault(parent, {})
             node[leaf] = _write_zarr(staging, name, array)
-        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step)
+        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step,
+                                        axes)
         contents = {"version": T5X_VERSION, "optimizer": {"target": target, "state": state}}
         with open(os.path.join(staging, "checkpoint"), "wb") as handle:
             handle.write(serialization.msgpack_serialize(contents))
-        os.replace(staging, step_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     logger.info("Wrote T5X checkpoint %s (%d arrays)", step_dir, len(flat))
     return step_dir
 
@@ -167,13 +177,8 @@ def _check_output(source: str, output: str, overwrite: bool) -> None:
 def _check_previous_export(output: str) -> None:
     """Refuses to replace `output` unless it is one of our exports and holds nothing else."""
     marker = os.path.join(output, EXPORT_MARKER)
-    written = None
-    if os.path.isfile(marker):
-        try:
-            with open(marker, encoding="utf-8") as handle:
-                written = json.load(handle).get("files")
-        except (OSError, ValueError, AttributeError):
-            written = None
+    recorded = read_json_or_none(marker)
+    written = recorded.get("files") if isinstance(recorded, dict) else None
     if not isinstance(written, list):
         raise FileExistsError(
             f"export output {output} is not empty and is no previous export (it has no valid "
@@ -213,14 +218,13 @@ def remove_leftover_staging(output: str) -> list[str]:
 
 def _replace_directory(staging: str, output: str) -> None:
     """Moves the finished `staging` to `output`, dropping what `output` held."""
-    if os.path.isdir(output):
-        retired = tempfile.mkdtemp(dir=os.path.dirname(output),
-                                   prefix=f".{os.path.basename(output)}{_RETIRED_INFIX}")
-        os.replace(output, os.path.join(retired, "output"))
-        os.replace(staging, output)
-        shutil.rmtree(retired)
-    else:
-        os.replace(staging, output)
+    if not os.path.isdir(output):
+        replace_directory(staging, output)
+        return
+    retired = tempfile.mkdtemp(dir=os.path.dirname(output),
+                               prefix=f".{os.path.basename(output)}{_RETIRED_INFIX}")
+    replace_directory(staging, output, os.path.join(retired, "output"))
+    os.rmdir(retired)
 
 
 def current_umask() -> int:
@@ -327,7 +331,7 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
       OutputInUseError: while another export writes the same output.
       SystemExit: on SIGTERM (status 143), after removing the staging directory.
     """
-    from seahorse_metrics.locks import OutputLock
+    from seahorse_metrics.io.locks import OutputLock
 
     if to not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {to!r}; choose one of {EXPORT_FORMATS}")

@@ -9,7 +9,11 @@ one at a time into the target dtype and placement (see `streaming`).
 are read: T5 v1.1 / mT5 (gated-GELU, untied head; the released SEAHORSE
 metrics are T5-class configs with mT5 weights) and T5 v1.0 (ReLU
 feed-forward, output head tied to the embedding, as the TRUE NLI metric
-`google/t5_xxl_true_nli_mixture`). Other feed-forward activations and
+`google/t5_xxl_true_nli_mixture`). `UMT5ForConditionalGeneration`
+directories hold a relative position bias in every layer's self-attention
+(`encoder.block.1.layer.0.SelfAttention.relative_attention_bias`): they are
+read as `relative_bias_per_layer` networks, which are exported so (T5X's
+scalable_t5 checkpoints among them). Other feed-forward activations and
 encoder-only models are refused, naming the field.
 
 Hugging Face stores torch `Linear` weights as [out, in] and the relative bias
@@ -18,12 +22,10 @@ so those are transposed on the way in and out.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import tempfile
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -35,6 +37,7 @@ from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_v
                                                  flatten, shape_mismatch, unflatten)
 from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, Convert, ParamSource,
                                                     StoredTensor, materialise, param_shardings)
+from seahorse_metrics.io.atomic import staged_path, write_json_atomically
 from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
@@ -84,11 +87,16 @@ def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
     mapping: dict[str, tuple[str, bool]] = {
         "encoder/encoder_norm/scale": ("encoder.final_layer_norm.weight", False),
         "decoder/decoder_norm/scale": ("decoder.final_layer_norm.weight", False),
-        "encoder/relpos_bias/rel_embedding": (
-            "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", True),
-        "decoder/relpos_bias/rel_embedding": (
-            "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", True),
     }
+    # T5/mT5 keep a stack's one table in its first block; UMT5 has one in every block.
+    for stack, count in (("encoder", config.num_encoder_layers),
+                         ("decoder", config.num_decoder_layers)):
+        bias = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
+        if config.relative_bias_per_layer:
+            mapping.update({f"{stack}/layers_{i}/relpos_bias/rel_embedding": (bias.format(i), True)
+                            for i in range(count)})
+        else:
+            mapping[f"{stack}/relpos_bias/rel_embedding"] = (bias.format(0), True)
 
     def add_block(ours: str, theirs: str, sublayers: list[tuple[str, str, str]], mlp_index: int):
         for index, (attention_ours, attention_theirs, norm_ours) in enumerate(sublayers):
@@ -124,8 +132,8 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
         feed-forward other than gated-gelu or relu, or an encoder-only model.
     """
     model_type = hf_config.get("model_type")
-    if model_type not in ("t5", "mt5"):
-        raise CheckpointError(f"{source}: model_type {model_type!r} is not a T5/mT5 model")
+    if model_type not in ("t5", "mt5", "umt5"):
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not a T5/mT5/UMT5 model")
     check_config_values(hf_config, source, _CONFIG_FIELDS)
     _refuse_encoder_only(hf_config, source)
     # HF's defaults: T5Config is v1.0 (ReLU, tied head), MT5Config is v1.1.
@@ -134,7 +142,8 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
         raise CheckpointError(
             f"{source}: feed_forward_proj={feed_forward!r} is not supported; T5 v1.1 / mT5 use "
             "'gated-gelu' and T5 v1.0 'relu'")
-    tied = hf_config.get("tie_word_embeddings", model_type == "t5")
+    # HF's T5Config and UMT5Config tie the head by default, MT5Config does not.
+    tied = hf_config.get("tie_word_embeddings", model_type != "mt5")
     num_layers = hf_config.get("num_layers")
     try:
         return T5Config(
@@ -154,6 +163,7 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
             decoder_start_id=hf_config.get("decoder_start_token_id", 0),
             feed_forward_proj=feed_forward,
             tie_word_embeddings=bool(tied),
+            relative_bias_per_layer=model_type == "umt5",
         )
     except KeyError as error:
         raise CheckpointError(f"{source}: config.json lacks the field {error}") from error
@@ -178,9 +188,14 @@ def _refuse_encoder_only(hf_config: Mapping[str, Any], source: str) -> None:
 
 def config_to_hf(config: T5Config) -> dict[str, Any]:
     """The config.json dict of `config`: `MT5ForConditionalGeneration` for
-    T5 v1.1 / mT5, `T5ForConditionalGeneration` for T5 v1.0 (ReLU, tied)."""
-    architecture, model_type = (("T5ForConditionalGeneration", "t5") if config.tie_word_embeddings
-                                else ("MT5ForConditionalGeneration", "mt5"))
+    T5 v1.1 / mT5, `T5ForConditionalGeneration` for T5 v1.0 (ReLU, tied),
+    `UMT5ForConditionalGeneration` for a relative position bias per layer."""
+    if config.relative_bias_per_layer:
+        architecture, model_type = "UMT5ForConditionalGeneration", "umt5"
+    elif config.tie_word_embeddings:
+        architecture, model_type = "T5ForConditionalGeneration", "t5"
+    else:
+        architecture, model_type = "MT5ForConditionalGeneration", "mt5"
     return {
         "architectures": [architecture],
         "model_type": model_type,
@@ -236,7 +251,7 @@ def checked_hf_config(directory: str) -> T5Config:
     """The config of an HF directory, its layer counts checked against the
     tensor names of its weight files (headers only are read)."""
     config_path = os.path.join(directory, CONFIG_FILE)
-    config = config_from_hf(readers.read_json(config_path), config_path)
+    config = config_from_hf(readers.read_json_object(config_path), config_path)
     check_layer_claims(config, stored_hf_tensors(directory), config_path,
                        ("num_layers", "num_decoder_layers"), _HF_LAYER)
     return config
@@ -324,7 +339,7 @@ def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None,
     Returns:
       (config, nested params).
     """
-    config = config_from_hf(readers.read_json(os.path.join(directory, CONFIG_FILE)),
+    config = config_from_hf(readers.read_json_object(os.path.join(directory, CONFIG_FILE)),
                             os.path.join(directory, CONFIG_FILE))
     sources = hf_param_sources(config, stored_hf_tensors(directory), directory)
     shardings = None if mesh is None else param_shardings(config, mesh)
@@ -346,25 +361,24 @@ def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
               vocab_path: Optional[str] = None) -> None:
     """Writes config.json + model.safetensors (+ spiece.model when
     `vocab_path` is given) into `directory`: an `MT5ForConditionalGeneration`
-    directory, or a `T5ForConditionalGeneration` one for T5 v1.0 configs.
+    directory, a `T5ForConditionalGeneration` one for T5 v1.0 configs, or
+    a `UMT5ForConditionalGeneration` one for `relative_bias_per_layer`.
 
     Files are written to temporary names and renamed into place.
     """
     from safetensors.numpy import save_file
 
+    if vocab_path is not None and not os.path.isfile(vocab_path):
+        raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
     tensors = hf_tensors_from_params(config, params)
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".export-") as staging:
+    with staged_path(os.path.join(directory, SAFETENSORS_FILE)) as temporary:
         # HF's loader expects the "pt" format tag on safetensors files.
-        save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
-        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as handle:
-            json.dump(config_to_hf(config), handle, indent=2, sort_keys=True)
-        written = [SAFETENSORS_FILE, CONFIG_FILE]
-        if vocab_path is not None:
-            if not os.path.isfile(vocab_path):
-                raise FileNotFoundError(f"vocabulary {vocab_path} does not exist")
-            shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
-            written.append(VOCAB_FILE)
-        for name in written:
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+        save_file(tensors, temporary, metadata={"format": "pt"})
+    write_json_atomically(os.path.join(directory, CONFIG_FILE), config_to_hf(config),
+                          sort_keys=True)
+    written = [SAFETENSORS_FILE, CONFIG_FILE]
+    if vocab_path is not None:
+        with staged_path(os.path.join(directory, VOCAB_FILE)) as temporary:
+            shutil.copyfile(vocab_path, temporary)
+        written.append(VOCAB_FILE)
     logger.info("Exported %s to %s", ", ".join(written), directory)

@@ -16,11 +16,11 @@ checkpoints given without a name (output columns, metric names).
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Mapping, Optional, Sequence, Union
 
 from seahorse_metrics.data.inputs import check_question_template
+from seahorse_metrics.io.json_files import read_json
 
 VOCAB_FILE = "spiece.model"
 INPUTS_FILE = "seahorse_inputs.json"
@@ -59,11 +59,7 @@ def question_template(checkpoint_path: str) -> Optional[str]:
     candidate = _own_or_parent(checkpoint_path, INPUTS_FILE)
     if candidate is None:
         return None
-    try:
-        with open(candidate, encoding="utf-8") as handle:
-            settings = json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{candidate}: not a JSON object ({error})") from None
+    settings = read_json(candidate, "inputs file")
     template = settings.get("question_template") if isinstance(settings, dict) else None
     if template is None:
         return None
@@ -78,8 +74,8 @@ def best_step(checkpoint_path: str) -> Optional[int]:
     record_path = os.path.join(checkpoint_path, BEST_RECORD)
     if not os.path.isfile(record_path):
         return None
-    with open(record_path, encoding="utf-8") as handle:
-        step = json.load(handle).get("step")
+    record = read_json(record_path, "best checkpoint record")
+    step = record.get("step") if isinstance(record, dict) else None
     return step if isinstance(step, int) else None
 
 

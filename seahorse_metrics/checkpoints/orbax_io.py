@@ -10,7 +10,6 @@ loading a directory that holds such step directories picks the latest one.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -26,6 +25,9 @@ from seahorse_metrics.checkpoints.streaming import (Convert, converted, param_sh
                                                    trim_heap)
 from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
 from seahorse_metrics.model.config import T5Config
+from seahorse_metrics.io.atomic import write_json_atomically
+from seahorse_metrics.io.json_files import read_json_or_none
+from seahorse_metrics.checkpoints.readers import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +84,7 @@ def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
     # Every process takes part in the (collective) Orbax save; one writes the
     # config, or two hosts would race on the same temporary file.
     if jax.process_index() == 0:
-        temporary = os.path.join(target, CONFIG_FILE + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(config.to_dict(), handle, indent=2, sort_keys=True)
-        os.replace(temporary, os.path.join(target, CONFIG_FILE))
+        write_json_atomically(os.path.join(target, CONFIG_FILE), config.to_dict(), sort_keys=True)
     logger.info("Saved checkpoint to %s", target)
     return target
 
@@ -93,13 +92,7 @@ def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
 def load_config(checkpoint_dir: str) -> T5Config:
     """Reads `seahorse_config.json` of a checkpoint directory."""
     path = os.path.join(checkpoint_dir, CONFIG_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            values = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{path}: not JSON ({error})") from error
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(values).__name__}")
+    values = read_json_object(path)
     check_config_values(values, path)
     try:
         return T5Config.from_dict(values)
@@ -125,10 +118,7 @@ def _reading_params(params_dir: str):
     damaged file (Orbax then returns no metadata) and the OCDBT database
     (`manifest.ocdbt` and the `d/` data files) otherwise."""
     metadata_file = os.path.join(params_dir, ORBAX_METADATA_FILE)
-    try:
-        with open(metadata_file, encoding="utf-8") as handle:
-            json.load(handle)
-    except (OSError, ValueError):
+    if read_json_or_none(metadata_file) is None:
         return reading(metadata_file)
     return reading(params_dir, "parameter database (manifest.ocdbt and the d/ data files)")
 

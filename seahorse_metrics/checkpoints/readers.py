@@ -14,7 +14,6 @@ places in a shard that does not hold it, is an error naming the file.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Callable, Optional
@@ -23,6 +22,7 @@ import numpy as np
 
 from seahorse_metrics.checkpoints.params import CheckpointError, flatten, numpy_dtype, reading
 from seahorse_metrics.checkpoints.streaming import Index, StoredTensor
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -33,23 +33,20 @@ _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF
                        "BOOL": "bool"}
 
 
-def read_json(path: str) -> dict[str, Any]:
-    """Reads a JSON object.
+def read_json_object(path: str) -> dict[str, Any]:
+    """Reads a checkpoint's JSON object (a config, an index).
 
     Raises:
       FileNotFoundError: if `path` is missing.
       CheckpointError: if it is not a JSON object.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} is missing")
     try:
-        with open(path, encoding="utf-8") as handle:
-            values = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{path}: invalid JSON ({error})") from error
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(values).__name__}")
-    return values
+        value = read_json(path, "checkpoint file")
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 # --------------------------------------------------------------- safetensors
@@ -187,7 +184,7 @@ def sharded_tensors(index_path: str, shard_tensors: Callable[[str], StoredTensor
       CheckpointError: naming the index and shard, if the index places a
         tensor in a shard that does not hold it, or two shards hold one name.
     """
-    weight_map = read_json(index_path).get("weight_map")
+    weight_map = read_json_object(index_path).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map or not all(
             isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(f"{index_path}: no 'weight_map' of tensor name -> shard file")

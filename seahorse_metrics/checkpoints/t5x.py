@@ -222,7 +222,9 @@ def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
 
     The feed-forward is gated-GELU (`mlp/wi_0`, `mlp/wi_1`: T5 v1.1 / mT5) or
     ReLU (`mlp/wi`: T5 v1.0, T5X's `t5_1_0`); without `decoder/logits_dense`
-    the head is tied to the embedding (T5X's `logits_via_embedding`).
+    the head is tied to the embedding (T5X's `logits_via_embedding`); a
+    relative position bias in each layer (`encoder/layers_0/relpos_bias`,
+    T5X's scalable_t5) makes a `relative_bias_per_layer` network.
 
     Raises:
       CheckpointError: if the tree is not a T5 encoder-decoder (e.g. an
@@ -238,7 +240,9 @@ def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
             f"{source}: no decoder/ parameters: an encoder-only model; a SEAHORSE or NLI metric "
             "needs the decoder to read P(\"1\")")
     vocab_size, d_model = shape_of("token_embedder/embedding")
-    num_heads, num_buckets = shape_of("encoder/relpos_bias/rel_embedding")
+    per_layer_bias = "encoder/layers_0/relpos_bias/rel_embedding" in flat
+    num_heads, num_buckets = shape_of("encoder/layers_0/relpos_bias/rel_embedding" if per_layer_bias
+                                      else "encoder/relpos_bias/rel_embedding")
     inner = shape_of("encoder/layers_0/attention/query/kernel")[1]
     feed_forward = "relu" if "encoder/layers_0/mlp/wi/kernel" in flat else "gated-gelu"
     d_ff = shape_of("encoder/layers_0/mlp/" + ("wi" if feed_forward == "relu" else "wi_0")
@@ -250,7 +254,8 @@ def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
                     num_heads=num_heads, num_encoder_layers=_count_layers(flat, "encoder", source),
                     num_decoder_layers=_count_layers(flat, "decoder", source),
                     relative_attention_num_buckets=num_buckets, feed_forward_proj=feed_forward,
-                    tie_word_embeddings="decoder/logits_dense/kernel" not in flat)
+                    tie_word_embeddings="decoder/logits_dense/kernel" not in flat,
+                    relative_bias_per_layer=per_layer_bias)
 
 
 def _count_layers(flat: Mapping[str, np.ndarray], stack: str, source: str) -> int:
@@ -300,24 +305,57 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None,
 ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR = 128
 # Adafactor keeps these four slots per parameter; an unused one holds zeros((1,)).
 ADAFACTOR_SLOTS = ("v_row", "v_col", "v", "m")
+# T5X's `adafactor.standard_logical_factor_rules()` (the mT5 gin files' rules)
+# for the logical axes of T5 parameters: row and column axes are factored (a
+# parameter with both; T5X's `set_param_axes` leaves one without either
+# unfactored), `layers` (scanned layers) is a batch axis each layer keeps apart.
+_FACTOR_RULES = {"vocab": "column", "embed": "row", "mlp": "column", "heads": "column",
+                 "kv": "column", "joined_kv": "column", "relpos_buckets": "none",
+                 "layers": "batch"}
+
+
+def _factored_dims(shape: tuple[int, ...],
+                   axes: Optional[tuple[str, ...]]) -> Optional[tuple[tuple[int, ...], ...]]:
+    """(row dims, column dims) T5X's Adafactor factors a parameter over, or
+    None (not factored). By its logical axes' rules where T5X uses them
+    (parameters of rank above 2, or with a batch axis); else by T5X's
+    heuristic: the two largest dimensions, ordered as `np.argsort` orders
+    them (so square matrices factor the same way), if the smaller is at
+    least `ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR`."""
+    rules = None if axes is None else [_FACTOR_RULES[axis] for axis in axes]
+    if rules is not None and (len(shape) > 2 or "batch" in rules):
+        rows = tuple(i for i, rule in enumerate(rules) if rule == "row")
+        columns = tuple(i for i, rule in enumerate(rules) if rule == "column")
+        return (rows, columns) if rows and columns else None
+    sorted_dims = np.argsort(shape)
+    if len(shape) < 2 or shape[sorted_dims[-2]] < ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR:
+        return None
+    return (int(sorted_dims[-2]),), (int(sorted_dims[-1]),)
 
 
 def adafactor_initial_state(shape: tuple[int, ...], factored: bool = True,
-                            momentum: bool = False) -> dict[str, np.ndarray]:
+                            momentum: bool = False,
+                            axes: Optional[tuple[str, ...]] = None) -> dict[str, np.ndarray]:
     """The state T5X's Adafactor starts a parameter of `shape` from (all zeros).
 
-    A factored second moment keeps `v_row` (the shape without its largest
-    dimension) and `v_col` (without the second largest); otherwise `v` has the
-    parameter's shape. `m` is the momentum (`beta1`), which mT5's gin files do
-    not set. The dimensions are ordered as T5X orders them (`np.argsort`), so
-    square matrices factor the same way.
+    A factored second moment keeps `v_row` (the shape without the column
+    dimensions) and `v_col` (without the row dimensions); otherwise `v` has
+    the parameter's shape (see `_factored_dims` for which are which). `m` is
+    the momentum (`beta1`), which mT5's gin files do not set.
+
+    Args:
+      shape: The parameter's shape.
+      factored: Adafactor's `factored`.
+      momentum: Whether `beta1` is set.
+      axes: The parameter's logical axes, which T5X factors scanned
+        parameters by (None: T5X's heuristic for every shape).
     """
     state = {slot: np.zeros((1,), np.float32) for slot in ADAFACTOR_SLOTS}
-    sorted_dims = np.argsort(shape)
-    if factored and len(shape) >= 2 and shape[sorted_dims[-2]] >= ADAFACTOR_MIN_DIM_SIZE_TO_FACTOR:
-        row_dim, col_dim = int(sorted_dims[-2]), int(sorted_dims[-1])
-        state["v_row"] = np.zeros(np.delete(shape, col_dim), np.float32)
-        state["v_col"] = np.zeros(np.delete(shape, row_dim), np.float32)
+    dims = _factored_dims(tuple(shape), axes) if factored else None
+    if dims is not None:
+        rows, columns = dims
+        state["v_row"] = np.zeros(np.delete(shape, columns), np.float32)
+        state["v_col"] = np.zeros(np.delete(shape, rows), np.float32)
     else:
         state["v"] = np.zeros(shape, np.float32)
     if momentum:
@@ -325,7 +363,8 @@ def adafactor_initial_state(shape: tuple[int, ...], factored: bool = True,
     return state
 
 
-def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: int) -> dict:
+def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: int,
+                            param_axes: Optional[Mapping[str, tuple[str, ...]]] = None) -> dict:
     """The `state` half of a T5X checkpoint that T5X's default (strict) restore
     accepts for an Adafactor model: `{"step": step, "param_states": {...}}`,
     each parameter's Adafactor slots as T5X initialises them.
@@ -333,6 +372,8 @@ def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: i
     Args:
       param_shapes: {"encoder/layers_0/...": shape} of the network's parameters.
       step: The step the checkpoint records.
+      param_axes: {name: logical axes}, for scanned layers (see
+        `adafactor_initial_state`); None for the unscanned network.
     """
     param_states: dict[str, Any] = {}
     for name, shape in param_shapes.items():
@@ -340,7 +381,8 @@ def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: i
         *parents, leaf = name.split("/")
         for parent in parents:
             node = node.setdefault(parent, {})
-        node[leaf] = adafactor_initial_state(tuple(shape))
+        node[leaf] = adafactor_initial_state(
+            tuple(shape), axes=None if param_axes is None else param_axes[name])
     return {"step": np.int32(step), "param_states": param_states}
 
 

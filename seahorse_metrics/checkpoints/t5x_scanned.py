@@ -1,4 +1,4 @@
-"""T5X checkpoints of scanned layers, read layer by layer.
+"""T5X checkpoints of scanned layers, read layer by layer and written as T5X writes them.
 
 T5X's `scalable_t5` network (t5x/examples/scalable_t5/network.py, as its
 mt5/*.gin files bind it: `scan_layers = True`) runs each stack's layers under
@@ -14,26 +14,33 @@ a `layers` axis at `param_scan_axis` (1 by default):
     decoder/decoder/{self_attention, encoder_decoder_attention, ...}
 
 Its attention kernels keep heads and kv apart; T5X's unscanned network
-joins them (`[embed, heads * kv]`), as this one does, and its relative
-position bias is one table per stack, where scalable_t5 gives each layer
-its own. `unscanned_tensors` presents such a checkpoint with the unscanned
-names and shapes (`encoder/layers_0/attention/query/kernel`): each tensor a
-view of one layer of the stored array, read block by block when the
-checkpoint is loaded (nothing is read here but the small bias tables), and
-the bias as the stack's table when every layer holds the same one (as when
-a scanned checkpoint is made from mT5's). Layers with biases of their own
-(a scalable_t5 model trained so) are refused: mT5, Hugging Face's
-MT5ForConditionalGeneration and CTranslate2's T5 have one table per stack.
+joins them (`[embed, heads * kv]`), as this one does. `unscanned_tensors`
+presents such a checkpoint with the unscanned names and shapes
+(`encoder/layers_0/attention/query/kernel`): each tensor a view of one layer
+of the stored array, read block by block when the checkpoint is loaded
+(nothing is read here but the small bias tables). scalable_t5 gives each
+layer a relative position bias table of its own: when every layer of both
+stacks holds the same one (a scanned checkpoint made from mT5's), it is the
+stack's table (`encoder/relpos_bias/rel_embedding`, mT5's network);
+otherwise (a model scalable_t5 initialised or trained) each layer keeps its
+own (`encoder/layers_0/relpos_bias/rel_embedding`), which the network runs
+with `T5Config.relative_bias_per_layer`.
+
+`scanned_arrays` and `scanned_axes` are the way back, for export: a
+`relative_bias_per_layer` network's parameters in this layout, and their
+logical axes (which T5X's Adafactor factors by).
 """
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+import re
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import CheckpointError
+from seahorse_metrics.checkpoints.params import CheckpointError, flatten
 from seahorse_metrics.checkpoints.streaming import StoredTensor
+from seahorse_metrics.model.config import T5Config
 
 _STACKS = ("encoder", "decoder")
 _RELPOS = "relpos_bias/rel_embedding"
@@ -42,6 +49,9 @@ _LAYER_NORM_SCALE = {"encoder": "pre_attention_layer_norm/scale",
 # How a layer's axes (without `layers`) join into the unscanned ones.
 _JOINED_HEADS = {"query": ((0,), (1, 2)), "key": ((0,), (1, 2)), "value": ((0,), (1, 2)),
                  "out": ((0, 1), (2,))}
+# T5X's `param_scan_axis` default, where it writes the `layers` axis.
+SCAN_AXIS = 1
+_LAYER_PARAM = re.compile(r"^(encoder|decoder)/layers_(\d+)/(.+)$")
 
 
 def is_scanned(tensors: Mapping[str, StoredTensor]) -> bool:
@@ -61,9 +71,13 @@ def unscanned_tensors(tensors: Mapping[str, StoredTensor], source: str) -> dict[
 
     Raises:
       CheckpointError: naming the tensor, for a shape that is no stack of
-        layers, or layers whose relative position biases differ.
+        layers.
     """
     embed = _embed_width(tensors, source)
+    tables = {stack: _bias_tables(tensors[name], _layer_axis(tensors, stack, embed, source), source)
+              for stack in _STACKS for name in [f"{stack}/{stack}/{_RELPOS}"] if name in tensors}
+    per_layer = any(not np.array_equal(table, stacked[0]) for stacked in tables.values()
+                    for table in stacked[1:])
     result = {}
     for name, tensor in tensors.items():
         stack, _, rest = name.partition("/")
@@ -72,10 +86,10 @@ def unscanned_tensors(tensors: Mapping[str, StoredTensor], source: str) -> dict[
             result[name] = tensor
             continue
         sub = rest[len(scanned_prefix):]
-        axis = _layer_axis(tensors, stack, embed, source)
         if sub == _RELPOS:
-            result[f"{stack}/{_RELPOS}"] = _shared_bias(tensor, axis, source)
+            result.update(_bias_tensors(tensor, stack, tables[stack], per_layer))
             continue
+        axis = _layer_axis(tensors, stack, embed, source)
         if tensor.shape and axis >= len(tensor.shape):
             raise CheckpointError(f"{source}: {name}{list(tensor.shape)} has no layers axis {axis}")
         groups = _groups(sub, len(tensor.shape) - 1)
@@ -133,15 +147,82 @@ def layer_view(tensor: StoredTensor, name: str, layer: int, axis: int,
     return StoredTensor(name, tensor.path, shape, tensor.dtype, read)
 
 
-def _shared_bias(tensor: StoredTensor, axis: int, source: str) -> StoredTensor:
-    """The stack's relative position bias: the layers' one table."""
-    tables = np.moveaxis(np.asarray(tensor.read(tuple(slice(0, n) for n in tensor.shape))),
-                         axis, 0)
-    different = [layer for layer in range(1, len(tables))
-                 if not np.array_equal(tables[layer], tables[0])]
-    if different:
-        raise CheckpointError(
-            f"{source}: {tensor.name}: layer {different[0]} has a relative position bias of its "
-            f"own (T5X's scalable_t5 learns one per layer); mT5, Hugging Face's MT5 and "
-            "CTranslate2 share one table per stack, so this checkpoint cannot be read as theirs")
-    return StoredTensor.in_memory(tensor.name, tensor.path, tables[0])
+def _bias_tables(tensor: StoredTensor, axis: int, source: str) -> np.ndarray:
+    """A stack's relative position bias tables, [layers, heads, buckets]."""
+    if len(tensor.shape) != 3:
+        raise CheckpointError(f"{source}: {tensor.name}{list(tensor.shape)} is not the "
+                              "[heads, layers, buckets] tables of scanned layers")
+    return np.moveaxis(np.asarray(tensor.read(tuple(slice(0, n) for n in tensor.shape))), axis, 0)
+
+
+def _bias_tensors(tensor: StoredTensor, stack: str, tables: np.ndarray,
+                  per_layer: bool) -> dict[str, StoredTensor]:
+    """The stack's one table (all layers hold it), or each layer's own."""
+    if not per_layer:
+        return {f"{stack}/{_RELPOS}": StoredTensor.in_memory(tensor.name, tensor.path, tables[0])}
+    names = [f"{stack}/layers_{layer}/{_RELPOS}" for layer in range(len(tables))]
+    return {name: StoredTensor.in_memory(name, tensor.path, table)
+            for name, table in zip(names, tables)}
+
+
+# ------------------------------------------------------------------ export
+def _scanned_name(name: str) -> Optional[tuple[str, int]]:
+    """(`<stack>/<stack>/<sub>`, layer) of a per-layer parameter name, else None."""
+    match = _LAYER_PARAM.match(name)
+    if match is None:
+        return None
+    stack, layer, sub = match.groups()
+    return f"{stack}/{stack}/{sub}", int(layer)
+
+
+def _unscanned_axes(config: T5Config) -> dict[str, tuple[str, ...]]:
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    logical = EncoderDecoderModel(config.replace(scan_layers=False)).param_logical_axes()
+    return {name: tuple(spec) for name, spec in flatten(logical).items()}
+
+
+def scanned_axes(config: T5Config) -> dict[str, tuple[str, ...]]:
+    """The logical axes of `config`'s parameters in scalable_t5's scanned
+    layout: `joined_kv` split into `heads, kv`, and `layers` at `SCAN_AXIS`
+    ({"encoder/encoder/attention/query/kernel": ("embed", "layers", "heads",
+    "kv"), ..., "token_embedder/embedding": ("vocab", "embed")})."""
+    result = {}
+    for name, axes in _unscanned_axes(config).items():
+        scanned = _scanned_name(name)
+        if scanned is None:
+            result[name] = axes
+            continue
+        split = [part for axis in axes for part in (("heads", "kv") if axis == "joined_kv" else (axis,))]
+        split.insert(SCAN_AXIS, "layers")
+        result[scanned[0]] = tuple(split)
+    return result
+
+
+def scanned_arrays(config: T5Config, flat: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A `relative_bias_per_layer` network's parameters ({"encoder/layers_0/...":
+    array}, as `check_params` accepts them) as T5X's scalable_t5 stores them
+    with `scan_layers`: each stack's layers stacked at `SCAN_AXIS`, the
+    attention kernels' heads and kv apart (names and axes as `scanned_axes`).
+
+    Raises:
+      ValueError: for a network with one relative position bias per stack
+        (scalable_t5 has a table in every layer).
+    """
+    if not config.relative_bias_per_layer:
+        raise ValueError("T5X's scalable_t5 layout holds a relative position bias in every "
+                         "layer; this network has one per stack")
+    unscanned = _unscanned_axes(config)
+    layers: dict[str, dict[int, np.ndarray]] = {}
+    result = {}
+    for name, array in flat.items():
+        array, scanned = np.asarray(array), _scanned_name(name)
+        if scanned is None:
+            result[name] = array
+            continue
+        shape = [n for size, axis in zip(array.shape, unscanned[name])
+                 for n in ((config.num_heads, config.d_kv) if axis == "joined_kv" else (size,))]
+        layers.setdefault(scanned[0], {})[scanned[1]] = array.reshape(shape)
+    for name, by_layer in layers.items():
+        result[name] = np.stack([by_layer[layer] for layer in range(len(by_layer))], axis=SCAN_AXIS)
+    return result

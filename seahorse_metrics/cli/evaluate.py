@@ -95,8 +95,8 @@ def add_parser(subparsers) -> None:
 
 
 def _add_calibration_arguments(parser) -> None:
-    from seahorse_metrics.calibration import METHODS
-    from seahorse_metrics.evaluation.calibration import DEFAULT_METHOD
+    from seahorse_metrics.calibration.maps import METHODS
+    from seahorse_metrics.calibration.fitting import DEFAULT_METHOD
 
     parser.add_argument("--calibrate_on", action="append", default=[], metavar="[NAME=]SPEC",
                         help="Benchmark spec (repeatable) to fit each probability metric's "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from seahorse_metrics.cli.score import mesh_spec
+from seahorse_metrics.cli.flags import mesh_spec
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ examples:
 
 
 def add_parser(subparsers) -> None:
-    from seahorse_metrics.fitting import DEVICE_MEMORY
+    from seahorse_metrics.planning.fitting import DEVICE_MEMORY
     from seahorse_metrics.model.config import REMAT_POLICIES
 
     parser = subparsers.add_parser(
@@ -100,7 +100,7 @@ def _mesh_sizes(args) -> tuple[int, int]:
 
 
 def run(args) -> int:
-    from seahorse_metrics import planning
+    from seahorse_metrics.planning import memory
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
@@ -108,12 +108,12 @@ def run(args) -> int:
     # --fit compiles many settings: scanned unless told otherwise.
     scan_layers = args.fit if args.scan_layers is None else args.scan_layers
     config = get_config(args.model, dtype=args.dtype, remat=args.remat, scan_layers=scan_layers)
-    planning.check_request(config, data, model, args.input_length, args.batch_size,
+    memory.check_request(config, data, model, args.input_length, args.batch_size,
                            args.target_length)
     if args.score_batch_size is not None:
-        planning.check_request(config, data, model, args.input_length, args.score_batch_size, 1)
+        memory.check_request(config, data, model, args.input_length, args.score_batch_size, 1)
     optimizer = OptimizerConfig(name=args.optimizer)
-    correction = (planning.read_device_correction(args.device_record) if args.device_record
+    correction = (memory.read_device_correction(args.device_record) if args.device_record
                   else None)
     if args.fit:
         return _fit(args, config, data * model, optimizer, correction)
@@ -128,17 +128,17 @@ def run(args) -> int:
     if jax.device_count() >= data * model:
         from seahorse_metrics.model.partitioning import mesh_from_spec
 
-        plan = planning.plan_memory(config, mesh_from_spec(f"data={data},model={model}"), **request)
+        plan = memory.plan_memory(config, mesh_from_spec(f"data={data},model={model}"), **request)
     else:
         logger.info("%d devices here; compiling on %d simulated CPU devices", jax.device_count(),
                     data * model)
-        plan = planning.plan_in_subprocess(config, data, model, **request)
+        plan = memory.plan_in_subprocess(config, data, model, **request)
     print(plan.report(correction))
     return 0
 
 
 def _fit(args, config, devices: int, optimizer, correction) -> int:
-    from seahorse_metrics import fitting, planning
+    from seahorse_metrics.planning import fitting, memory
 
     if (args.device_memory is None) == (args.device is None):
         raise ValueError("plan --fit needs exactly one of --device_memory SIZE and --device NAME")
@@ -149,7 +149,7 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
     device_bytes = int(device_bytes * args.memory_fraction)
     print(f"{args.model}, {args.input_length} tokens, batch {args.batch_size}, {args.dtype}"
           f"{', scanned layers' if config.scan_layers else ''}, on {devices} device(s) of "
-          f"{planning.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
+          f"{memory.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
           f"{args.device or args.device_memory}; train step, per device):", flush=True)
     _say_what_the_search_costs(config, devices, args.batch_size)
     result = fitting.search_fit(config, devices, device_bytes, args.input_length, args.batch_size,
@@ -161,7 +161,7 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
 
 
 def _say_what_the_search_costs(config, devices: int, batch_size: int) -> None:
-    from seahorse_metrics.fitting import max_compilations
+    from seahorse_metrics.planning.fitting import max_compilations
 
     bound = max_compilations(config, devices, batch_size)
     if config.scan_layers:

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-from typing import Any
 
 from seahorse_metrics import compilation_cache
-from seahorse_metrics.scoring.job import (InputFields, ScoringOptions, check_output_path,
+from seahorse_metrics.cli import flags
+from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
+from seahorse_metrics.scoring.job import (InputFields, check_output_path,
                                           raise_if_nothing_scored, resolve_job)
-from seahorse_metrics.scoring.batching import (DEFAULT_BUCKET_LENGTHS, DEFAULT_MAX_BATCH_TOKENS,
-                                               DEFAULT_WINDOW_SIZE)
+from seahorse_metrics.scoring.options import options_from_flags
 
 logger = logging.getLogger(__name__)
 
@@ -65,53 +64,6 @@ BEAM_RUNNERS = {"DirectRunner": "FnApiRunner", "PrismRunner": "PrismRunner",
                 "SparkRunner": "SparkRunner"}
 
 
-def _add_long_summaries(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--long_summaries", choices=("error", "cut"), default="error",
-                        help="A summary that leaves its article less than a quarter of "
-                             "--max_input_length (with summary_first truncation): the row gets "
-                             "an error (default), or the article keeps its quarter, the summary "
-                             "is cut and a summary_cut column flags the row (cut).")
-
-
-def add_scoring_options(parser, serving: bool = False) -> None:
-    """How pairs are scored: the options `score` and `serve` share (`serving`:
-    the options are the defaults of requests that do not say)."""
-    parser.add_argument("--vocab", default=None,
-                        help="SentencePiece model (default: spiece.model in the checkpoints).")
-    parser.add_argument("--normalize", choices=("full", "pair"), default="full",
-                        help="P(\"1\") over the full vocabulary (default) or over {0, 1}.")
-    parser.add_argument("--truncation", choices=("summary_first", "joint"),
-                        default="summary_first",
-                        help="Shorten the article so the summary fits (default), or cut the "
-                             "whole input as the released checkpoints saw it.")
-    parser.add_argument("--long_inputs", choices=("truncate", "chunk"), default="truncate",
-                        help=("Default of requests that do not say: " if serving else "")
-                        + "truncate long inputs (default) or score overlapping premise chunks "
-                          "and keep the max.")
-    _add_long_summaries(parser)
-    parser.add_argument("--chunk_overlap", type=int, default=128,
-                        help="Premise tokens shared by consecutive chunks (default 128).")
-    parser.add_argument("--per_sentence", action="store_true",
-                        help=("Score per sentence unless a request says otherwise." if serving
-                              else "Score each summary sentence; adds <column>_sentences."))
-    parser.add_argument("--sentence_aggregate", default="min", metavar="min|mean|share@T",
-                        help="Combine sentence scores with min (default), mean, or share@T: "
-                             "the share of sentences scored at or above T.")
-    parser.add_argument("--max_input_length", type=int, default=2048,
-                        help="Input tokens, EOS included (default 2048).")
-    parser.add_argument("--batch_size", type=int, default=16,
-                        help="Most rows per batch (default 16).")
-    parser.add_argument("--max_batch_tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
-                        help="Tokens per batch; long buckets get fewer rows "
-                             f"(default {DEFAULT_MAX_BATCH_TOKENS}).")
-    parser.add_argument("--buckets", default=None, metavar="L1,L2,...",
-                        help="Batch lengths (default "
-                             f"{','.join(map(str, DEFAULT_BUCKET_LENGTHS))} up to "
-                             "--max_input_length)"
-                             + ("; each is compiled before /healthz is ready." if serving
-                                else "."))
-
-
 def _add_file_arguments(parser: argparse.ArgumentParser) -> None:
     """The input and output files and how the input is read."""
     parser.add_argument("--input", required=True, action="append",
@@ -147,10 +99,10 @@ def add_parser(subparsers) -> None:
                         help="Metric checkpoint directory or hub id (repeatable).")
     _add_file_arguments(parser)
     _add_question_and_threshold(parser)
-    add_scoring_options(parser)
+    flags.add_scoring_options(parser)
     parser.add_argument("--window_size", type=int, default=DEFAULT_WINDOW_SIZE,
                         help=f"Rows sorted by length together (default {DEFAULT_WINDOW_SIZE}).")
-    _add_device_options(parser)
+    flags.add_device_options(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="Start over: discard a partial run or an existing output.")
     parser.add_argument("--no_progress", action="store_true", help="No progress bar.")
@@ -181,173 +133,14 @@ def _add_question_and_threshold(parser) -> None:
                              "or report.json), by metric name: adds <column>_calibrated.")
 
 
-def _add_device_options(parser) -> None:
-    """--engine, --dtype, --quantize, --scan_layers, --packing, --mesh and the
-    compilation cache options."""
-    parser.add_argument("--engine", default="jax", choices=("jax", "ctranslate2"),
-                        help="The model call: jax (default; any device, --mesh, --dtype, "
-                             "--packing) or ctranslate2 (this machine's CPUs, float32 or "
-                             "--quantize int8 with CTranslate2's int8 kernels; the checkpoint is "
-                             "converted once into ~/.cache/seahorse-metrics/ctranslate2, or "
-                             "$SEAHORSE_METRICS_CTRANSLATE2_CACHE; pip install -e '.[cpu]').")
-    parser.add_argument("--engine_option", action="append", type=engine_option, default=[],
-                        metavar="KEY=VALUE",
-                        help="An option of --engine ctranslate2, repeatable: threads, "
-                             "threads_per_batch, cache_dir, and for --quantize int8 "
-                             "int8_smoothing (0 turns the smoothing off), smoothing_data "
-                             "(JSON-lines pairs to calibrate it on), smoothing_pairs.")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="Parameter and compute dtype (default float32). bfloat16 loads the "
-                             "weights in half the memory; norms, softmax and logits stay "
-                             "float32. Slower on CPUs.")
-    parser.add_argument("--quantize", default=None, choices=("int8",),
-                        help="int8: int8 attention and feed-forward weights (products in "
-                             "bfloat16 where the CPU has AVX512-BF16, else float32); scores "
-                             "rank as float32's but are not equal to them.")
-    parser.add_argument("--int8_check", default="on", choices=("on", "off"),
-                        help="With --quantize int8: score a probe of 96 pairs in float32 and "
-                             "int8 once per checkpoint, engine and CPU (kept in "
-                             "~/.cache/seahorse-metrics/int8_checks), record the agreement in "
-                             "meta.json and warn when ranks move (default on).")
-    parser.add_argument("--int8_min_spearman", type=float, default=None, metavar="R",
-                        help="With --quantize int8: refuse to score when the probe's int8 "
-                             "scores rank below Spearman R against float32 on this host.")
-    parser.add_argument("--scan_layers", action="store_true",
-                        help="Run each stack's layers under nn.scan (one compiled layer): a "
-                             "deep metric compiles several times faster, same scores to float "
-                             "rounding (jax engine).")
-    parser.add_argument("--packing", action="store_true",
-                        help="Pack short inputs into other rows' padding (same scores to float "
-                             "rounding; pays off with few or coarse --buckets).")
-    parser.add_argument("--mesh", default=None, type=mesh_spec, metavar="data=D,model=M",
-                        help="Device mesh: batches are split over data, parameters over model "
-                             "(the trainer's rules), e.g. --mesh model=4 for a metric too big "
-                             "for one device (default: every local device on data).")
-    parser.add_argument("--cpu_devices", type=int, default=None, metavar="N",
-                        help="Where JAX runs on CPUs: present them as N devices that score "
-                             "parts of each batch side by side (the jax engine; each holds its "
-                             "own copy of the weights). mT5-small float32 scoring ran 1.0-1.1x "
-                             "faster with 2 on a 2-core CPU. Default: as XLA_FLAGS says (one).")
-    compilation_cache.add_arguments(parser)
-
-
-def split_cpu(args) -> None:
-    """`--cpu_devices`, before anything starts JAX's backends."""
-    if args.cpu_devices is None:
-        return
-    if args.engine != "jax":
-        raise ValueError("--cpu_devices is the jax engine's; ctranslate2 runs batches side by "
-                         "side by itself (--engine_option threads_per_batch=N)")
-    if getattr(args, "runner", None):
-        raise ValueError("--cpu_devices is for scoring in this process; a Beam worker scores on "
-                         "its own devices (drop --cpu_devices, or score without --runner)")
-    from seahorse_metrics.model.partitioning import split_host_cpu
-
-    split_host_cpu(args.cpu_devices)
-
-
-def engine_option(text: str) -> tuple[str, Any]:
-    """argparse type of --engine_option: KEY=VALUE, the value read as JSON
-    when it is JSON (numbers, true/false) and as a string otherwise."""
-    key, equals, value = text.partition("=")
-    if not equals or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key.strip(), json.loads(value)
-    except json.JSONDecodeError:
-        return key.strip(), value
-
-
-def mesh_spec(text: str) -> str:
-    """argparse type of --mesh (and `plan --mesh`): checks `data=D,model=M`."""
-    from seahorse_metrics.model.partitioning import parse_mesh_spec
-
-    try:
-        parse_mesh_spec(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
-def decision_thresholds(value: str | None, names: list[str]) -> dict[str, float]:
-    """Metric name -> threshold from `--threshold` (a number or a thresholds file).
-
-    A file may hold more metrics than are scored here (those are not used);
-    every metric scored needs a threshold in it.
-
-    Raises:
-      ValueError: for a threshold that is no number in [0, 1] (NaN, 1.5), or a
-        file without a threshold for a metric scored here.
-      FileNotFoundError: for a path that does not exist.
-    """
-    from seahorse_metrics.evaluation.thresholds import check_probability_threshold, read_thresholds
-
-    if value is None:
-        return {}
-    try:
-        number = float(value)
-    except ValueError:
-        number = None
-    if number is not None:
-        number = check_probability_threshold(number, "--threshold")
-        return {name: number for name in names}
-    thresholds = read_thresholds(value)
-    missing = [name for name in names if name not in thresholds.metrics]
-    if missing:
-        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
-                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
-    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
-                                              f"{value}: the threshold of {name!r}")
-            for name in names}
-
-
-def _calibration_maps(path: str | None, names: list[str]) -> dict:
-    """Metric name (= output column) -> calibration map from `--calibration`."""
-    if path is None:
-        return {}
-    from seahorse_metrics.calibration import maps_for
-
-    return maps_for(path, names)
-
-
-def scorer_options(args) -> ScoringOptions:
-    """The scoring options the command line sets (bar the checkpoints and mesh)."""
-    buckets = ([int(b) for b in args.buckets.split(",") if b.strip()]
-               if args.buckets else None)
-    return ScoringOptions(vocab=args.vocab, dtype=args.dtype, max_input_length=args.max_input_length,
-                          batch_size=args.batch_size, truncation=args.truncation,
-                          normalize=args.normalize, long_inputs=args.long_inputs,
-                          long_summaries=args.long_summaries,
-                          chunk_overlap=args.chunk_overlap, per_sentence=args.per_sentence,
-                          sentence_aggregate=args.sentence_aggregate, bucket_lengths=buckets,
-                          max_batch_tokens=args.max_batch_tokens, window_size=args.window_size,
-                          quantize=args.quantize, packing=args.packing,
-                          engine=args.engine, scan_layers=args.scan_layers,
-                          engine_options=dict(args.engine_option) or None,
-                          int8_check=args.int8_check == "on",
-                          int8_min_spearman=args.int8_min_spearman)
-
-
 def input_fields(args) -> InputFields:
     """The input fields the command line names."""
     return InputFields(args.premise_field, args.hypothesis_field, args.lang_field,
                        args.question_field)
 
 
-def _mesh(args):
-    """The `--mesh` device mesh, or None (every local device on data)."""
-    if not args.mesh:
-        return None
-    import jax
-    from seahorse_metrics.model.partitioning import mesh_from_spec
-
-    mesh = mesh_from_spec(args.mesh, jax.local_devices())
-    logger.info("scoring on a %s mesh", dict(mesh.shape))
-    return mesh
-
-
 def run(args) -> int:
-    split_cpu(args)
+    flags.split_cpu(args)
     compilation_cache.enable_from_args(args)
     if args.runner:
         if "-" in args.input or args.output == "-":
@@ -393,26 +186,23 @@ def _score_to_stdout(args) -> int:
 
 def _score_file(args, input_path: str, output: str) -> int:
     """Scores the table `input_path` into `output` as the arguments say."""
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+    from seahorse_metrics.checkpoints.layout import checkpoint_names
     from seahorse_metrics.scoring.files import score_job
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     check_output_path(input_path, output)
-    from seahorse_metrics.checkpoints.layout import checkpoint_names
-
     named = checkpoint_names(args.checkpoint)
-    thresholds = decision_thresholds(args.threshold, list(named))
-    calibration = _calibration_maps(args.calibration, list(named))
-    scorer = MultiScorer.load(named, options=scorer_options(args), mesh=_mesh(args))
+    thresholds = read_decision_thresholds(args.threshold, list(named))
+    calibration = flags.calibration_maps(args.calibration, list(named))
+    scorer = MultiScorer.load(named, options=options_from_flags(args),
+                              mesh=flags.mesh_from_args(args))
     job = resolve_job([input_path], output, scorer.checkpoints, options=scorer.options,
-                      fields=input_fields(args), thresholds=thresholds, encoding=args.encoding,
-                      quoting=args.quoting)
+                      fields=input_fields(args), thresholds=thresholds, calibration=calibration,
+                      encoding=args.encoding, quoting=args.quoting)
     summary = score_job(scorer, job, overwrite=args.overwrite,
                         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(summary)
-    if calibration:
-        from seahorse_metrics.scoring.calibrated import add_calibrated_columns
-
-        summary = add_calibrated_columns(args.output, calibration)
     rows = summary["rows"]
     logger.info("wrote %s (%d rows, %d bad; settings in %s.meta.json)", output,
                 rows["rows"], rows["bad"], output)
@@ -436,20 +226,19 @@ def run_beam(args) -> int:
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Beam logs several INFO lines per bundle and worker; ours say what happens.
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    if args.calibration:
-        raise ValueError("--calibration is applied to the output of scoring in this process: "
-                         "drop --runner to use it")
     if args.mesh:
         raise ValueError("--mesh is for scoring in this process; a Beam worker scores on its "
                          "own devices (drop --mesh, or score without --runner)")
     pipeline_args = [f"--runner={BEAM_RUNNERS[args.runner]}", *args.pipeline_args]
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
     from seahorse_metrics.checkpoints.layout import checkpoint_names
 
     named = checkpoint_names(args.checkpoint)
     meta = beam_scoring.score_files(
-        args.input, args.output, named, scorer_options=scorer_options(args),
+        args.input, args.output, named, scorer_options=options_from_flags(args),
         fields=input_fields(args), id_field=args.id_field, pipeline_args=pipeline_args,
-        thresholds=decision_thresholds(args.threshold, list(named)), encoding=args.encoding,
+        thresholds=read_decision_thresholds(args.threshold, list(named)),
+        calibration=flags.calibration_maps(args.calibration, list(named)), encoding=args.encoding,
         quoting=args.quoting, merge=args.merge, overwrite=args.overwrite,
         show_progress=False if args.no_progress else None)
     raise_if_nothing_scored(meta)  # As without --runner: a run that scored nothing fails.

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.cli.score import (_add_device_options, _calibration_maps, _mesh, split_cpu,
-                                        add_scoring_options, decision_thresholds,
-                                        scorer_options)
+from seahorse_metrics.cli.flags import (add_device_options, add_scoring_options,
+                                        calibration_maps, mesh_from_args, split_cpu)
+from seahorse_metrics.scoring.options import options_from_flags
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
 from seahorse_metrics.serving.server import LoadFailed
 
@@ -76,7 +76,7 @@ def add_parser(subparsers) -> None:
                              "served): adds <metric>_calibrated, as `score --calibration`.")
     _add_limits(parser)
     _add_scoring_options(parser)
-    _add_device_options(parser)
+    add_device_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -132,16 +132,18 @@ def run(args) -> int:
     split_cpu(args)
     compilation_cache.enable_from_args(args)
     named = checkpoint_names(args.checkpoint)
-    thresholds = decision_thresholds(args.threshold, list(named))
-    calibration = _calibration_maps(args.calibration, list(named))
+    from seahorse_metrics.calibration.thresholds import read_decision_thresholds
+
+    thresholds = read_decision_thresholds(args.threshold, list(named))
+    calibration = calibration_maps(args.calibration, list(named))
     token = read_token(args.token_file)
     limits = limits_from_args(args)
-    options = scorer_options(args)
+    options = options_from_flags(args)
 
     def load_scorer():
         from seahorse_metrics.scoring.scorer import MultiScorer
 
-        return MultiScorer.load(named, options=options, mesh=_mesh(args))
+        return MultiScorer.load(named, options=options, mesh=mesh_from_args(args))
 
     return serve(load_scorer, limits, host=args.host, port=args.port, token=token,
                  thresholds=thresholds, calibration=calibration,

@@ -27,7 +27,7 @@ import os
 from typing import Any, Collection, Iterable, Mapping, Optional, Protocol, runtime_checkable
 
 from seahorse_metrics.data.seahorse import gem_config, gem_split, source_of_gem_id
-from seahorse_metrics.data.tables import json_object
+from seahorse_metrics.io.json_files import json_object
 
 logger = logging.getLogger(__name__)
 

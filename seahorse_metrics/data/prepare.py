@@ -20,36 +20,17 @@ import collections
 import json
 import logging
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from seahorse_metrics.data.articles import ArticleSource
 from seahorse_metrics.data.records import QUESTIONS
 from seahorse_metrics.data.seahorse import SPLITS, SeahorseRow, read_release_split
+from seahorse_metrics.io.atomic import write_lines_atomically
 
 logger = logging.getLogger(__name__)
 
 REPORT_NAME = "prepare_report.json"
 MISSING_NAME = "missing_articles.jsonl"
-
-
-def write_atomic(path: str, lines: Iterable[str]) -> None:
-    """Writes `lines` to `path` through a temporary file and `os.replace`.
-
-    The temporary file is opened plainly (not with mkstemp, which makes it
-    0600), so the file gets the permissions the user's umask gives.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp_path = os.path.join(directory, f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    try:
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line)
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.remove(tmp_path)
-        raise
 
 
 def prepared_record(row: SeahorseRow, article: str, split: str) -> dict[str, Any]:
@@ -154,7 +135,7 @@ def prepare(
         "totals": _totals(split_reports),
         "missing_articles_file": MISSING_NAME,
     }
-    write_atomic(
+    write_lines_atomically(
         os.path.join(output_dir, REPORT_NAME),
         [json.dumps(full_report, indent=2, ensure_ascii=False) + "\n"],
     )
@@ -181,7 +162,7 @@ def _write_splits(read: dict, articles: dict[str, str], output_dir: str) -> dict
     for split, (rows, dropped) in read.items():
         report, joined, missing = _split_report(rows, dropped, articles)
         split_reports[split] = report
-        write_atomic(
+        write_lines_atomically(
             os.path.join(output_dir, f"{split}.jsonl"),
             (json.dumps(prepared_record(r, articles[r.gem_id], split), ensure_ascii=False) + "\n" for r in joined),
         )
@@ -191,5 +172,5 @@ def _write_splits(read: dict, articles: dict[str, str], output_dir: str) -> dict
                 "%s: %d of %d rows have no article (by source: %s); listed in %s",
                 split, len(missing), len(rows), report["missing_articles"], MISSING_NAME,
             )
-    write_atomic(os.path.join(output_dir, MISSING_NAME), missing_lines)
+    write_lines_atomically(os.path.join(output_dir, MISSING_NAME), missing_lines)
     return split_reports

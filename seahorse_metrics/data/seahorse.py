@@ -31,7 +31,8 @@ import re
 from typing import Iterator, Optional
 
 from seahorse_metrics.data.records import QUESTIONS, RatedPair
-from seahorse_metrics.data.tables import json_object, text_lines
+from seahorse_metrics.data.tables import text_lines
+from seahorse_metrics.io.json_files import json_object
 from seahorse_metrics.option_names import option
 
 logger = logging.getLogger(__name__)

@@ -48,10 +48,12 @@ import stat
 import zlib
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
+from seahorse_metrics.io.atomic import GZIP_SUFFIX, is_gzip
+from seahorse_metrics.io.json_files import json_object
+
 logger = logging.getLogger(__name__)
 
 TEXT_FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
-GZIP_SUFFIX = ".gz"
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 QUOTING_MODES = ("auto", "none", "quoted")
 ENCODING_HINT = "encoding=... (score: --encoding; evaluate: the spec option encoding=)"
@@ -157,11 +159,6 @@ class TableReport:
                 "quoting='none' (CLI: --quoting none)", self.path, self.spanning_rows, where,
                 ", ".join(self.spanning_examples),
                 ", ..." if self.spanning_rows > len(self.spanning_examples) else "")
-
-
-def is_gzip(path: str) -> bool:
-    """Whether `path` names a gzip file (`.gz`)."""
-    return os.fspath(path).lower().endswith(GZIP_SUFFIX)
 
 
 def table_kind(path: str) -> str:
@@ -453,17 +450,6 @@ def delimited_line(cells: Sequence[str], delimiter: str) -> str:
 
 
 # ------------------------------------------------------------------ JSON
-def json_object(text: str) -> tuple[Optional[dict], Optional[str]]:
-    """One JSON-lines row: (its object, None), or (None, why it is not one)."""
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as error:
-        return None, f"invalid JSON ({error.msg})"
-    if not isinstance(record, dict):
-        return None, f"expected a JSON object, got {type(record).__name__}"
-    return record, None
-
-
 def _jsonl_rows(path: str, encoding: str, report: TableReport) -> Iterator[TableRow]:
     row = 0
     for number, text in _counting(text_lines(path, encoding), report):

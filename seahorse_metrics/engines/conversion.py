@@ -25,7 +25,6 @@ variable `SEAHORSE_METRICS_CTRANSLATE2_CACHE`, and
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import logging
@@ -38,6 +37,9 @@ import time
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.io.json_files import read_json_or_none
+from seahorse_metrics.io.atomic import publish_directory
 
 logger = logging.getLogger(__name__)
 
@@ -170,12 +172,8 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     os.makedirs(cache_dir, exist_ok=True)
     key = conversion_key(checkpoint, vocab_path, compute_type, smoothing, weight_levels)
     final = os.path.join(cache_dir, key)
-    if os.path.isdir(final):
-        damage = damaged_entry(final)
-        if damage is None:
-            return final, False
-        logger.warning("%s; converting %s again", damage, checkpoint)
-        _discard(final)
+    if _usable_entry(final, checkpoint):
+        return final, False
     _remove_abandoned(cache_dir)
     staging = tempfile.mkdtemp(prefix=f"{_CONVERTING_PREFIX}{os.getpid()}-", dir=cache_dir)
     try:
@@ -189,11 +187,7 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
             convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing,
                                weight_levels)
         write_digest(output_dir)
-        try:
-            os.rename(output_dir, final)
-        except OSError as error:  # Another process finished the same conversion first.
-            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not os.path.isdir(final):
-                raise
+        if not publish_directory(output_dir, final):  # Another process converted it first.
             return final, False
         stale_log = os.path.join(cache_dir, f"{key}.failed.log")
         if os.path.exists(stale_log):
@@ -203,6 +197,18 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
         return final, True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _usable_entry(entry: str, checkpoint: str) -> bool:
+    """Whether a cache entry exists intact; a damaged one is named and discarded."""
+    if not os.path.isdir(entry):
+        return False
+    damage = damaged_entry(entry)
+    if damage is None:
+        return True
+    logger.warning("%s; converting %s again", damage, checkpoint)
+    _discard(entry)
+    return False
 
 
 def write_digest(model_dir: str) -> None:
@@ -221,10 +227,8 @@ def damaged_entry(model_dir: str) -> Optional[str]:
     from seahorse_metrics.checkpoints.content import file_entries
 
     digest_path = os.path.join(model_dir, DIGEST_FILE)
-    try:
-        with open(digest_path, encoding="utf-8") as handle:
-            recorded = json.load(handle)
-    except (OSError, ValueError):
+    recorded = read_json_or_none(digest_path)
+    if not isinstance(recorded, dict):
         return f"{digest_path}: missing or unreadable (an earlier version's or a torn entry)"
     found = {entry["name"]: entry["sha256"] for entry in file_entries(model_dir)}
     for name in sorted(set(recorded) | set(found)):

@@ -1,11 +1,11 @@
-"""CTranslate2 as the scorer's model call: CPUs, float32 or int8 GEMMs.
+"""The CTranslate2 engine: the scorer's model call on CPUs, float32 or int8 GEMMs.
 
     scorer = Scorer.load("runs/q4/best", engine="ctranslate2", quantize="int8")
 
     # What the scorer does with it:
     model, converted = load_converted("runs/q4/best", vocab_path, quantize="int8")
-    runner = CTranslate2Runner.of(converted, model.config, tokenizer, (one_id, zero_id))
-    log_probs = np.asarray(runner(runner.put(tokens)))   # float32 [rows, 2]
+    engine = CTranslate2Engine.of(converted, model.config, tokenizer, (one_id, zero_id))
+    log_probs = engine.log_probs(tokens)                 # float32 [rows, 2]
 
 A checkpoint is converted once, by CTranslate2's own converter, into a
 cache keyed by its content (`engines.conversion`; int8 conversions are
@@ -14,17 +14,17 @@ smoothed first, `engines.smoothing`).
 The model call runs each padded batch the scorer built (its buckets and
 windows) as one CTranslate2 batch: the encoder over the real tokens, one
 decoder step from the start token, and the full-vocabulary logits of that
-step, whose log-softmax gives log P("1") and log P("0"), as the JAX runner
-reads them. CTranslate2 reads token strings: ids are turned into the
+step, whose log-softmax gives log P("1") and log P("0"), as the JAX engine
+reads them (`engines.base.Engine` is the interface both implement). CTranslate2 reads token strings: ids are turned into the
 vocabulary's pieces, after checking that the converted vocabulary maps
-every piece back to the same id. Packed batches and device meshes are JAX's
-and are refused.
+every piece back to the same id. Packed batches, device meshes, scanned
+layers and bfloat16 are JAX's (`CTranslate2Engine.capabilities`) and are
+refused (`engines.choice.check_settings`).
 """
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import logging
 import os
 import threading
@@ -33,10 +33,11 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.engines import isa
+from seahorse_metrics.engines.base import Capabilities, Engine
+from seahorse_metrics.engines.conversion import (ENGINE_FILE, FULL_LEVELS, compute_type_of,
+                                                 converted_model, require_ctranslate2)
+from seahorse_metrics.io.json_files import read_json, read_json_or_none
 from seahorse_metrics.option_names import option
-from seahorse_metrics.engines.conversion import (  # noqa: F401 (the engine's errors)
-    FULL_LEVELS, ConversionError, EngineNotInstalled, compute_type_of, converted_model,
-    require_ctranslate2)
 
 logger = logging.getLogger(__name__)
 
@@ -79,33 +80,6 @@ ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child
                   "int8_smoothing", "smoothing_data", "smoothing_pairs")
 
 
-def check_engine_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
-                          packing: bool = False, scan_layers: bool = False) -> None:
-    """Refuses what only the JAX engine does, in one line each.
-
-    Raises:
-      ValueError: for an unknown engine, a mesh, packing, scanned layers or
-        a dtype other than float32 with the ctranslate2 engine.
-    """
-    from seahorse_metrics.engines import ENGINES
-
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
-    if engine != "ctranslate2":
-        return
-    jax_engine = option("engine='jax'", "--engine jax")
-    for given, name in ((mesh is not None, option("mesh", "--mesh")),
-                        (packing, option("packing=True", "--packing")),
-                        (scan_layers, option("scan_layers=True", "--scan_layers"))):
-        if given:
-            raise ValueError(f"{name} is the jax engine's; drop it with the ctranslate2 engine, "
-                             f"or score with {jax_engine}")
-    if dtype not in (None, "float32"):
-        raise ValueError(f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
-                         "the ctranslate2 engine computes in float32, or int8 with "
-                         + option("quantize='int8'", "--quantize int8"))
-
-
 def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = None,
                    engine_options: Optional[dict] = None) -> tuple["EngineModel", "ConvertedModel"]:
     """Converts a checkpoint for CTranslate2 (once; see `converted_model`).
@@ -143,6 +117,10 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     smoothing = smoothing_lib.recipe(compute_type, options)
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
+    if config.relative_bias_per_layer:  # CTranslate2 issue #2102
+        raise ValueError(f"{checkpoint} has a relative position bias in every layer (T5X's "
+                         "scalable_t5, UMT5), which CTranslate2 cannot run (its issue #2102); "
+                         "score it with " + option("engine='jax'", "--engine jax"))
     levels = isa.ctranslate2_weight_levels() if compute_type == "int8" else FULL_LEVELS
     model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
                                    options.get("convert_in_child", True), smoothing, levels)
@@ -159,36 +137,13 @@ def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: A
     Args:
       checkpoints: name -> local checkpoint directory.
       vocab_path: Their SentencePiece vocabulary.
-      options: The `ScoringOptions` (its engine, dtype, quantize, packing,
-        scan_layers are checked by `check_engine_settings`).
-      mesh: The mesh asked for (refused), or None.
+      options: The `ScoringOptions` (its quantize; the caller has checked
+        the rest against `CTranslate2Engine.capabilities`).
+      mesh: Unused: the engine has none.
       engine_options: See `load_converted`.
     """
-    check_engine_settings(options.engine, dtype=options.dtype, mesh=mesh,
-                          packing=options.packing, scan_layers=options.scan_layers)
     return {name: load_converted(path, vocab_path, options.quantize, dict(engine_options or {}))
             for name, path in checkpoints.items()}
-
-
-def engine_runners(models: Mapping[str, tuple], tokenizer,
-                   token_ids: Sequence[int]) -> Optional[list["CTranslate2Runner"]]:
-    """A `CTranslate2Runner` per model when `models` holds converted models
-    (`converted_models`), else None."""
-    if not any(isinstance(params, ConvertedModel) for _, params in models.values()):
-        return None
-    return [CTranslate2Runner.of(params, model.config, tokenizer, token_ids)
-            for model, params in models.values()]
-
-
-def engine_name(runner: Any) -> str:
-    """The engine of a scorer's model call ("jax" for `ModelRunner`)."""
-    return getattr(runner, "engine", "jax")
-
-
-def conversion_name(runner: "CTranslate2Runner") -> str:
-    """The runner's cache entry: a digest of what makes its scores (see
-    `conversion.conversion_key`), the same on every machine."""
-    return os.path.basename(os.path.normpath(runner.model_dir))
 
 
 # ------------------------------------------------------------- model call
@@ -197,8 +152,7 @@ def read_vocabulary(model_dir: str) -> list[str]:
     for name in _VOCABULARY_FILES:
         path = os.path.join(model_dir, name)
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as handle:
-                return json.load(handle)
+            return read_json(path, "CTranslate2 vocabulary")
     raise FileNotFoundError(f"{model_dir}: no CTranslate2 vocabulary file ({_VOCABULARY_FILES})")
 
 
@@ -222,7 +176,7 @@ def check_vocabulary(vocabulary: Sequence[str], tokenizer, model_dir: str) -> No
 @dataclasses.dataclass(frozen=True)
 class ConvertedModel:
     """A checkpoint converted for CTranslate2, not loaded yet (the scorer
-    loads it into a `CTranslate2Runner`).
+    loads it into a `CTranslate2Engine`).
 
     Attributes:
       model_dir: The converted model directory.
@@ -239,7 +193,7 @@ class ConvertedModel:
 
 @dataclasses.dataclass(frozen=True)
 class EngineModel:
-    """What the scorer reads from a runner's `model`: its config.
+    """What the scorer reads from an engine's `model`: its config.
 
     Attributes:
       config: The network config (`dtype` float32; `quantize` None or "int8").
@@ -259,25 +213,23 @@ class _PendingLogProbs:
         return values if dtype is None else values.astype(dtype)
 
 
-class CTranslate2Runner:
+class CTranslate2Engine(Engine):
     """The scorer's first-step model call on a CTranslate2 `Translator`.
 
-    Same interface as `scoring.runner.ModelRunner`: `put` a padded
-    [rows, length] id batch, call the runner on it, and `np.asarray` the
-    result for float32 [rows, len(token_ids)] log-probabilities.
+    `put` a padded [rows, length] id batch, call the engine on it, and
+    `read` the result for float32 [rows, len(token_ids)] log-probabilities.
 
     Attributes:
       model: An `EngineModel` holding the network config.
       model_dir: The converted model.
       compute_type: "float32" or "int8".
       token_ids: Vocabulary ids read at the first step.
-      engine: "ctranslate2".
       batches_at_once: Batches that compute at the same time.
     """
 
-    engine = "ctranslate2"
-    mesh = None
-    data_parallel = 1
+    name = "ctranslate2"
+    capabilities = Capabilities(mesh=False, packing=False, scan_layers=False,
+                                dtypes=("float32",))
 
     def __init__(self, model_dir: str, config: Any, tokenizer, token_ids: Sequence[int],
                  compute_type: str = "float32", threads: Optional[int] = None,
@@ -317,8 +269,8 @@ class CTranslate2Runner:
 
     @classmethod
     def of(cls, converted: "ConvertedModel", config: Any, tokenizer,
-           token_ids: Sequence[int]) -> "CTranslate2Runner":
-        """The runner of a `load_converted` model."""
+           token_ids: Sequence[int]) -> "CTranslate2Engine":
+        """The engine of a `load_converted` model."""
         return cls(converted.model_dir, config, tokenizer, token_ids, converted.compute_type,
                    converted.threads, converted.threads_per_batch)
 
@@ -326,17 +278,32 @@ class CTranslate2Runner:
         """The host batch as it is (CTranslate2 reads it from the host)."""
         return np.asarray(tokens, np.int32)
 
-    @staticmethod
-    def read(output: "_PendingLogProbs") -> np.ndarray:
+    def read(self, output: "_PendingLogProbs") -> np.ndarray:
         """The log-probabilities of a batch on the host (waits for it)."""
         return np.asarray(output)
 
-    def precompile(self, shapes: Sequence[tuple[int, ...]], threads: int = 2) -> None:
-        """Nothing to compile: CTranslate2 runs any batch shape."""
+    @property
+    def conversion(self) -> str:
+        """The cache entry it runs: a digest of what makes its scores (see
+        `conversion.conversion_key`), the same on every machine."""
+        return os.path.basename(os.path.normpath(self.model_dir))
 
-    def is_compiled(self, rows: int, length: int, slots: Optional[int] = None) -> bool:
-        """Always true: no batch shape is compiled."""
-        return True
+    def quantization(self) -> str:
+        """"none", or "int8-w8"/"int8-w7" (weight bits) with "-s<alpha>" when smoothed."""
+        if not self.model.config.quantize:
+            return "none"
+        described = read_json_or_none(os.path.join(self.model_dir, ENGINE_FILE)) or {}
+        bits = 8 if described.get("weight_levels") in (None, 127) else 7
+        smoothing = (described.get("smoothing") or {}).get("alpha")
+        return f"int8-w{bits}" + (f"-s{smoothing:g}" if smoothing else "")
+
+    def int8_variant(self) -> str:
+        """"ctranslate2:<cache entry>" (its smoothing and weight levels are in its name)."""
+        return f"ctranslate2:{self.conversion}"
+
+    @classmethod
+    def library_version(cls) -> str:
+        return require_ctranslate2().__version__
 
     def __call__(self, tokens: np.ndarray, segment_ids: Optional[np.ndarray] = None,
                  slots: Optional[int] = None) -> _PendingLogProbs:

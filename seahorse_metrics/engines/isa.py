@@ -148,7 +148,12 @@ def jax_int8_products() -> str:
 def apply_ctranslate2_cap() -> None:
     """Extends `CT2_FORCE_CPU_ISA` to CTranslate2's GEMM libraries (oneDNN,
     MKL) where they have no cap of their own; call before CTranslate2 first
-    multiplies (they read their variables once)."""
+    multiplies (they read their variables once).
+
+    The variables are set in `os.environ`, so child processes inherit them and
+    XLA:CPU's own oneDNN kernels (which change float32 roundings under a cap)
+    follow them where oneDNN had not started yet: call it before JAX computes
+    where runs must agree bit for bit (the test suite's conftest does)."""
     forced = os.environ.get(CT2_CAP_VAR, "").upper()
     if forced in _CT2_TO_ONEDNN and not any(os.environ.get(v) for v in ONEDNN_CAP_VARS):
         os.environ[ONEDNN_CAP_VARS[0]] = _CT2_TO_ONEDNN[forced]

@@ -46,7 +46,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.data.tables import json_object
+from seahorse_metrics.io.json_files import json_object
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from typing import Optional
 import numpy as np
 
 from seahorse_metrics.evaluation.benchmarks import Benchmark
-from seahorse_metrics.scoring.output import write_files_atomically
+from seahorse_metrics.io.atomic import write_files_atomically
+from seahorse_metrics.io.json_files import read_json_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +52,9 @@ class ScoreCache:
         path = self.path(metric_fingerprint, benchmark)
         if not os.path.isfile(path):
             return None
-        try:
-            with open(path, encoding="utf-8") as handle:
-                entry = json.load(handle)
-        except (OSError, json.JSONDecodeError) as error:
-            logger.warning("ignoring unreadable cache entry %s (%s)", path, error)
+        entry = read_json_or_none(path)
+        if not isinstance(entry, dict):
+            logger.warning("ignoring unreadable cache entry %s", path)
             return None
         if (entry.get("benchmark_fingerprint") != benchmark.content_fingerprint()
                 or entry.get("ids") != benchmark.ids):

@@ -50,6 +50,7 @@ import numpy as np
 
 from seahorse_metrics.evaluation import baselines
 from seahorse_metrics.evaluation.benchmarks import Benchmark
+from seahorse_metrics.scoring.options import CHECKPOINT_OPTIONS, options_from_spec
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,6 @@ _SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab
               "baseline:rougeL|majority|length, "
               "scores:FILE[:COLUMN]")
 # Scorer settings a checkpoint spec may set, and how each is read.
-CHECKPOINT_OPTIONS = ("long_inputs", "per_sentence", "normalize", "max_input_length", "vocab",
-                      "long_summaries", "engine", "quantize")
 _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
 
@@ -155,33 +154,13 @@ def _checkpoint_settings(rest: str, text: str) -> tuple[str, tuple]:
     if len(settings) != len(tokens):
         raise ValueError(f"bad metric spec {text!r}: an option is given twice")
     try:
-        kwargs = checkpoint_scorer_kwargs(tuple(settings.items()))
+        kwargs = options_from_spec(tuple(settings.items()))
         for loading in ("vocab", "engine", "quantize"):
             kwargs.pop(loading, None)
         InputSettings(**kwargs)
     except ValueError as error:
         raise ValueError(f"bad metric spec {text!r}: {error}") from None
     return argument, tuple(sorted(settings.items()))
-
-
-def checkpoint_scorer_kwargs(settings: tuple) -> dict:
-    """`Scorer.load` keyword arguments from checkpoint spec options.
-
-    Raises:
-      ValueError: for a max_input_length that is not a whole number.
-    """
-    kwargs = {}
-    for key, value in settings:
-        if key == "per_sentence":
-            kwargs.update(per_sentence=True, sentence_aggregate=value)
-        elif key == "max_input_length":
-            try:
-                kwargs[key] = int(value)
-            except ValueError:
-                raise ValueError(f"max_input_length={value!r} is not a whole number") from None
-        else:
-            kwargs[key] = value
-    return kwargs
 
 
 def _stat_signature(path: str) -> list:
@@ -296,7 +275,7 @@ class CheckpointMetric(Metric):
             from seahorse_metrics import Scorer
 
             logger.info("loading checkpoint %s for metric %s", self.path, self.name)
-            kwargs = {"vocab": self.vocab_path, **checkpoint_scorer_kwargs(self.spec.settings)}
+            kwargs = {"vocab": self.vocab_path, **options_from_spec(self.spec.settings)}
             self._scorer = Scorer.load(self.path, **kwargs)
         scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
                                     questions=None if questions is None else list(questions))

@@ -43,14 +43,14 @@ from typing import Iterable, Sequence
 
 
 from seahorse_metrics import __version__
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
 from seahorse_metrics.evaluation.report_tables import (MISSING, Cell, Table, breakdown_tables,
                                                        headline_table, marks_legend,
                                                        report_notes, report_tables)
 from seahorse_metrics.evaluation.results import EvaluationReport
-from seahorse_metrics.scoring.output import write_files_atomically
+from seahorse_metrics.io.atomic import write_files_atomically
 
 REPORT_FORMAT = "seahorse-metrics-report/1"
 # ---------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def calibration_plot(benchmark, curves: Sequence[tuple]) -> str:
     axes.plot([0, 1], [0, 1], linestyle=":", color="grey", linewidth=1)
     for name, colour, calibration in curves:
         axes.plot(calibration.mean_score, calibration.positive_rate, color=colour, marker="o",
-                  markersize=3, linewidth=1.2, label=f"{name} (ECE {calibration.ece:.3f})")
+                  markersize=3, linewidth=1.2, label=f"{name} (ECE equal-width {calibration.ece_equal_width:.3f})")
     axes.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="mean score in bin",
              ylabel="share of yes", title=f"Calibration: {benchmark.name}")
     axes.legend(loc="upper left", fontsize="small")
@@ -268,7 +268,13 @@ def _plots(report: EvaluationReport) -> list[str]:
             "<p>ROC curves of every metric per labelled benchmark, reliability diagrams of "
             "the metrics whose scores are probabilities (mean score against the share of yes, "
             "per bin; the dotted diagonal is perfect calibration), and before/after "
-            "recalibration when maps were fitted. One colour per metric throughout.</p>",
+            "recalibration when maps were fitted. One colour per metric throughout. Two "
+            "expected calibration errors (ECE: the count-weighted mean gap between mean score "
+            "and share of yes per bin) appear: the reliability diagrams of raw scores give "
+            "the ECE over 10 equal-width bins of [0, 1] (\"ECE equal-width\"); the "
+            "calibration tables and the before/after diagrams give it over 10 equal-mass "
+            "bins (the same number of items each, so sparse score ranges make no noisy "
+            "bin).</p>",
             "<div class=\"figures\">" + "".join(images) + "</div>"]
 
 

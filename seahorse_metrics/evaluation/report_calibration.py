@@ -63,7 +63,7 @@ def calibration_tables(report: EvaluationReport) -> list[tuple]:
             for c in cells])
     confidence = f"{report.config.confidence:.0%}"
     return [maps,
-            ("Expected calibration error, before → after calibration", header, ece_rows,
+            ("Expected calibration error (equal-mass bins), before → after calibration", header, ece_rows,
              f"ECE over 10 equal-mass bins (lower is better) with {confidence} bias-corrected bootstrap "
              "intervals; reliability diagrams in report.html."),
             ("Brier score, before → after calibration", header, brier_rows,
@@ -98,7 +98,7 @@ def reliability_figure(report: EvaluationReport, benchmark) -> Optional[tuple[st
             points = cell.reliability[when]
             axes.plot(points["mean_score"], points["positive_rate"], color=colour,
                       linestyle=style, marker="o", markersize=3, linewidth=1.2,
-                      label=f"{cell.metric} {when} (ECE {cell.ece[when].value:.3f})")
+                      label=f"{cell.metric} {when} (ECE equal-mass {cell.ece[when].value:.3f})")
     axes.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="mean score in bin (equal mass)",
              ylabel="share of yes", title=f"Recalibration: {benchmark.name}")
     axes.legend(loc="upper left", fontsize="x-small")

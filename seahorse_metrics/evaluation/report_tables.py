@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence
 
-from seahorse_metrics.evaluation import report_calibration, stats
+from seahorse_metrics import stats
+from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.results import TUNED_STATISTIC, EvaluationReport
 
 STAT_LABELS = {

@@ -11,8 +11,10 @@ from typing import Optional
 
 import numpy as np
 
-from seahorse_metrics.evaluation import calibration as calibration_lib
-from seahorse_metrics.evaluation import stats, thresholds as thresholds_lib
+from seahorse_metrics.calibration import maps as calibration_maps
+from seahorse_metrics.calibration import measures as calibration_measures
+from seahorse_metrics import stats
+from seahorse_metrics.calibration import thresholds as thresholds_lib
 from seahorse_metrics.option_names import option
 
 # Item fields a result can be broken down by.
@@ -104,7 +106,7 @@ class MetricResult:
     n: int
     statistics: dict = dataclasses.field(default_factory=dict)
     note: Optional[str] = None
-    calibration: Optional[stats.Calibration] = None
+    calibration: Optional[calibration_measures.EqualWidthReliability] = None
     breakdowns: dict = dataclasses.field(default_factory=dict)
     valid: Optional[np.ndarray] = None
     tuned_threshold: Optional[float] = None
@@ -176,7 +178,7 @@ class EvaluationReport:
     scoring: dict
     thresholds: Optional[thresholds_lib.ThresholdSet] = None
     macro: dict = dataclasses.field(default_factory=dict)
-    calibration: Optional[calibration_lib.CalibrationSet] = None
+    calibration: Optional[calibration_maps.CalibrationSet] = None
     calibration_cells: dict = dataclasses.field(default_factory=dict)
     provenance: dict = dataclasses.field(default_factory=dict)
 

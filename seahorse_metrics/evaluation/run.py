@@ -32,7 +32,10 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.evaluation import calibration as calibration_lib, stats
+from seahorse_metrics import stats
+from seahorse_metrics.calibration import fitting as calibration_fitting
+from seahorse_metrics.calibration import maps as calibration_maps
+from seahorse_metrics.calibration import measures as calibration_measures
 from seahorse_metrics.evaluation.benchmarks import Benchmark, load_benchmarks, subset_of
 from seahorse_metrics.evaluation.cache import ScoreCache
 from seahorse_metrics.evaluation.metrics import (Metric, MetricNotAligned, MetricNotApplicable,
@@ -40,7 +43,7 @@ from seahorse_metrics.evaluation.metrics import (Metric, MetricNotAligned, Metri
 from seahorse_metrics.evaluation.report import write_report
 from seahorse_metrics.evaluation.results import (TUNED_STATISTIC, Comparison, EvaluationConfig,
                                                  EvaluationReport, MetricResult)
-from seahorse_metrics.evaluation.thresholds import ThresholdSet, read_thresholds, tune_threshold
+from seahorse_metrics.calibration.thresholds import ThresholdSet, read_thresholds, tune_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +231,7 @@ def evaluate_cell(metric: Metric, benchmark: Benchmark, scores: np.ndarray,
     _tuned_statistic(result, metric, benchmark, index, used, thresholds, config)
     if (benchmark.has_labels and metric.threshold is not None
             and used.min() >= 0.0 and used.max() <= 1.0):
-        result.calibration = stats.calibration(benchmark.labels[index], used)
+        result.calibration = calibration_measures.equal_width_reliability(benchmark.labels[index], used)
     for field in config.breakdowns:
         groups = _group_indices(benchmark, field, index)
         result.breakdowns[field] = {
@@ -312,7 +315,7 @@ def evaluate(benchmarks: Sequence[Benchmark], metrics: Sequence[Metric],
              cache: Optional[ScoreCache] = None,
              compare: Sequence[tuple[str, str]] = (),
              thresholds: Optional[ThresholdSet] = None,
-             calibration: Optional[calibration_lib.CalibrationSet] = None) -> EvaluationReport:
+             calibration: Optional[calibration_maps.CalibrationSet] = None) -> EvaluationReport:
     """Scores every benchmark with every metric and computes the statistics.
 
     Args:
@@ -440,7 +443,7 @@ def _thresholds(tune_on: Sequence[str], thresholds_path: Optional[str], metrics:
 
 
 def _calibration_cells(benchmarks: Sequence[Benchmark], results: dict, scores: dict,
-                       calibration: Optional[calibration_lib.CalibrationSet],
+                       calibration: Optional[calibration_maps.CalibrationSet],
                        config: EvaluationConfig) -> dict:
     """(metric, benchmark) -> CalibrationCell, for every labelled benchmark a
     metric with a calibration map covers."""
@@ -451,7 +454,7 @@ def _calibration_cells(benchmarks: Sequence[Benchmark], results: dict, scores: d
                 benchmark.has_labels and result.applicable):
             continue
         used = scores[(name, benchmark_name)][result.valid]
-        cells[(name, benchmark_name)] = calibration_lib.calibration_cell(
+        cells[(name, benchmark_name)] = calibration_measures.calibration_cell(
             name, benchmark_name, calibration.metrics[name], benchmark.labels[result.valid],
             used, n_resamples=config.n_resamples, confidence=config.confidence,
             seed=config.seed)
@@ -460,7 +463,7 @@ def _calibration_cells(benchmarks: Sequence[Benchmark], results: dict, scores: d
 
 def fit_calibrations(specs: Sequence[str], metrics: Sequence[Metric], config: EvaluationConfig,
                      method: str, *, cache: Optional[ScoreCache] = None
-                     ) -> calibration_lib.CalibrationSet:
+                     ) -> calibration_maps.CalibrationSet:
     """Fits a calibration map per probability metric on the labelled items of
     its `--calibrate_on` benchmarks (`calibration.bind_specs`).
 
@@ -470,8 +473,8 @@ def fit_calibrations(specs: Sequence[str], metrics: Sequence[Metric], config: Ev
       ValueError: for an unknown method or metric name, a map asked of a
         metric whose scores are not probabilities, or specs without labels.
     """
-    calibration_lib.check_method(method)
-    bound = calibration_lib.bind_specs(specs, [m.name for m in metrics])
+    calibration_maps.check_method(method)
+    bound = calibration_fitting.bind_specs(specs, [m.name for m in metrics])
     source = ScoreSource(cache if config.use_cache else None)
     maps, fitted_on = {}, {}
     for metric in metrics:
@@ -494,12 +497,12 @@ def fit_calibrations(specs: Sequence[str], metrics: Sequence[Metric], config: Ev
         labels = np.concatenate([labels for labels, _ in items])
         scores = np.concatenate([scores for _, scores in items])
         try:
-            maps[metric.name] = calibration_lib.fit_calibration(method, labels, scores)
+            maps[metric.name] = calibration_fitting.fit_calibration(method, labels, scores)
         except stats.UndefinedStatistic as reason:
             logger.warning("no calibration for %s: %s", metric.name, reason)
             continue
         fitted_on[metric.name] = list(bound[metric.name])
-    return calibration_lib.CalibrationSet(method, fitted_on, maps)
+    return calibration_maps.CalibrationSet(method, fitted_on, maps)
 
 
 def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
@@ -507,7 +510,7 @@ def run_evaluation(benchmark_specs: Sequence[str], metric_specs: Sequence[str],
                    compare: Sequence[tuple[str, str]] = (), vocab_path: Optional[str] = None,
                    batch_size: int = 32, tune_on: Sequence[str] = (),
                    thresholds_path: Optional[str] = None, calibrate_on: Sequence[str] = (),
-                   calibration_method: str = calibration_lib.DEFAULT_METHOD) -> EvaluationReport:
+                   calibration_method: str = calibration_fitting.DEFAULT_METHOD) -> EvaluationReport:
     """Reads specs, evaluates, and writes the report files into `output_dir`.
 
     The score cache lives in `<output_dir>/cache`. With `tune_on` (benchmark

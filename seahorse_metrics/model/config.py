@@ -51,6 +51,11 @@ class T5Config:
       relative_attention_num_buckets: Buckets of the relative position bias.
       relative_attention_max_distance: Distance from which all positions share
         the last bucket.
+      relative_bias_per_layer: False (mT5, T5): one relative position bias
+        table per stack (`encoder/relpos_bias/rel_embedding`), computed once
+        and added in every layer. True (T5X's scalable_t5, Hugging Face's
+        UMT5): each layer computes its bias from a table of its own
+        (`encoder/layers_0/relpos_bias/rel_embedding`, [heads, buckets]).
       dropout_rate: Dropout used when the network runs non-deterministically.
       layer_norm_epsilon: Epsilon of the RMS norms (computed in float32).
       dtype: Name of the compute dtype ("float32" or "bfloat16"). Norms,
@@ -105,6 +110,7 @@ class T5Config:
     num_decoder_layers: int
     relative_attention_num_buckets: int = 32
     relative_attention_max_distance: int = 128
+    relative_bias_per_layer: bool = False
     dropout_rate: float = 0.1
     layer_norm_epsilon: float = 1e-6
     dtype: str = "float32"
@@ -160,8 +166,9 @@ class T5Config:
                              f"{self.int8_products!r}")
         if self.remat not in REMAT_POLICIES:
             raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
-        if not isinstance(self.scan_layers, bool):
-            raise ValueError(f"T5Config.scan_layers must be a bool, got {self.scan_layers!r}")
+        for name in ("scan_layers", "relative_bias_per_layer"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"T5Config.{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("attention_blocked_min_length", "attention_forward_min_length",
                      "attention_band_min_length", "attention_query_block", "attention_key_block"):
             value = getattr(self, name)

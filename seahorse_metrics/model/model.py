@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from seahorse_metrics.model import first_step
 from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.model.network import Transformer
 
@@ -167,6 +168,7 @@ class EncoderDecoderModel:
 
         One encoder pass, then the decoder for the single start position
         (`config.decoder_start_id`); the softmax runs over the full vocabulary.
+        The scorer's own program (`model.first_step`), run eagerly.
 
         Args:
           params: Parameters.
@@ -175,24 +177,14 @@ class EncoderDecoderModel:
 
         Returns:
           float32 [B, len(token_ids)].
+
+        Raises:
+          ValueError: for ids outside the vocabulary.
         """
-        token_ids = tuple(int(i) for i in token_ids)
-        bad = [i for i in token_ids if not 0 <= i < self.config.vocab_size]
-        if bad:
-            raise ValueError(f"token ids {bad} are outside the vocabulary [0, {self.config.vocab_size})")
+        token_ids = first_step.check_token_ids(token_ids, self.config.vocab_size)
         return self._first_token_probs(params, encoder_input_tokens, token_ids)
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _first_token_probs(self, params: Params, encoder_input_tokens: Array,
                            token_ids: tuple[int, ...]) -> Array:
-        batch = encoder_input_tokens.shape[0]
-        decoder_input_Bx1 = jnp.full((batch, 1), self.config.decoder_start_id, jnp.int32)
-
-        def first_step(module: Transformer) -> Array:
-            encoded = module.encode(encoder_input_tokens)
-            return module.decode(encoded, encoder_input_tokens, decoder_input_Bx1)
-
-        logits_BxV = self.module.apply({"params": params}, method=first_step)[:, 0]
-        log_z_Bx1 = jax.nn.logsumexp(logits_BxV, axis=-1, keepdims=True)
-        chosen_BxN = jnp.take(logits_BxV, jnp.asarray(token_ids, jnp.int32), axis=-1)
-        return jnp.exp(chosen_BxN - log_z_Bx1)
+        return jnp.exp(first_step.log_probs(self, token_ids, params, encoder_input_tokens))

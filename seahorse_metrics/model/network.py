@@ -4,7 +4,8 @@ Architecture (Raffel et al. 2020, T5 v1.1 and mT5 variants): pre-norm blocks
 with RMS norms (no bias, no mean subtraction, float32), gated-GELU feed-forward
 (tanh approximation, as Hugging Face's `gelu_new` and Flax's default), one
 relative position bias per stack (bidirectional in the encoder, causal in the
-decoder), attention without the 1/sqrt(d_kv) scaling (T5 folds it into the
+decoder; with `relative_bias_per_layer`, one per layer, as T5X's scalable_t5
+and Hugging Face's UMT5 have it), attention without the 1/sqrt(d_kv) scaling (T5 folds it into the
 query initialisation), untied float32 output head without rescaling. T5 v1.0
 (`feed_forward_proj="relu"`, `tie_word_embeddings=True`, e.g. the TRUE NLI
 metric) differs in two places only: a ReLU feed-forward `wo(relu(wi x))`, and
@@ -98,7 +99,8 @@ class RMSNorm(nn.Module):
 
 
 class RelativePositionBias(nn.Module):
-    """Per-head attention bias from bucketed relative positions (one per stack)."""
+    """Per-head attention bias from bucketed relative positions (one per
+    stack, or one per layer with `T5Config.relative_bias_per_layer`)."""
 
     num_heads: int
     num_buckets: int
@@ -347,6 +349,23 @@ def _constrain_embed(x_BxLxD: Array) -> Array:
     return nn.with_logical_constraint(x_BxLxD, ("batch", "length", "embed"))
 
 
+def _self_attention_bias(config: T5Config, length: int, bidirectional: bool) -> RelativeBias:
+    """The relative position bias of a [length, length] self-attention, from
+    the table `relpos_bias` of the module calling it (a stack's, or with
+    `relative_bias_per_layer` a layer's)."""
+    return RelativePositionBias(
+        config.num_heads, config.relative_attention_num_buckets,
+        config.relative_attention_max_distance, bidirectional=bidirectional,
+        name="relpos_bias")(length, length)
+
+
+def _stack_bias(config: T5Config, length: int, bidirectional: bool) -> Optional[RelativeBias]:
+    """The stack's shared bias, or None where each layer computes its own."""
+    if config.relative_bias_per_layer:
+        return None
+    return _self_attention_bias(config, length, bidirectional)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention and feed-forward, each pre-normed and residual.
 
@@ -358,11 +377,14 @@ class EncoderLayer(nn.Module):
     config: T5Config
 
     @nn.compact
-    def __call__(self, x_BxLxD: Array, position_bias_1xHxLxL: Array, mask_bias_Bx1xLxL: Array,
-                 layer_rng: Optional[Array], deterministic: bool) -> Array:
+    def __call__(self, x_BxLxD: Array, position_bias_1xHxLxL: Optional[RelativeBias],
+                 mask_bias_Bx1xLxL: AttentionMask, layer_rng: Optional[Array],
+                 deterministic: bool) -> Array:
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         rng = stacks.site_keys(layer_rng, 4)
+        if cfg.relative_bias_per_layer:
+            position_bias_1xHxLxL = _self_attention_bias(cfg, x_BxLxD.shape[1], bidirectional=True)
         h_BxLxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_attention_layer_norm")(x_BxLxD)
         h_BxLxD = _attention(cfg, "attention")(
             h_BxLxD, None, position_bias_1xHxLxL, mask_bias_Bx1xLxL, deterministic, rng[0])
@@ -379,12 +401,15 @@ class DecoderLayer(nn.Module):
     config: T5Config
 
     @nn.compact
-    def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array, position_bias_1xHxQxQ: Array,
-                 self_mask_bias_Bx1xQxQ: Array, cross_mask_bias_Bx1xQxK: Array,
+    def __call__(self, y_BxQxD: Array, encoded_BxKxD: Array,
+                 position_bias_1xHxQxQ: Optional[RelativeBias],
+                 self_mask_bias_Bx1xQxQ: AttentionMask, cross_mask_bias_Bx1xQxK: AttentionMask,
                  layer_rng: Optional[Array], deterministic: bool) -> Array:
         cfg = self.config
         dtype = jnp.dtype(cfg.dtype)
         rng = stacks.site_keys(layer_rng, 6)
+        if cfg.relative_bias_per_layer:
+            position_bias_1xHxQxQ = _self_attention_bias(cfg, y_BxQxD.shape[1], bidirectional=False)
         h_BxQxD = RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_self_attention_layer_norm")(y_BxQxD)
         h_BxQxD = _attention(cfg, "self_attention")(
             h_BxQxD, None, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ, deterministic, rng[0])
@@ -408,9 +433,7 @@ class Encoder(nn.Module):
     def __call__(self, x_BxLxD: Array, mask_bias_Bx1xLxL: Array, deterministic: bool) -> Array:
         cfg = self.config
         length = x_BxLxD.shape[1]
-        position_bias_1xHxLxL = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
-            bidirectional=True, name="relpos_bias")(length, length)
+        position_bias_1xHxLxL = _stack_bias(cfg, length, bidirectional=True)
         x_BxLxD = _dropout(cfg, x_BxLxD, deterministic)
         x_BxLxD = stacks.run_layers(cfg, EncoderLayer, cfg.num_encoder_layers, x_BxLxD,
                                     (position_bias_1xHxLxL, mask_bias_Bx1xLxL),
@@ -432,9 +455,7 @@ class Decoder(nn.Module):
                  embedding_TxD: Optional[Array] = None) -> Array:
         cfg = self.config
         length = y_BxQxD.shape[1]
-        position_bias_1xHxQxQ = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
-            bidirectional=False, name="relpos_bias")(length, length)
+        position_bias_1xHxQxQ = _stack_bias(cfg, length, bidirectional=False)
         y_BxQxD = _dropout(cfg, y_BxQxD, deterministic)
         y_BxQxD = stacks.run_layers(cfg, DecoderLayer, cfg.num_decoder_layers, y_BxQxD,
                                     (encoded_BxKxD, position_bias_1xHxQxQ, self_mask_bias_Bx1xQxQ,

@@ -164,4 +164,9 @@ def split_host_cpu(count: int) -> None:
     if xla_bridge.backends_are_initialized():
         raise ValueError("--cpu_devices must be set before JAX starts its backends (here they "
                          f"had started): set XLA_FLAGS={HOST_DEVICES_FLAG}={count} instead")
-    os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={count}".strip()
+    os.environ["XLA_FLAGS"] = with_host_devices(flags, count)
+
+
+def with_host_devices(flags: str, count: int) -> str:
+    """`flags` (an XLA_FLAGS value) with XLA:CPU asked for `count` devices."""
+    return f"{flags} {HOST_DEVICES_FLAG}={int(count)}".strip()

@@ -71,10 +71,11 @@ from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
 from seahorse_metrics.scoring.beam_transforms import (METRICS_NAMESPACE, ROW_ID_FIELD,
                                                       MultiScorerHandler, build_pipeline)
-from seahorse_metrics.scoring.job import ScoringJob, ScoringOptions
-from seahorse_metrics.scoring.output import OutputWriter, added_columns, output_columns
-from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,  # noqa: F401
-                                             SHARDS_SUFFIX, TOTALS_FILE)
+from seahorse_metrics.scoring.job import ScoringJob
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.scoring.output import OutputWriter
+from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,
+                                             TOTALS_FILE)
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,8 @@ def beam_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
              scorer_options: Optional[Any] = None,
              fields: Optional[Mapping[str, Optional[str]]] = None,
              id_field: Optional[str] = None,
-             thresholds: Optional[Mapping[str, float]] = None, encoding: str = "utf-8",
+             thresholds: Optional[Mapping[str, float]] = None,
+             calibration: Optional[Mapping[str, Any]] = None, encoding: str = "utf-8",
              quoting: str = "auto") -> ScoringJob:
     """The job of a pipeline: inputs matched, local paths made absolute; loads nothing.
 
@@ -107,8 +109,8 @@ def beam_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, str],
     return job_lib.resolve_job(
         match_inputs(inputs), shards.absolute(output),
         {str(k): _checkpoint_path(str(v)) for k, v in checkpoints.items()}, options=options,
-        fields=fields, thresholds=thresholds, id_field=id_field, encoding=encoding,
-        quoting=quoting)
+        fields=fields, thresholds=thresholds, calibration=calibration, id_field=id_field,
+        encoding=encoding, quoting=quoting)
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
@@ -257,9 +259,9 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
                 scorer_options: Optional[Any] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 id_field: Optional[str] = None, pipeline_args: Sequence[str] = (),
-                thresholds: Optional[Mapping[str, float]] = None, encoding: str = "utf-8",
-                quoting: str = "auto",
-                merge: bool = False, overwrite: bool = False,
+                thresholds: Optional[Mapping[str, float]] = None,
+                calibration: Optional[Mapping[str, Any]] = None, encoding: str = "utf-8",
+                quoting: str = "auto", merge: bool = False, overwrite: bool = False,
                 show_progress: Optional[bool] = None,
                 make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler) -> dict:
     """Scores every row of the input files with a Beam pipeline, resumably.
@@ -276,8 +278,8 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
       id_field: Input field that identifies a row; default: a `row_id` field
         `file:line` is added to every row.
       pipeline_args: Beam pipeline options (`--runner=...`, the runner's own).
-      thresholds: Output column -> decision threshold: adds a yes/no
-        `<column>_decision` column per metric named (as `score --threshold`).
+      thresholds, calibration: Metric name -> decision threshold / calibration
+        map: adds `<column>_decision` / `<column>_calibrated` (as `score`).
       encoding, quoting: How the inputs are read (as `score --encoding/--quoting`).
       merge: Also write every row to `output`, in input order.
       overwrite: Discard shards, metadata and output of an earlier run.
@@ -289,14 +291,14 @@ def score_files(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
 
     Raises:
       FileNotFoundError: if an input pattern matches no file.
-      ValueError: for unknown pipeline options, unsupported file types, an
-        input that cannot be read (file and line named), or shards or an
-        output of another input, settings or checkpoint content (without
-        `overwrite`).
+      ValueError: for unknown pipeline options, unsupported file types, an input that
+        cannot be read (file and line named), or shards or an output of another
+        input, settings or checkpoint content (without `overwrite`).
     """
     check_pipeline_args(pipeline_args)
     job = beam_job(inputs, output, checkpoints, scorer_options=scorer_options, fields=fields,
-                   id_field=id_field, thresholds=thresholds, encoding=encoding, quoting=quoting)
+                   id_field=id_field, thresholds=thresholds, calibration=calibration,
+                   encoding=encoding, quoting=quoting)
     fingerprint = job_lib.job_fingerprint(
         job, [shards.file_stat(path) for path in job.inputs],
         {"options": job.options.to_dict(), "checkpoints": dict(job.checkpoints)})
@@ -431,11 +433,9 @@ def _merge_delimited(job: ScoringJob, paths: Sequence[str], handle) -> None:
     the added ones, as `score` orders them."""
     delimiter = "\t" if job.output_kind == "tsv" else ","
     headers = [_shard_header(path, delimiter) for path in paths]
-    added = set(added_columns(job.columns, job.per_sentence, job.decisions,
-                              job.summary_cut_column))
+    added = set(job.output_fields.added())
     input_columns = dict.fromkeys(c for header in headers for c in header if c not in added)
-    header = output_columns(list(input_columns), job.columns, job.per_sentence,
-                            decisions=job.decisions, summary_cut=job.summary_cut_column)
+    header = job.output_fields.header(list(input_columns))
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
     writer = OutputWriter(text, job.output_kind, header)
     same = all(h == header for h in headers)

@@ -28,9 +28,9 @@ from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring import job as job_lib
 from seahorse_metrics.scoring import shards
-from seahorse_metrics.scoring.job import ScoringJob, ScoringOptions
-from seahorse_metrics.scoring.output import (OutputWriter, added_columns, output_columns,
-                                             output_record, renamed_input_fields)
+from seahorse_metrics.scoring.job import ScoringJob
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.scoring.output import OutputWriter
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.shards import COUNTS_SUFFIX, TOTALS_FILE
 from seahorse_metrics.scoring.window_scoring import ScoringStats
@@ -237,7 +237,7 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
     and its counts."""
     counts, bad_log = job_lib.RowCounts(), job_lib.BadRowLog()
     records, input_columns, renamed_here = [], {}, {}
-    added = added_columns(job.columns, job.per_sentence, job.decisions, job.summary_cut_column)
+    fields = job.output_fields
     for item in window.rows:
         entry = scores.entries[item.row]
         counts.add(entry, item, window.path, window.file_index)
@@ -245,14 +245,12 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
             bad_log.note(window.path, item, entry["error"])
         record = _with_row_id(item, window.path, job)
         # Output fields are written fresh: input fields of those names are renamed, as in score.
-        renamed = renamed_input_fields(record, added)
+        renamed = fields.renamed(record)
         renamed_here.update(renamed)
         input_columns.update(dict.fromkeys(renamed.get(c, c) for c in record))
-        records.append(output_record(record, entry, renamed, job.decisions))
+        records.append(fields.record(record, entry, renamed))
     buffer = io.StringIO()
-    writer = OutputWriter(buffer, job.output_kind, output_columns(
-        list(input_columns), job.columns, job.per_sentence, decisions=job.decisions,
-        summary_cut=job.summary_cut_column))
+    writer = OutputWriter(buffer, job.output_kind, fields.header(list(input_columns)))
     for record in records:
         writer.write(record)
     return buffer.getvalue(), {"kind": "window", "file": window.file_index,

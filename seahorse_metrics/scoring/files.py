@@ -40,17 +40,15 @@ import time
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from seahorse_metrics.data import tables
-from seahorse_metrics.locks import (LOCK_SUFFIX, OutputInUseError,  # noqa: F401 (re-exported)
-                                    OutputLock)
+from seahorse_metrics.io.atomic import (is_no_space, no_space_error, write_atomically,
+                                        write_json_atomically)
+from seahorse_metrics.io.locks import OutputLock
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring import job as job_lib
-from seahorse_metrics.scoring.job import (META_SUFFIX, InputFields,  # noqa: F401 (re-exported)
-                                          NothingScoredError, ScoringJob, check_output_path,
-                                          raise_if_nothing_scored)
-from seahorse_metrics.scoring.output import (ERROR_FIELD, OutputWriter, added_columns,
-                                             is_no_space, json_line, no_space_error, output_columns,
-                                             output_record, renamed_input_fields,
-                                             write_atomically, write_json_atomically)
+from seahorse_metrics.scoring.job import (InputFields,
+                                          ScoringJob)
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputWriter, json_line
 from seahorse_metrics.scoring.rows import InputRow, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
@@ -137,8 +135,7 @@ def scan_input(input_path: str, fields: InputFields, encoding: str = "utf-8",
 def _scan(job: ScoringJob) -> InputScan:
     input_path = job.inputs[0]
     columns, num_rows, report = scan_input(input_path, job.fields, job.encoding, job.quoting)
-    renamed = renamed_input_fields(columns, added_columns(job.columns, job.per_sentence,
-                                                          job.decisions, job.summary_cut_column))
+    renamed = job.output_fields.renamed(columns)
     if renamed:
         logger.warning("%s already has the column(s) %s that this run writes; the input's "
                        "values are kept as %s", input_path, ", ".join(renamed),
@@ -298,7 +295,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
                batch_size: Optional[int] = None, overwrite: bool = False,
                show_progress: Optional[bool] = None, encoding: str = "utf-8",
                quoting: str = "auto", question_field: Optional[str] = None,
-               thresholds: Optional[Mapping[str, float]] = None) -> dict:
+               thresholds: Optional[Mapping[str, float]] = None,
+               calibration: Optional[Mapping[str, Any]] = None) -> dict:
     """Scores every row of a file with a `MultiScorer`, resumably.
 
     Args:
@@ -319,6 +317,8 @@ def score_file(scorer, input_path: str, output_path: str, *,
         (required in every row when given), or None.
       thresholds: metric name -> decision threshold; adds a yes/no
         `<column>_decision` column per metric named.
+      calibration: metric name -> `calibration.maps.CalibrationMap`; adds a
+        `<column>_calibrated` column per metric named, row by row.
 
     Returns:
       The metadata written to `<output>.meta.json` (`job.run_metadata`).
@@ -331,13 +331,13 @@ def score_file(scorer, input_path: str, output_path: str, *,
         another input, settings or checkpoint content (without `overwrite`).
       OutputInUseError: while another run writes the same output.
     """
-    options = scorer.options if batch_size is None else job_lib.ScoringOptions.of(
+    options = scorer.options if batch_size is None else ScoringOptions.of(
         scorer.options, batch_size=int(batch_size))
     job = job_lib.resolve_job(
         [input_path], output_path, {name: scorer.checkpoints.get(name) for name in scorer.names},
         options=options, columns=columns,
         fields=InputFields(premise_field, hypothesis_field, lang_field, question_field),
-        thresholds=thresholds, encoding=encoding, quoting=quoting)
+        thresholds=thresholds, calibration=calibration, encoding=encoding, quoting=quoting)
     return score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
 
 
@@ -423,8 +423,8 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
             stats: ScoringStats, progress: _Progress) -> dict:
     """Writes the output in input order; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
-    header = output_columns(scan.columns, job.columns, job.per_sentence, scan.renamed,
-                            job.decisions, job.summary_cut_column)
+    fields = job.output_fields
+    header = fields.header(scan.columns, scan.renamed)
     input_path = os.path.abspath(job.inputs[0])
 
     def write(handle) -> None:
@@ -434,7 +434,7 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
                 raise RuntimeError(f"row {item.row} of {input_path} does not match the "
                                    f"partial entry for row {entry['row']}; this is a bug")
             counts.add(entry, item, input_path)
-            writer.write(output_record(item.record, entry, scan.renamed, job.decisions))
+            writer.write(fields.record(item.record, entry, scan.renamed))
         writer.close()
 
     write_atomically(job.output, write)

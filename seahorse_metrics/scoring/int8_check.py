@@ -1,6 +1,6 @@
 """Does int8 rank as float32 on this host? A probe scored both ways, once.
 
-    check = int8_check.run_check(probe, reference_runner, int8_runner)
+    check = int8_check.run_check(probe, reference_engine, int8_engine)
     # {"spearman": 0.9991, "max_abs_log_p1_diff": 0.031, "pairs": 48, ...}
 
 Int8 scores depend on the host: CTranslate2's int8 products saturate where
@@ -34,6 +34,8 @@ import os
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.io.json_files import read_json_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -115,10 +117,10 @@ def probe_tokens(tokenizer: Any, pad_id: int, question_template: str) -> np.ndar
     return tokens
 
 
-def first_step_log_p1(runner: Any, tokens: np.ndarray) -> np.ndarray:
-    """log P("1") of each probe row from a model call (`ModelRunner` or the
-    ctranslate2 engine's runner: the first of its token ids is "1")."""
-    return np.asarray(runner.read(runner(runner.put(tokens))), np.float64)[:, 0]
+def first_step_log_p1(engine: Any, tokens: np.ndarray) -> np.ndarray:
+    """log P("1") of each probe row from an engine (`engines.base.Engine`:
+    the first of its token ids is "1")."""
+    return np.asarray(engine.log_probs(tokens), np.float64)[:, 0]
 
 
 def agreement(reference: np.ndarray, quantized: np.ndarray) -> dict:
@@ -147,7 +149,7 @@ def available_memory() -> Optional[int]:
     return None
 
 
-def run_check(variant: Int8Variant, quantized_runner: Any, tokens: np.ndarray) -> dict:
+def run_check(variant: Int8Variant, quantized_engine: Any, tokens: np.ndarray) -> dict:
     """The agreement of one metric's int8 model call with its float32 twin,
     from the cache or measured now (and cached).
 
@@ -165,7 +167,7 @@ def run_check(variant: Int8Variant, quantized_runner: Any, tokens: np.ndarray) -
         return {"skipped": f"the float32 model ({variant.float32_bytes / 2**30:.1f} GiB) would "
                            f"not fit in the {free / 2**30:.1f} GiB available", "key": key}
     reference = variant.reference(tokens)
-    measured = agreement(reference, first_step_log_p1(quantized_runner, tokens))
+    measured = agreement(reference, first_step_log_p1(quantized_engine, tokens))
     _write_cached(path, {**measured, "identity": variant.identity})
     logger.info("int8 self-check of %s: Spearman %.5f to float32, largest |log P(\"1\") "
                 "difference| %.4f over %d probe pairs", variant.name, measured["spearman"],
@@ -196,18 +198,14 @@ def judge(name: str, check: dict, min_spearman: Optional[float]) -> None:
 
 
 def _read_cached(path: str) -> Optional[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
-        return None  # Absent or torn: measured again.
+    value = read_json_or_none(path)  # Absent or torn: measured again.
     keys = ("spearman", "max_abs_log_p1_diff", "pairs")
     return {k: value[k] for k in keys} if isinstance(value, dict) and all(
         k in value for k in keys) else None
 
 
 def _write_cached(path: str, value: dict) -> None:
-    from seahorse_metrics.scoring.output import write_json_atomically
+    from seahorse_metrics.io.atomic import write_json_atomically
 
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -216,30 +214,14 @@ def _write_cached(path: str, value: dict) -> None:
         logger.warning("could not keep the int8 self-check in %s: %s", path, error)
 
 
-def check_all(variants: Sequence[Int8Variant], runners: Sequence[Any], tokens: np.ndarray,
+def check_all(variants: Sequence[Int8Variant], engines: Sequence[Any], tokens: np.ndarray,
               min_spearman: Optional[float]) -> dict:
     """name -> `run_check` of each metric, judged (see `judge`)."""
     checks = {}
-    for variant, runner in zip(variants, runners):
-        checks[variant.name] = run_check(variant, runner, tokens)
+    for variant, engine in zip(variants, engines):
+        checks[variant.name] = run_check(variant, engine, tokens)
         judge(variant.name, checks[variant.name], min_spearman)
     return checks
-
-
-def int8_label(runner: Any) -> str:
-    """The int8 variant of a model call: the ctranslate2 conversion (its
-    smoothing and weight levels are in its name), or JAX's product dtype."""
-    model_dir = getattr(runner, "model_dir", None)
-    if model_dir is not None:
-        return f"ctranslate2:{os.path.basename(os.path.normpath(model_dir))}"
-    return f"jax:{runner.model.config.int8_products}"
-
-
-def engine_version(engine: str) -> str:
-    """The version of an engine's library."""
-    import importlib
-
-    return importlib.import_module("jax" if engine == "jax" else "ctranslate2").__version__
 
 
 def float32_bytes(config: Any) -> int:
@@ -284,14 +266,14 @@ def reference_in_child(checkpoint: str, vocab_path: str, options: dict,
         return np.load(target)
 
 
-def variants(checkpoints: dict, vocab_path: str, runners: Sequence[Any], engine: str,
+def variants(checkpoints: dict, vocab_path: str, engines: Sequence[Any], engine: str,
              reference_options: dict) -> list[Int8Variant]:
     """An `Int8Variant` per metric of a scorer.
 
     Args:
       checkpoints: name -> local checkpoint directory.
       vocab_path: The vocabulary.
-      runners: The int8 model calls, in the order of `checkpoints`.
+      engines: The int8 engines, in the order of `checkpoints`.
       engine: "jax" or "ctranslate2".
       reference_options: `MultiScorer.load` keyword arguments of the float32
         twins (`reference_in_child`).
@@ -300,14 +282,16 @@ def variants(checkpoints: dict, vocab_path: str, runners: Sequence[Any], engine:
 
     import seahorse_metrics
     from seahorse_metrics.checkpoints.content import content_digest
+    from seahorse_metrics.engines.choice import engine_class
     from seahorse_metrics.engines.isa import engine_isa
 
     shared = {"vocabulary": content_digest(vocab_path), "engine": engine,
-              "engine_version": engine_version(engine), "isa": engine_isa(engine),
+              "engine_version": engine_class(engine).library_version(),
+              "isa": engine_isa(engine),
               "seahorse_metrics": seahorse_metrics.__version__}
     return [Int8Variant(name, {**shared, "checkpoint": content_digest(path),
-                               "int8": int8_label(runner)},
+                               "int8": engine.int8_variant()},
                         functools.partial(reference_in_child, path, vocab_path,
                                           reference_options),
-                        float32_bytes(runner.model.config))
-            for (name, path), runner in zip(checkpoints.items(), runners)]
+                        float32_bytes(engine.model.config))
+            for (name, path), engine in zip(checkpoints.items(), engines)]

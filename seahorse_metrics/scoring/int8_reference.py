@@ -24,7 +24,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     checkpoint, vocab, options, source, target = argv if argv is not None else sys.argv[1:]
     scorer = MultiScorer.load({"float32": checkpoint}, vocab=vocab, int8_check=False,
                               **json.loads(options))
-    np.save(target, first_step_log_p1(scorer.runners[0], np.load(source)))
+    np.save(target, first_step_log_p1(scorer.engines[0], np.load(source)))
     return 0
 
 

@@ -3,14 +3,12 @@
 Every runner (`files.score_file` in this process, the Beam pipeline, the
 service) scores a `ScoringJob`:
 
-* `ScoringOptions`: how pairs are scored, as one serialisable object: the
-  arguments of `MultiScorer.load` bar the checkpoints and the device mesh.
-  The CLI builds it, `Scorer.load`/`MultiScorer.load` take it, Beam
-  workers receive it (`to_dict`/`from_dict`).
 * `InputFields`: which input fields hold the premise, hypothesis, language
   and question.
-* `ScoringJob`: inputs, output, checkpoints, options, output columns,
-  decision thresholds, how the inputs are read; `resolve_job` checks it.
+* `ScoringJob`: inputs, output, checkpoints, options
+  (`scoring.options.ScoringOptions`), output columns,
+  decision thresholds, calibration maps, how the inputs are read;
+  `resolve_job` checks it.
 * `job_fingerprint`: what a partial or finished output must match to be
   reused: the inputs (size, modification time), the settings, and every
   checkpoint's content digest (`checkpoints.content`), so a checkpoint
@@ -31,8 +29,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 from seahorse_metrics.data import tables
 from seahorse_metrics.option_names import option
-from seahorse_metrics.scoring.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_WINDOW_SIZE
-from seahorse_metrics.scoring.output import ERROR_FIELD
+from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
+from seahorse_metrics.calibration.thresholds import check_probability_threshold
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -46,105 +47,7 @@ class NothingScoredError(ValueError):
     """Every row of the input failed; the output lists why."""
 
 
-# ------------------------------------------------------------------ options
-@dataclasses.dataclass(frozen=True)
-class ScoringOptions:
-    """How pairs are scored: `MultiScorer.load`'s arguments bar checkpoints and mesh.
-
-    Attributes mirror `MultiScorer(...)` and `MultiScorer.load` (see there):
-    vocab, dtype, quantize, scan_layers (loading; scan_layers runs each
-    stack's layers under `nn.scan`, `T5Config.scan_layers`: one compiled
-    layer, so a deep model compiles in a fraction of the time, the same
-    scores to float rounding); max_input_length, truncation,
-    normalize, long_inputs, chunk_overlap, per_sentence, sentence_aggregate,
-    long_summaries ("error": a row whose summary leaves the article less
-    than a quarter of the input gets an error; "cut": its summary is cut and
-    the row flagged in a `summary_cut` column),
-    question_template (None: the checkpoints' own, else the default) (inputs);
-    batch_size, bucket_lengths, max_batch_tokens, window_size, packing,
-    compiler_options (batches and programs); engine ("jax" or "ctranslate2":
-    the model call, see `seahorse_metrics.engines`) and engine_options (the
-    ctranslate2 engine's, `engines.ctranslate2.load_converted`); int8_check
-    (with quantize: score a probe in float32 and int8 once on this host,
-    `scoring.int8_check`) and int8_min_spearman (refuse int8 ranking below it).
-    """
-
-    vocab: Optional[str] = None
-    dtype: str = "float32"
-    quantize: Optional[str] = None
-    max_input_length: int = 2048
-    batch_size: int = 16
-    truncation: str = "summary_first"
-    normalize: str = "full"
-    long_inputs: str = "truncate"
-    chunk_overlap: int = 128
-    per_sentence: bool = False
-    sentence_aggregate: str = "min"
-    long_summaries: str = "error"
-    bucket_lengths: Optional[tuple[int, ...]] = None
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
-    window_size: int = DEFAULT_WINDOW_SIZE
-    packing: bool = False
-    question_template: Optional[str] = None
-    compiler_options: Optional[Mapping[str, Any]] = None
-    engine: str = "jax"
-    scan_layers: bool = False
-    engine_options: Optional[Mapping[str, Any]] = None
-    int8_check: bool = True
-    int8_min_spearman: Optional[float] = None
-
-    def __post_init__(self):
-        if self.bucket_lengths is not None:
-            object.__setattr__(self, "bucket_lengths", tuple(int(b) for b in self.bucket_lengths))
-        for name in ("compiler_options", "engine_options"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, dict(getattr(self, name)))
-
-    @classmethod
-    def of(cls, options: Optional["ScoringOptions"] = None, **changes) -> "ScoringOptions":
-        """`options` (default: the defaults) with `changes`; None values of
-        `changes` keep the default of fields whose default is not None.
-
-        Raises:
-          TypeError: for a name that is not an option.
-        """
-        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"unknown scoring options: {', '.join(unknown)}")
-        return dataclasses.replace(options or cls(), **changes)
-
-    def to_dict(self) -> dict:
-        """JSON-ready (`from_dict` reads it back)."""
-        values = dataclasses.asdict(self)
-        if values["bucket_lengths"] is not None:
-            values["bucket_lengths"] = list(values["bucket_lengths"])
-        for name, default in (("engine_options", None), ("int8_check", True),
-                              ("int8_min_spearman", None)):
-            if values[name] == default:  # Absent, as before the field existed.
-                del values[name]
-        return values
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "ScoringOptions":
-        """The options `to_dict` wrote (or any subset of them).
-
-        Raises:
-          TypeError: for a name that is not an option.
-        """
-        return cls.of(**dict(values))
-
-    def scorer_arguments(self) -> dict:
-        """Keyword arguments of `MultiScorer(...)` (no loading ones; the
-        question template only when set)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                  if f.name not in ("vocab", "dtype", "quantize", "question_template", "engine",
-                                    "scan_layers", "engine_options", "int8_check",
-                                    "int8_min_spearman")}
-        if self.question_template is not None:
-            values["question_template"] = self.question_template
-        return values
-
-
+# ------------------------------------------------------------------ inputs
 @dataclasses.dataclass(frozen=True)
 class InputFields:
     """The input fields scoring reads.
@@ -188,6 +91,7 @@ class ScoringJob:
       columns: Metric name -> output column.
       fields: The input fields read.
       decisions: Output column -> threshold of its `<column>_decision` column.
+      calibration: Output column -> calibration map of its `<column>_calibrated` column.
       id_field: Input field with each row's id (Beam), or None.
       encoding: Text encoding of the inputs.
       quoting: How CSV/TSV inputs are read ("auto", "none", "quoted").
@@ -200,6 +104,7 @@ class ScoringJob:
     columns: Mapping[str, str]
     fields: InputFields = InputFields()
     decisions: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    calibration: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     id_field: Optional[str] = None
     encoding: str = "utf-8"
     quoting: str = "auto"
@@ -222,9 +127,10 @@ class ScoringJob:
         return bool(self.options.per_sentence)
 
     @property
-    def summary_cut_column(self) -> bool:
-        """Whether rows carry a `summary_cut` flag (`long_summaries="cut"`)."""
-        return self.options.long_summaries == "cut"
+    def output_fields(self) -> OutputFields:
+        """The fields scoring adds to each row of this job's output."""
+        return OutputFields(self.columns, self.per_sentence, self.decisions, self.calibration,
+                            summary_cut=self.options.long_summaries == "cut")
 
 
 def check_output_path(input_path: str, output_path: str) -> str:
@@ -262,11 +168,8 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
         if name not in names:
             raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
                              f"metrics scored ({list(names)})")
-        if (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                or not 0.0 <= threshold <= 1.0):
-            raise ValueError(f"the threshold of {name!r} must be a number in [0, 1] (scores "
-                             f"are probabilities), got {threshold!r}")
-        decisions[columns[name]] = float(threshold)
+        decisions[columns[name]] = check_probability_threshold(threshold,
+                                                               f"the threshold of {name!r}")
     return decisions
 
 
@@ -275,6 +178,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
                 columns: Optional[Mapping[str, str]] = None,
                 fields: Optional[Mapping[str, Optional[str]]] = None,
                 thresholds: Optional[Mapping[str, float]] = None,
+                calibration: Optional[Mapping[str, Any]] = None,
                 id_field: Optional[str] = None, encoding: str = "utf-8",
                 quoting: str = "auto") -> ScoringJob:
     """Checks a job's formats, columns and thresholds; loads and reads nothing.
@@ -287,6 +191,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
       columns: Metric name -> output column (default: the names).
       fields: The input fields (`InputFields.of`).
       thresholds: Metric name -> decision threshold.
+      calibration: Metric name -> calibration map (`calibration.maps.maps_for`).
       id_field, encoding, quoting: See `ScoringJob`.
 
     Raises:
@@ -302,6 +207,7 @@ def resolve_job(inputs: Sequence[str], output: str, checkpoints: Mapping[str, st
         inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
         options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),
         decisions=decision_thresholds(thresholds, list(checkpoints), columns),
+        calibration={columns[name]: m for name, m in (calibration or {}).items()},
         id_field=id_field, encoding=encoding, quoting=quoting)
 
 
@@ -323,13 +229,21 @@ def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
                for name, path in job.checkpoints.items()}
     # The int8 self-check is a measurement of this host, not a setting.
     scorer = {key: value for key, value in scorer.items() if key != "int8_check"}
-    return json.loads(json.dumps({
+    fingerprint = {
         "inputs": list(inputs), "output_format": job.output_kind, "encoding": job.encoding,
         "quoting": job.quoting, "columns": dict(job.columns), "fields": job.fields.to_dict(),
         "id_field": job.id_field, "thresholds": dict(job.decisions),
         "batch_size": int(job.options.batch_size), "scorer": dict(scorer),
         "checkpoint_content": content,
-    }, default=str, sort_keys=True))
+    }
+    if job.calibration:  # Absent without maps, as before they were part of the output.
+        fingerprint["calibration"] = calibration_dict(job)
+    return json.loads(json.dumps(fingerprint, default=str, sort_keys=True))
+
+
+def calibration_dict(job: ScoringJob) -> dict:
+    """Score column -> its calibration map, JSON-ready (the metadata's `calibration`)."""
+    return {column: calibration_map.to_dict() for column, calibration_map in job.calibration.items()}
 
 
 def local_input_stat(path: str) -> dict:
@@ -444,6 +358,7 @@ def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts
                             "id_field"}
     if unknown:
         raise TypeError(f"unknown metadata keys {sorted(unknown)}")
+    calibration = {"calibration": calibration_dict(job)} if job.calibration else {}
     return {
         "inputs": [dict(entry) for entry in inputs],
         "output": os.path.abspath(job.output) if _is_local(job.output) else job.output,
@@ -454,7 +369,7 @@ def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts
         "input_table": extra.get("input_table"),
         "rows": counts.summary(), "bad_rows": list(counts.bad_rows), "stats": dict(stats),
         "this_run": dict(this_run), "settings": dict(settings),
-        "fingerprint": dict(fingerprint),
+        "fingerprint": dict(fingerprint), **calibration,
     }
 
 
@@ -467,9 +382,7 @@ def read_metadata(path: str) -> Optional[dict]:
     `this_run.stats` read into `inputs` and `stats`), or None if absent."""
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        meta = json.load(handle)
-    return upgrade_metadata(meta)
+    return upgrade_metadata(read_json(path, "run metadata"))
 
 
 def upgrade_metadata(meta: dict) -> dict:

@@ -17,7 +17,8 @@ from seahorse_metrics.checkpoints.t5x import missing_vocabulary_message
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE
 from seahorse_metrics.data.vocab import target_token_ids
 from seahorse_metrics.engines.isa import jax_int8_products
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.engines.choice import check_settings
 
 
 def shared_question_template(checkpoints: Mapping[str, str]) -> str:
@@ -97,8 +98,11 @@ def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: Scorin
     `options.engine_options` updated by `engine_options`).
 
     Raises:
-      ValueError: for engine options with the JAX engine.
+      ValueError: for engine options with the JAX engine, or a setting the
+        engine cannot run (`engines.choice.check_settings`).
     """
+    check_settings(options.engine, dtype=options.dtype, mesh=mesh, packing=options.packing,
+                   scan_layers=options.scan_layers)
     merged = {**(options.engine_options or {}), **(engine_options or {})}
     if options.engine != "jax":
         from seahorse_metrics.engines.ctranslate2 import converted_models
@@ -113,7 +117,7 @@ def load_models(checkpoints: Mapping[str, str], vocab_path: str, options: Scorin
 
 
 def mesh_or_default(mesh: Any) -> Any:
-    from seahorse_metrics.scoring.runner import default_mesh
+    from seahorse_metrics.engines.jax_engine import default_mesh
 
     return mesh if mesh is not None else default_mesh()
 

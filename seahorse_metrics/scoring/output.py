@@ -1,32 +1,31 @@
-"""Output rows: their columns, their values and their atomic writing.
+"""Output rows: their columns and their values, the same for every runner.
 
 Every runner (in-process `score_file`, the Beam pipeline's shards and merge,
-`MultiScorer.score_records`, the service) writes rows through these
-functions, so a row looks the same whichever wrote it:
+`MultiScorer.score_records`, the service) writes rows through `OutputFields`,
+so a row looks the same whichever wrote it:
 
 * an *entry* is what scoring found for one input row (`result_entry`: its
   scores, truncation flags, per-sentence scores; `error_entry`: why it
   cannot be scored);
-* `output_record` turns an input row and its entry into the output row: the
-  input's fields (those named like an output column kept as
+* `OutputFields.record` turns an input row and its entry into the output
+  row: the input's fields (those named like an output column kept as
   `input_<name>`, see `renamed_input_fields`), then the score columns, their
   `<column>_decision` (`yes` at or above the threshold), per-sentence
-  columns, or `error`;
-* `output_columns` orders the columns of CSV/TSV outputs; `OutputWriter`
-  writes JSONL, a JSON array, CSV or TSV; `write_atomically` replaces a
-  file whole or not at all.
+  columns, `summary_cut`, `<column>_calibrated` (the metric's calibration
+  map applied to its score, `calibration.maps.calibrated_fields`), or `error`;
+* `OutputFields.header` orders the columns of CSV/TSV outputs; `OutputWriter`
+  writes JSONL, a JSON array, CSV or TSV (`seahorse_metrics.io.atomic`
+  replaces a file whole or not at all).
 """
 from __future__ import annotations
 
-import errno
-import gzip
-import io
+import dataclasses
 import json
-import os
-from typing import Any, Callable, Collection, Iterable, Mapping, Optional, Sequence
+from typing import Any, Collection, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.calibration.maps import CALIBRATED_SUFFIX, CalibrationMap, calibrated_fields
 from seahorse_metrics.data import tables
 
 ERROR_FIELD = "error"
@@ -72,32 +71,6 @@ def error_entry(row: int, line: Optional[int], error: str) -> dict:
     return {"row": row, "line": line, ERROR_FIELD: error}
 
 
-def added_columns(columns: Mapping[str, str], per_sentence: bool,
-                  decisions: Optional[Mapping[str, float]] = None,
-                  summary_cut: bool = False) -> list[str]:
-    """The columns scoring adds: scores, their decisions, per-sentence ones,
-    `summary_cut` (with `long_summaries="cut"`), `error`."""
-    added = list(columns.values())
-    added += [column + DECISION_SUFFIX for column in columns.values() if column in (decisions or {})]
-    if per_sentence:
-        added += [c + SENTENCE_SCORES_SUFFIX for c in columns.values()] + [SENTENCES_COLUMN]
-    if summary_cut:
-        added.append(SUMMARY_CUT_COLUMN)
-    added.append(ERROR_FIELD)
-    return added
-
-
-def output_columns(input_columns: Sequence[str], columns: Mapping[str, str],
-                   per_sentence: bool, renamed: Optional[Mapping[str, str]] = None,
-                   decisions: Optional[Mapping[str, float]] = None,
-                   summary_cut: bool = False) -> list[str]:
-    """The output's columns: the input's (renamed where an output column
-    has their name; see `renamed_input_fields`), then the added ones."""
-    renamed = renamed or {}
-    added = added_columns(columns, per_sentence, decisions, summary_cut)
-    return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
-
-
 def renamed_input_fields(fields: Iterable[str], output_fields: Collection[str]) -> dict[str, str]:
     """Input field -> new name, for the input fields an output field would overwrite.
 
@@ -126,26 +99,69 @@ def with_renamed_fields(record: Mapping[str, Any], renamed: Mapping[str, str]) -
     return {renamed.get(key, key): value for key, value in record.items()}
 
 
-def output_record(record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
-                  renamed: Optional[Mapping[str, str]] = None,
-                  decisions: Optional[Mapping[str, float]] = None) -> dict:
-    """The output row of an input record (None for an unreadable row) and its
-    entry: the input's fields (renamed as `renamed` says) and fresh score
-    (and decision) or error fields."""
-    output = with_renamed_fields(record, renamed or {}) if record is not None else {}
-    if ERROR_FIELD in entry:
-        output[ERROR_FIELD] = entry[ERROR_FIELD]
+@dataclasses.dataclass(frozen=True)
+class OutputFields:
+    """The fields scoring adds to each row, and how a row gets them.
+
+    Attributes:
+      columns: Metric name -> score column.
+      per_sentence: Whether rows carry per-sentence scores and sentences.
+      decisions: Score column -> threshold of its `<column>_decision` field.
+      calibration: Score column -> the map of its `<column>_calibrated` field.
+      summary_cut: Whether rows carry a `summary_cut` flag (`long_summaries="cut"`).
+    """
+
+    columns: Mapping[str, str]
+    per_sentence: bool = False
+    decisions: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    calibration: Mapping[str, CalibrationMap] = dataclasses.field(default_factory=dict)
+    summary_cut: bool = False
+
+    def added(self) -> list[str]:
+        """The fields scoring adds, in order: scores, their decisions,
+        per-sentence ones, `summary_cut`, calibrated scores, `error`."""
+        scores = list(self.columns.values())
+        added = scores + [c + DECISION_SUFFIX for c in scores if c in self.decisions]
+        if self.per_sentence:
+            added += [c + SENTENCE_SCORES_SUFFIX for c in scores] + [SENTENCES_COLUMN]
+        if self.summary_cut:
+            added.append(SUMMARY_CUT_COLUMN)
+        added += [c + CALIBRATED_SUFFIX for c in scores if c in self.calibration]
+        return added + [ERROR_FIELD]
+
+    def header(self, input_columns: Sequence[str],
+               renamed: Optional[Mapping[str, str]] = None) -> list[str]:
+        """The output's columns: the input's (renamed where an output column
+        has their name; see `renamed_input_fields`), then the added ones."""
+        renamed = renamed or {}
+        added = self.added()
+        return [renamed.get(c, c) for c in input_columns if renamed.get(c, c) not in added] + added
+
+    def renamed(self, fields: Iterable[str]) -> dict[str, str]:
+        """`renamed_input_fields` of an input with these fields."""
+        return renamed_input_fields(fields, self.added())
+
+    def record(self, record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
+               renamed: Optional[Mapping[str, str]] = None) -> dict:
+        """The output row of an input record (None for an unreadable row) and its
+        entry: the input's fields (renamed as `renamed` says) and fresh score
+        fields (decisions, sentences, calibrated scores) or the error field."""
+        output = with_renamed_fields(record, renamed or {}) if record is not None else {}
+        if ERROR_FIELD in entry:
+            output[ERROR_FIELD] = entry[ERROR_FIELD]
+            return output
+        output.update(entry["scores"])
+        for column, threshold in self.decisions.items():
+            output[column + DECISION_SUFFIX] = ("yes" if entry["scores"][column] >= threshold
+                                                else "no")
+        for column, values in entry.get("sentence_scores", {}).items():
+            output[column + SENTENCE_SCORES_SUFFIX] = values
+        if SENTENCES_COLUMN in entry:
+            output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
+        if SUMMARY_CUT_COLUMN in entry:
+            output[SUMMARY_CUT_COLUMN] = entry[SUMMARY_CUT_COLUMN]
+        output.update(calibrated_fields(entry["scores"], self.calibration))
         return output
-    output.update(entry["scores"])
-    for column, threshold in (decisions or {}).items():
-        output[column + DECISION_SUFFIX] = "yes" if entry["scores"][column] >= threshold else "no"
-    for column, values in entry.get("sentence_scores", {}).items():
-        output[column + SENTENCE_SCORES_SUFFIX] = values
-    if SENTENCES_COLUMN in entry:
-        output[SENTENCES_COLUMN] = entry[SENTENCES_COLUMN]
-    if SUMMARY_CUT_COLUMN in entry:
-        output[SUMMARY_CUT_COLUMN] = entry[SUMMARY_CUT_COLUMN]
-    return output
 
 
 class OutputWriter:
@@ -212,89 +228,3 @@ def _cell(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
-
-
-# Errors of a full disk or quota: they name the file being written, and leave no temporary.
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def write_atomically(path: str, write: Callable[[Any], None]) -> None:
-    """Calls `write(handle)` on a hidden temporary text file beside `path`,
-    syncs it and renames it onto `path`: the file is replaced whole or not at all.
-
-    A `.gz` path is written through gzip. If the write fails (a full disk:
-    the error names `path`), the temporary file is removed.
-    """
-    temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
-                             f".{os.path.basename(path)}.tmp")
-    _stage(path, temporary, write, "nothing was left half-written: free some space and run "
-                                   "again")
-    os.replace(temporary, path)
-
-
-def write_files_atomically(files: Mapping[str, Callable[[Any], None]], what_next: str) -> None:
-    """`write_atomically` for files that belong together (a report's .json,
-    .md and .html): every file is written and synced to a temporary first,
-    and only then are they all renamed into place, so a failure (a full
-    disk: the error names the file and ends with `what_next`) replaces none
-    of them and leaves no temporary behind.
-    """
-    staged = []
-    try:
-        for path, write in files.items():
-            temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
-                                     f".{os.path.basename(path)}.{os.getpid()}.tmp")
-            _stage(path, temporary, write, what_next)
-            staged.append((temporary, path))
-    except BaseException:
-        for temporary, _ in staged:
-            os.remove(temporary)
-        raise
-    for temporary, path in staged:
-        os.replace(temporary, path)
-
-
-def _stage(path: str, temporary: str, write: Callable[[Any], None], what_next: str) -> None:
-    """`write(handle)` into `temporary` (gzip for a `.gz` `path`), synced; on
-    failure the temporary is removed and a full disk named as `path`."""
-    os.makedirs(os.path.dirname(temporary), exist_ok=True)
-    try:
-        with open(temporary, "wb") as raw:
-            _write_text(raw, write, tables.is_gzip(path))
-            raw.flush()
-            os.fsync(raw.fileno())
-    except BaseException as error:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        if is_no_space(error):
-            raise no_space_error(error, path, what_next) from None
-        raise
-
-
-def is_no_space(error: BaseException) -> bool:
-    """Whether `error` is a full disk or quota (ENOSPC, EDQUOT, EFBIG)."""
-    return isinstance(error, OSError) and error.errno in _NO_SPACE
-
-
-def no_space_error(error: OSError, path: str, what_next: str) -> OSError:
-    """`error` (ENOSPC and the like) as an error that names the file being written."""
-    return OSError(error.errno, f"{os.strerror(error.errno)} while writing {path}; {what_next}")
-
-
-def _write_text(raw, write: Callable[[Any], None], compress: bool) -> None:
-    """`write(text handle)` into the binary `raw`, gzip-compressed if asked
-    (no name or time in the gzip header, so equal rows give equal bytes)."""
-    binary = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if compress else raw
-    text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
-    try:
-        write(text)
-        text.flush()
-    finally:
-        text.detach()
-        if compress:
-            binary.close()  # writes the gzip trailer; `raw` stays open
-
-
-def write_json_atomically(path: str, value: Any) -> None:
-    """Writes `value` as indented JSON with `write_atomically`."""
-    write_atomically(path, lambda handle: json.dump(value, handle, indent=2, ensure_ascii=False))

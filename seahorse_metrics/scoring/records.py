@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-# Output fields live in `seahorse_metrics.scoring.output`; re-exported for older imports.
-from seahorse_metrics.scoring.output import (ERROR_FIELD, renamed_input_fields,  # noqa: F401
-                                             with_renamed_fields)
 
 
 class BadRecord(ValueError):

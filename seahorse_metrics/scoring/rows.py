@@ -1,7 +1,7 @@
 """Input rows -> entries through a `MultiScorer`, in windows cut by one rule.
 
     for item, entry in score_rows(multi_scorer, rows, InputFields()):
-        print(output_record(item.record, entry))       # seahorse_metrics.scoring.output
+        print(OutputFields(columns).record(item.record, entry))  # seahorse_metrics.scoring.output
 
 The one windowing rule of every runner: row `r` belongs to window
 `r // window_size`, bad rows included (`window_rows`). So `score_file`,

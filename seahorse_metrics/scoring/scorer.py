@@ -48,15 +48,15 @@ from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 from seahorse_metrics.checkpoints.layout import SINGLE_NAME, checkpoint_names, find_vocabulary
 from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
-from seahorse_metrics.engines.ctranslate2 import conversion_name, engine_name, engine_runners
+from seahorse_metrics.engines.choice import place
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring import int8_check
-from seahorse_metrics.scoring.job import InputFields, ScoringOptions
+from seahorse_metrics.scoring.job import InputFields
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.loading import (check_models, file_digest, given_options,
-                                              load_models, mesh_or_default, resolve_vocabulary,
+                                              load_models, resolve_vocabulary,
                                               shared_question_template)
-from seahorse_metrics.scoring.output import (ERROR_FIELD, added_columns, output_record,
-                                             renamed_input_fields)
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.records import check_pairs
 from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
 from seahorse_metrics.scoring.signature import metric_signature
@@ -141,7 +141,7 @@ class MultiScorer:
           max_batch_tokens: Rows of a bucket are about this many tokens / length.
           window_size: Pairs sorted by length together.
           mesh: A ('data', 'model') device mesh (default: all devices on 'data').
-          compiler_options: XLA compile options (see `ModelRunner`).
+          compiler_options: XLA compile options (see `engines.jax_engine.JaxEngine`).
           checkpoints: name -> checkpoint path, for `metadata()`.
           question_template: Input of a pair with a question (fields
             `{question}`, `{premise}`, `{hypothesis}`).
@@ -163,11 +163,11 @@ class MultiScorer:
             long_inputs=long_inputs, chunk_overlap=int(chunk_overlap), long_summaries=long_summaries,
             per_sentence=bool(per_sentence), sentence_aggregate=sentence_aggregate,
             question_template=question_template)
-        self.runners = self._place_models(models, mesh, compiler_options)
+        token_ids = (self.positive_id, self.negative_id)
+        self.engines = place(models, self.tokenizer, token_ids, mesh, compiler_options)
         self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length, bucket_lengths)
         self.batch_size, self.max_batch_tokens = int(batch_size), int(max_batch_tokens)
-        self.window_size = int(window_size)
-        self.packing = bool(packing)
+        self.window_size, self.packing = int(window_size), bool(packing)
         self.batching()  # Validates the batch settings now.
         self.checkpoints = dict(checkpoints or {})
         self.stats = ScoringStats()
@@ -176,14 +176,14 @@ class MultiScorer:
     def _scoring_options(self, bucket_lengths: Optional[Sequence[int]],
                          compiler_options: Optional[Mapping[str, Any]]) -> ScoringOptions:
         """The settings of this scorer as `ScoringOptions` (`self.options`)."""
-        config = self.runners[0].model.config
+        config = self.engines[0].model.config
         inputs = {name: getattr(self.settings, name) for name in (
             "max_input_length", "truncation", "long_inputs", "chunk_overlap", "per_sentence",
             "sentence_aggregate", "normalize", "question_template", "long_summaries")}
         return ScoringOptions(
             vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
             scan_layers=bool(getattr(config, "scan_layers", False)),
-            engine=engine_name(self.runners[0]),
+            engine=self.engines[0].name,
             batch_size=self.batch_size, bucket_lengths=bucket_lengths,
             max_batch_tokens=self.max_batch_tokens, window_size=self.window_size,
             packing=self.packing, compiler_options=compiler_options, **inputs)
@@ -239,24 +239,10 @@ class MultiScorer:
         return scorer
 
     # ------------------------------------------------------------ models
-    def _place_models(self, models: Mapping[str, tuple[Any, Any]], mesh: Any,
-                      compiler_options: Optional[Mapping[str, Any]]) -> list:
-        """One model call per model: a `ModelRunner` with its parameters placed
-        on `mesh`, or the engine's runner of converted models."""
-        from seahorse_metrics.scoring.runner import ModelRunner
-
-        token_ids = (self.positive_id, self.negative_id)
-        converted = engine_runners(models, self.tokenizer, token_ids)
-        if converted:
-            return converted
-        mesh = mesh_or_default(mesh)
-        return [ModelRunner(model, params, token_ids, mesh, compiler_options)
-                for model, params in models.values()]
-
     # ------------------------------------------------------------- setup
     def batching(self, batch_size: Optional[int] = None) -> batching_lib.BatchingConfig:
         """The batch shapes used for `batch_size` rows (default: the scorer's)."""
-        data_parallel = self.runners[0].data_parallel
+        data_parallel = self.engines[0].data_parallel
         return batching_lib.BatchingConfig(
             buckets=self.buckets, batch_size=int(batch_size or self.batch_size),
             max_batch_tokens=self.max_batch_tokens, row_multiple=data_parallel,
@@ -264,7 +250,7 @@ class MultiScorer:
 
     def window_scorer(self, batch_size: Optional[int] = None) -> WindowScorer:
         """The `WindowScorer` of `batch_size` rows."""
-        return WindowScorer(self.tokenizer, self.runners, self.settings,
+        return WindowScorer(self.tokenizer, self.engines, self.settings,
                                self.batching(batch_size), self.pad_id)
 
     def precompile(self, batch_size: Optional[int] = None,
@@ -276,8 +262,8 @@ class MultiScorer:
             min(int(max_length), config.buckets[-1]))
         shapes = [(rows, length) + ((config.slots(length),) if config.pack else ())
                   for rows, length in config.shapes() if length <= longest]
-        for runner in self.runners:
-            runner.precompile(shapes)
+        for engine in self.engines:
+            engine.precompile(shapes)
 
     def metadata(self) -> dict:
         """What produced the scores: settings, checkpoints, vocabulary, batching
@@ -291,21 +277,21 @@ class MultiScorer:
             "checkpoints": {name: os.path.abspath(path) for name, path in self.checkpoints.items()},
             "vocabulary": os.path.abspath(self.vocab_path),
             "target_ids": {"1": self.positive_id, "0": self.negative_id},
-            "dtype": self.runners[0].model.config.dtype,
-            "engine": engine_name(self.runners[0]),
-            "mesh": ({name: int(size) for name, size in self.runners[0].mesh.shape.items()}
-                     if self.runners[0].mesh is not None else None),
-            "quantize": {name: runner.model.config.quantize
-                         for name, runner in zip(self.names, self.runners)},
+            "dtype": self.engines[0].model.config.dtype,
+            "engine": self.engines[0].name,
+            "mesh": ({name: int(size) for name, size in self.engines[0].mesh.shape.items()}
+                     if self.engines[0].mesh is not None else None),
+            "quantize": {name: engine.model.config.quantize
+                         for name, engine in zip(self.names, self.engines)},
             "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
                          "max_batch_tokens": self.max_batch_tokens,
                          "window_size": self.window_size,
-                         "data_parallel": self.runners[0].data_parallel,
+                         "data_parallel": self.engines[0].data_parallel,
                          "packing": self.packing},
         }
-        if described["engine"] == "ctranslate2":
-            described["conversions"] = {name: conversion_name(runner)
-                                        for name, runner in zip(self.names, self.runners)}
+        conversions = {name: engine.conversion for name, engine in zip(self.names, self.engines)}
+        if any(conversions.values()):
+            described["conversions"] = conversions
         described["signatures"] = self.signatures()
         if self.int8_checks is not None:
             described["int8_check"] = self.int8_checks
@@ -315,9 +301,9 @@ class MultiScorer:
         """name -> the signature of that metric's scores (`scoring.signature`)."""
         if self._signatures is None:
             self._signatures = {
-                name: metric_signature(runner, self.settings, self.checkpoints.get(name),
+                name: metric_signature(engine, self.settings, self.checkpoints.get(name),
                                        self.vocab_path)
-                for name, runner in zip(self.names, self.runners)}
+                for name, engine in zip(self.names, self.engines)}
         return dict(self._signatures)
 
     def check_int8(self, options: ScoringOptions,
@@ -332,11 +318,11 @@ class MultiScorer:
                              "question_template": self.settings.question_template,
                              "engine_options": dict(options.engine_options or {},
                                                     **(engine_options or {})) or None}
-        variants = int8_check.variants(self.checkpoints, self.vocab_path, self.runners,
+        variants = int8_check.variants(self.checkpoints, self.vocab_path, self.engines,
                                        options.engine, reference_options)
         tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
                                          self.settings.question_template)
-        self.int8_checks = int8_check.check_all(variants, self.runners, tokens,
+        self.int8_checks = int8_check.check_all(variants, self.engines, tokens,
                                                 options.int8_min_spearman)
 
     # ----------------------------------------------------------- scoring
@@ -420,7 +406,8 @@ class MultiScorer:
                       hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
                       fields: Optional[Mapping[str, str]] = None,
                       batch_size: Optional[int] = None,
-                      question_field: Optional[str] = None) -> Iterator[dict]:
+                      question_field: Optional[str] = None,
+                      calibration: Optional[Mapping[str, Any]] = None) -> Iterator[dict]:
         """Streams records through the metrics, yielding them in input order.
 
         A generator: nothing is read or scored until it is iterated (`for
@@ -442,10 +429,14 @@ class MultiScorer:
           batch_size: Most rows of a batch.
           question_field: Field with the question of a query-focused summary
             (then required in every record), or None.
+          calibration: Output field -> calibration map: adds
+            `<field>_calibrated` (as `score --calibration`).
         """
         columns = dict(fields or {name: name for name in self.names})
         input_fields = InputFields(premise_field, hypothesis_field, lang_field, question_field)
         stats = ScoringStats()
+        output = OutputFields(columns, self.settings.per_sentence, calibration=calibration or {},
+                              summary_cut=self.settings.long_summaries == "cut")
         for item, entry in score_rows(self, records_as_rows(records), input_fields,
                                       columns, batch_size=batch_size, stats=stats,
                                       shortest=False):
@@ -454,8 +445,6 @@ class MultiScorer:
                                item.error, ERROR_FIELD)
             record = item.record if isinstance(item.record, Mapping) else {"record": item.record}
             # Output fields are fresh: the record's own fields of those names are renamed.
-            added = added_columns(columns, self.settings.per_sentence,
-                                  summary_cut=self.settings.long_summaries == "cut")
-            yield output_record(record, entry, renamed_input_fields(record, added))
+            yield output.record(record, entry, output.renamed(record))
         stats.log(self.settings.max_input_length)
         self.stats.merge(stats)

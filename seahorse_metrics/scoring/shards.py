@@ -24,9 +24,8 @@ from typing import Any, Iterable, Iterator, Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from seahorse_metrics.data.tables import is_gzip
 from seahorse_metrics.scoring.job import ScoringJob
-from seahorse_metrics.scoring.output import is_no_space, no_space_error
+from seahorse_metrics.io.atomic import is_gzip, staged_path
 
 logger = logging.getLogger(__name__)
 
@@ -125,22 +124,12 @@ def writing(path: str) -> Iterator[Any]:
     directory, name = os.path.split(path) if is_local(path) else path.rsplit("/", 1)
     temporary = FileSystems.join(directory, f"{name}.tmp-{uuid.uuid4().hex}")
     if is_local(path):
-        os.makedirs(directory, exist_ok=True)
-        try:
-            with open(temporary, "wb") as handle:
-                with _compressed(handle, path) as target:
-                    yield target
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        except OSError as error:
-            if is_no_space(error):
-                raise no_space_error(error, path, "free some space and run the same command "
-                                     "again: it resumes") from None
-            raise
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+        with staged_path(path, "free some space and run the same command again: it resumes",
+                         temporary) as staged, open(staged, "wb") as handle:
+            with _compressed(handle, path) as target:
+                yield target
+            handle.flush()
+            os.fsync(handle.fileno())
         return
     with FileSystems.create(temporary, compression_type=_UNCOMPRESSED) as handle:
         with _compressed(handle, path) as target:

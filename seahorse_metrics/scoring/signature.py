@@ -23,6 +23,7 @@ import json
 import os
 from typing import Any, Mapping, Optional
 
+
 UNSAVED = "unsaved"  # A model scored from memory, with no checkpoint to hash.
 
 
@@ -51,54 +52,28 @@ def checkpoint_hash(checkpoint: Optional[str], vocab_path: str) -> str:
     return _short_hash(content_digest(checkpoint), content_digest(vocab_path))
 
 
-def quantization(runner: Any) -> str:
-    """"none", JAX's "int8-bf16"/"int8-f32" (product dtype), or CTranslate2's
-    "int8-w8"/"int8-w7" (weight bits) with "-s<alpha>" when smoothed."""
-    config = runner.model.config
-    if not config.quantize:
-        return "none"
-    if getattr(runner, "engine", "jax") != "ctranslate2":
-        return "int8-" + {"bfloat16": "bf16", "float32": "f32"}[config.int8_products]
-    described = _conversion_description(runner.model_dir)
-    bits = 8 if described.get("weight_levels") in (None, 127) else 7
-    smoothing = (described.get("smoothing") or {}).get("alpha")
-    return f"int8-w{bits}" + (f"-s{smoothing:g}" if smoothing else "")
-
-
-def _conversion_description(model_dir: str) -> dict:
-    from seahorse_metrics.engines.conversion import ENGINE_FILE
-
-    try:
-        with open(os.path.join(model_dir, ENGINE_FILE), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
-
-
-def metric_signature(runner: Any, settings: Any, checkpoint: Optional[str],
+def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str],
                      vocab_path: str) -> str:
     """The signature of one metric's scores (see the module docstring).
 
     Args:
-      runner: Its model call (`ModelRunner` or the ctranslate2 engine's runner).
+      engine: Its engine (`engines.base.Engine`).
       settings: The scorer's `InputSettings`.
       checkpoint: The checkpoint directory, or None.
       vocab_path: The vocabulary.
     """
     import seahorse_metrics
     from seahorse_metrics.engines.isa import engine_isa
-    from seahorse_metrics.scoring.int8_check import engine_version
 
-    engine = getattr(runner, "engine", "jax")
     units = (f"sentence-{settings.sentence_aggregate}" if settings.per_sentence else "summary")
     long_inputs = (f"chunk-{settings.chunk_overlap}" if settings.long_inputs == "chunk"
                    else settings.long_inputs)
     return format_signature({
         "seahorse": seahorse_metrics.__version__,
-        "engine": f"{engine}-{engine_version(engine)}",
-        "isa": engine_isa(engine).replace(" ", "_"),
-        "dtype": runner.model.config.dtype,
-        "quant": quantization(runner),
+        "engine": f"{engine.name}-{engine.library_version()}",
+        "isa": engine_isa(engine.name).replace(" ", "_"),
+        "dtype": engine.model.config.dtype,
+        "quant": engine.quantization(),
         "ckpt": checkpoint_hash(checkpoint, vocab_path),
         "len": settings.max_input_length,
         "trunc": settings.truncation,

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.scoring.job import ScoringOptions
+from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.loading import (given_options, load_models, resolve_vocabulary,
                                               shared_question_template)
 from seahorse_metrics.scoring.scorer import SCORE_FIELD, MultiScorer, ScoreOutput
@@ -57,7 +57,7 @@ class Scorer:
                                   max_input_length=max_input_length, batch_size=batch_size,
                                   checkpoints=checkpoints, **kwargs)
         self.model = model
-        self.params = self._multi.runners[0].params
+        self.params = self._multi.engines[0].params
         self.vocab_path = vocab_path
         self.positive_id = self._multi.positive_id
         self.negative_id = self._multi.negative_id
@@ -121,7 +121,7 @@ class Scorer:
                      **options.scorer_arguments())
         scorer.multi.check_int8(options, engine_options)
         if calibration is not None:
-            from seahorse_metrics.calibration import read_calibration_map
+            from seahorse_metrics.calibration.maps import read_calibration_map
 
             scorer.calibration = read_calibration_map(calibration, calibration_metric)
         return scorer
@@ -211,8 +211,7 @@ class Scorer:
         """Streams records, yielding each with a `score_field` (or `error`) in input
         order, and `<score_field>_calibrated` too with a calibration map: a
         generator, which scores as it is iterated (see `MultiScorer.score_records`)."""
-        scored = self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
-                                           {SCORE_FIELD: score_field}, batch_size, question_field)
-        calibrated = score_field + "_calibrated"
-        return scored if self.calibration is None else (dict(r, **{calibrated: float(
-            self.calibration.apply([r[score_field]])[0])}) if score_field in r else r for r in scored)
+        calibration = {score_field: self.calibration} if self.calibration is not None else None
+        return self._multi.score_records(records, premise_field, hypothesis_field, lang_field,
+                                         {SCORE_FIELD: score_field}, batch_size, question_field,
+                                         calibration=calibration)

@@ -19,6 +19,7 @@ import shutil
 from typing import BinaryIO, Optional
 
 from seahorse_metrics.data import tables
+from seahorse_metrics.io.atomic import staged_path
 
 STDIN_SUFFIX = ".stdin"
 _SNIFF_BYTES = 1 << 16
@@ -56,22 +57,15 @@ def save_stdin(output: str, stream: BinaryIO) -> str:
                          "tabs); save it to a file with its extension" if head else
                          "--input -: standard input is empty")
     path = f"{output}{STDIN_SUFFIX}.{kind}"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temporary = f"{path}.tmp-{os.getpid()}"
     digest = hashlib.sha256()
-    try:
+    with staged_path(path) as temporary:
         with open(temporary, "wb") as handle:
             while head:
                 handle.write(head)
                 digest.update(head)
                 head = stream.read(1 << 20)
         if os.path.isfile(path) and _sha256(path) == digest.hexdigest():
-            os.remove(temporary)
-        else:
-            os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+            os.remove(temporary)  # The same bytes: the copy keeps its time, so a rerun resumes.
     return path
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from seahorse_metrics.data.inputs import SummaryTooLongError, Tokenizer, TruncationStats
 from seahorse_metrics.scoring import units as units_lib
 from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
-from seahorse_metrics.scoring.runner import ModelRunner
+from seahorse_metrics.engines.base import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -160,28 +160,28 @@ class _Window:
 class WindowScorer:
     """Scores examples with one or more models sharing a tokenizer and mesh."""
 
-    def __init__(self, tokenizer: Tokenizer, runners: Sequence[ModelRunner],
+    def __init__(self, tokenizer: Tokenizer, engines: Sequence[Engine],
                  settings: units_lib.InputSettings, batching: BatchingConfig, pad_id: int):
         """Args:
           tokenizer: The models' SentencePiece tokenizer.
-          runners: One per model; all on the same mesh.
+          engines: One per model; all on the same mesh.
           settings: Input and aggregation settings.
           batching: Batch shapes (rows a multiple of the data-parallel devices).
           pad_id: Padding id of the models.
 
         Raises:
-          ValueError: if the runners' meshes differ or the batch rows do not
+          ValueError: if the engines' meshes differ or the batch rows do not
             split over the devices.
         """
-        if not runners:
-            raise ValueError("need at least one model runner")
-        if any(r.mesh != runners[0].mesh for r in runners[1:]):
+        if not engines:
+            raise ValueError("need at least one engine")
+        if any(r.mesh != engines[0].mesh for r in engines[1:]):
             raise ValueError("all models must run on the same device mesh")
-        if batching.row_multiple % runners[0].data_parallel:
-            raise ValueError(f"batch rows must be a multiple of the {runners[0].data_parallel} "
+        if batching.row_multiple % engines[0].data_parallel:
+            raise ValueError(f"batch rows must be a multiple of the {engines[0].data_parallel} "
                              f"data-parallel devices, got row_multiple={batching.row_multiple}")
         self.tokenizer = tokenizer
-        self.runners = list(runners)
+        self.engines = list(engines)
         self.settings = settings
         self.batching = batching
         self.pad_id = pad_id
@@ -201,7 +201,7 @@ class WindowScorer:
         """
         stats = stats if stats is not None else ScoringStats()
         in_flight = collections.deque()
-        computing_at_once = max(runner.batches_at_once for runner in self.runners)
+        computing_at_once = max(engine.batches_at_once for engine in self.engines)
         for window, batch in self._batches(windows, stats):
             if batch is None:  # The window's examples that cannot be scored.
                 yield window.failed
@@ -218,11 +218,11 @@ class WindowScorer:
 
     def _dispatch(self, batch: Batch) -> list:
         """Starts every model on `batch` (packed batches with their segment ids)."""
-        tokens = self.runners[0].put(batch.tokens)
+        tokens = self.engines[0].put(batch.tokens)
         if batch.segment_ids is None:
-            return [runner(tokens) for runner in self.runners]
-        segments = self.runners[0].put(batch.segment_ids)
-        return [runner(tokens, segments, batch.slots) for runner in self.runners]
+            return [engine(tokens) for engine in self.engines]
+        segments = self.engines[0].put(batch.segment_ids)
+        return [engine(tokens, segments, batch.slots) for engine in self.engines]
 
     def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
         encoded, kept, failed = [], [], []
@@ -240,13 +240,13 @@ class WindowScorer:
             stats.model_inputs += len(item.units)
             stats.chunked_examples += int(item.chunked)
             encoded.append(item)
-        models = len(self.runners)
+        models = len(self.engines)
         return _Window(kept, encoded,
                        [np.zeros((models, len(e.units), 2), np.float32) for e in encoded],
                        [len(e.units) for e in encoded], failed)
 
     def _failed(self, example: Example, error: str) -> ExampleResult:
-        return ExampleResult(key=example.key, scores=np.full(len(self.runners), np.nan),
+        return ExampleResult(key=example.key, scores=np.full(len(self.engines), np.nan),
                              sentence_scores=None, sentences=None, num_units=0, chunked=False,
                              truncated=True, error=error)
 
@@ -266,8 +266,8 @@ class WindowScorer:
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
         # Waits for the devices; packed outputs [rows, slots, 2] go slot by slot.
-        log_probs = [runner.read(output).reshape(-1, 2)
-                     for runner, output in zip(self.runners, outputs)]
+        log_probs = [engine.read(output).reshape(-1, 2)
+                     for engine, output in zip(self.engines, outputs)]
         finished = []
         for row, key in enumerate(batch.keys):
             if key is None:  # An empty slot of a packed row.
@@ -285,7 +285,7 @@ class WindowScorer:
         log_probs = window.log_probs[position]
         num_sentences = len(item.sentences) if item.sentences is not None else 1
         scores, sentence_scores = [], []
-        for model in range(len(self.runners)):
+        for model in range(len(self.engines)):
             unit_scores = units_lib.unit_scores(log_probs[model, :, 0], log_probs[model, :, 1],
                                                 self.settings.normalize)
             score, per_sentence = units_lib.aggregate(

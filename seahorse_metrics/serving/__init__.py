@@ -9,7 +9,8 @@
 * `app`: the Starlette routes, the bearer token, body limits.
 * `page`: the self-contained page of `GET /`.
 * `server`: uvicorn with a graceful shutdown.
+* `client`: `RemoteScorer`, the Python client (`seahorse_metrics.RemoteScorer`;
+  the standard library and numpy only, no server packages).
 
-`seahorse_metrics.client.RemoteScorer` is the Python client. Starlette,
-uvicorn and prometheus_client come with the `serve` extra.
+Starlette, uvicorn and prometheus_client come with the `serve` extra.
 """

@@ -5,11 +5,11 @@ is a list of input rows (`rows.records_as_rows`), cut by the core's one
 windowing rule (`rows.window_rows`) and turned into entries (scores,
 truncation flags, per-sentence scores, or the `error` of a row that cannot
 be scored) by `rows.score_windows`; each entry becomes the fields `score`
-writes by `output.output_record`. Nothing here computes a score.
+writes by `output.OutputFields.record`. Nothing here computes a score.
 
 `scorer_for_mode` gives the `MultiScorer` of a request's metrics and modes:
 a shallow copy sharing the loaded models and compiled programs, with its
-own `names`/`runners` subset, input settings and options.
+own `names`/`engines` subset, input settings and options.
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ import dataclasses
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from seahorse_metrics.data.tables import TableRow
-from seahorse_metrics.scoring.job import InputFields, ScoringOptions
-from seahorse_metrics.scoring.output import ERROR_FIELD, output_record
+from seahorse_metrics.scoring.job import InputFields
+from seahorse_metrics.scoring.options import ScoringOptions
+from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.rows import records_as_rows, score_windows, window_rows
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
@@ -51,11 +52,14 @@ def score_window(scorer: Any, rows: Sequence[TableRow], fields: Mapping[str, Opt
                          batch_size=batch_size, stats=stats)
 
 
-def response_fields(entry: Mapping[str, Any], decisions: Mapping[str, float]) -> dict:
+def response_fields(entry: Mapping[str, Any], decisions: Mapping[str, float],
+                    calibration: Optional[Mapping[str, Any]] = None) -> dict:
     """The output fields `score` writes for an entry (no input fields): a
     score per metric, `<metric>_decision` per threshold, per-sentence
-    columns, or `error`."""
-    return output_record(None, entry, None, decisions)
+    columns, `<metric>_calibrated` per calibration map, or `error`."""
+    columns = {name: name for name in entry.get("scores", {})}
+    return OutputFields(columns, decisions=decisions, calibration=calibration or {}).record(
+        None, entry)
 
 
 def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
@@ -75,5 +79,5 @@ def scorer_for_mode(scorer: Any, metrics: Sequence[str], long_inputs: str,
                                         per_sentence=per_sentence)
     positions = [scorer.names.index(name) for name in metrics]
     variant.names = [scorer.names[p] for p in positions]
-    variant.runners = [scorer.runners[p] for p in positions]
+    variant.engines = [scorer.engines[p] for p in positions]
     return variant

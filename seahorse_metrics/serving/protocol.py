@@ -268,12 +268,10 @@ def response_row(pair: Mapping[str, Any], entry: Mapping[str, Any],
       calibration: Metric -> calibration map of its `_calibrated` field.
     """
     row = {"id": pair["id"]} if pair.get("id") is not None else {}
-    used = {name: threshold for name, threshold in decisions.items()
-            if name in entry.get("scores", {})}
-    row.update(response_fields(entry, used))
-    for name, calibration_map in (calibration or {}).items():
-        if row.get(name) is not None:
-            row[name + "_calibrated"] = float(calibration_map.apply([row[name]])[0])
+    scored = entry.get("scores", {})
+    row.update(response_fields(
+        entry, {name: threshold for name, threshold in decisions.items() if name in scored},
+        {name: m for name, m in (calibration or {}).items() if name in scored}))
     if ERROR_FIELD not in entry:
         row["truncated"] = bool(entry["truncated"])
         row["chunked"] = bool(entry["chunked"])

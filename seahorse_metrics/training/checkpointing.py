@@ -20,7 +20,6 @@ when scanned), which is why `scan_layers` cannot change on resume.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -32,8 +31,10 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
-from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE  # noqa: F401 (trainer)
+from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE
 from seahorse_metrics.model import stacks
+from seahorse_metrics.io.atomic import replace_directory, restore_directory, write_json_atomically
+from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -138,26 +139,6 @@ class RunCheckpoints:
         self._manager.close()
 
 
-def _write_json(path: str, payload: Mapping[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _replace_directory(staging: str, target: str) -> None:
-    """Moves `staging` to `target`, removing the old target only afterwards."""
-    old = f"{target}.old"
-    if os.path.exists(old):
-        shutil.rmtree(old)
-    if os.path.exists(target):
-        os.replace(target, old)
-    os.replace(staging, target)
-    if os.path.exists(old):
-        shutil.rmtree(old)
-
-
 def _barrier(name: str) -> None:
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(name)
@@ -192,19 +173,17 @@ class BestCheckpoint:
         self.directory = os.path.abspath(directory)
         self.vocabulary_path = vocabulary_path
         self.metric = metric
-        old = f"{self.directory}.old"
-        if jax.process_index() == 0 and os.path.isdir(old) and not os.path.exists(self.directory):
-            # A crash between the two renames of `_replace_directory`: the old
+        if jax.process_index() == 0:
+            # A crash between the two renames of `replace_directory`: the old
             # best checkpoint is still the best one saved.
-            os.replace(old, self.directory)
+            restore_directory(self.directory)
 
     def read_record(self) -> Optional[dict[str, Any]]:
         """The contents of best.json, or None when nothing has been kept yet."""
         path = os.path.join(self.directory, BEST_RECORD)
         if not os.path.exists(path):
             return None
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path, "best checkpoint record")
 
     def save(self, step: int, model_config, params, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Writes `params` of `step` as the best checkpoint, replacing the old one.
@@ -227,8 +206,9 @@ class BestCheckpoint:
         if jax.process_index() == 0:
             if self.vocabulary_path:
                 shutil.copyfile(self.vocabulary_path, os.path.join(staging, VOCAB_FILE))
-            _write_json(os.path.join(staging, BEST_RECORD), record)
-            _replace_directory(staging, self.directory)
+            write_json_atomically(os.path.join(staging, BEST_RECORD), record, sort_keys=True,
+                                  newline=True)
+            replace_directory(staging, self.directory)
         logger.info("New best checkpoint at step %d (%s=%s) in %s.", step, self.metric,
                     metrics.get(self.metric), self.directory)
         return record

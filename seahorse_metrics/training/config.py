@@ -21,9 +21,14 @@ import gin.config_parser
 from seahorse_metrics.model.config import REMAT_POLICIES
 from seahorse_metrics.training.optimizers import OptimizerConfig
 
-# The repository root holding gin/, so `include 'gin/models/tiny.gin'` and
-# `--gin_file=gin/runs/finetune.gin` resolve from any working directory.
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The wheel carries gin/ as seahorse_metrics/gin (setup.py); a checkout has it
+# at the repository root. Either way a gin file is found by name, as T5X
+# finds t5x/configs: `runs/demo.gin`, `gin/runs/demo.gin` (and `include
+# 'gin/models/tiny.gin'`) resolve from any working directory.
+REPO_ROOT = os.path.dirname(_PACKAGE_DIR)
+GIN_ROOTS = tuple(root for root in (_PACKAGE_DIR, REPO_ROOT)
+                  if os.path.isdir(os.path.join(root, "gin", "runs")))
 # The sample's backbone, shipped inside the package (see `sample_backbone`).
 BACKBONE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                             "backbone")
@@ -251,15 +256,23 @@ def split_gin_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def resolve_gin_file(path: str) -> str:
-    """`path` as given if it exists, else relative to the repository root."""
+    """`path` as given if it exists, else a shipped gin file by name:
+    `runs/demo.gin` or `gin/runs/demo.gin` under the installed package's
+    gin/ (or the checkout's).
+
+    Raises:
+      FileNotFoundError: naming where it looked.
+    """
     if os.path.exists(path):
         return path
-    candidate = os.path.join(REPO_ROOT, path)
-    if os.path.exists(candidate):
-        return candidate
+    for root in GIN_ROOTS:
+        for candidate in (os.path.join(root, path), os.path.join(root, "gin", path)):
+            if os.path.exists(candidate):
+                return candidate
+    looked = ", ".join(os.path.join(root, "gin") for root in GIN_ROOTS) or "no gin/ installed"
     raise FileNotFoundError(
-        f"Gin file {path!r} not found (looked in the working directory and {REPO_ROOT}); "
-        "see gin/runs/ for the shipped run files."
+        f"Gin file {path!r} not found (looked in the working directory and {looked}); "
+        "the shipped run files are runs/*.gin (e.g. --gin_file=runs/demo.gin)."
     )
 
 
@@ -286,8 +299,8 @@ def _quiet_gin_lookups() -> Iterator[None]:
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str] = ()) -> None:
     """Replaces the gin bindings by those of `gin_files` then `bindings`."""
     gin.clear_config()
-    if os.path.isdir(os.path.join(REPO_ROOT, "gin")):
-        gin.add_config_file_search_path(REPO_ROOT)
+    for root in GIN_ROOTS:  # Includes name files as `gin/models/tiny.gin`.
+        gin.add_config_file_search_path(root)
     with _quiet_gin_lookups():
         gin.parse_config_files_and_bindings(
             [resolve_gin_file(f) for f in gin_files], list(bindings), finalize_config=False

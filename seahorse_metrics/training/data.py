@@ -29,6 +29,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seahorse_metrics.io.atomic import staged_path
+
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT_VERSION = 1
@@ -133,10 +135,7 @@ class ExampleSet:
 
     def save(self, path: str) -> None:
         """Writes the set as one .npz file, atomically, with the umask's permissions."""
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as f:
+        with staged_path(path) as temporary, open(temporary, "wb") as f:
             np.savez(
                 f,
                 input_tokens=self.input_tokens,
@@ -146,7 +145,6 @@ class ExampleSet:
                 labels=self.labels,
                 ids=np.asarray(self.ids, dtype=str),
             )
-        os.replace(temporary, path)
 
     @classmethod
     def load(cls, path: str) -> "ExampleSet":

@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 import gin
 import numpy as np
 
-from seahorse_metrics.scoring.output import write_json_atomically
+from seahorse_metrics.io.atomic import staged_path, write_json_atomically
 from seahorse_metrics.training import soft_targets
 from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig,
                                                config_differences, parse_gin)
@@ -200,7 +200,7 @@ class TeacherScores:
 
     def _check_cache_record(self) -> None:
         """Refuses cached scores that another teacher (or other settings) gave."""
-        from seahorse_metrics.checkpoints.readers import read_json
+        from seahorse_metrics.io.json_files import read_json
 
         saved = read_json(self.record_path) if os.path.isfile(self.record_path) else {}
         changed = {name: (saved.get(name), value) for name, value in self.identity.items()
@@ -317,13 +317,13 @@ def write_student_init(config: DistillConfig, directory: str) -> str:
                   decoder=_cut_layers(params, "decoder", decoder,
                                       model_config.num_decoder_layers))
     model_config = model_config.replace(num_encoder_layers=encoder, num_decoder_layers=decoder)
-    save_checkpoint(directory + ".tmp", model_config, params)
-    vocabulary = os.path.join(source, "spiece.model")
-    if os.path.isfile(vocabulary):
-        import shutil
+    with staged_path(directory) as staging:
+        save_checkpoint(staging, model_config, params)
+        vocabulary = os.path.join(source, "spiece.model")
+        if os.path.isfile(vocabulary):
+            import shutil
 
-        shutil.copyfile(vocabulary, os.path.join(directory + ".tmp", "spiece.model"))
-    os.replace(directory + ".tmp", directory)
+            shutil.copyfile(vocabulary, os.path.join(staging, "spiece.model"))
     return directory
 
 
@@ -404,7 +404,7 @@ def check_resume(config: DistillConfig, record: Optional[dict[str, Any]] = None)
     Raises:
       ValueError: naming the settings that differ.
     """
-    from seahorse_metrics.checkpoints.readers import read_json
+    from seahorse_metrics.io.json_files import read_json
     from seahorse_metrics.training import trainer
 
     model_dir = config.train.model_dir

@@ -18,8 +18,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.training import soft_targets
+from seahorse_metrics.io.atomic import write_text_atomically
 
 FLOPS_INPUT_LENGTH = 2048
 _RESAMPLES = 1000
@@ -149,7 +150,4 @@ def write(model_dir: str, report: dict, table: str) -> None:
     """MODEL_DIR/distill_report.json and .md, atomically."""
     for name, text in (("distill_report.json", json.dumps(report, indent=1) + "\n"),
                        ("distill_report.md", table)):
-        path = os.path.join(model_dir, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(path + ".tmp", path)
+        write_text_atomically(os.path.join(model_dir, name), text)

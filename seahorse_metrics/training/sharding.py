@@ -15,7 +15,6 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from seahorse_metrics.model import partitioning
-from seahorse_metrics.model.partitioning import make_mesh  # noqa: F401 (defined in model/)
 
 
 def param_shardings(model, mesh: Mesh):

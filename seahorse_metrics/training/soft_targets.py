@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
 from seahorse_metrics.training.data import BatchStream, ExampleSet
 
 # Batch fields of a distillation batch (all split over the batch axis).

@@ -20,7 +20,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from seahorse_metrics.model import EncoderDecoderModel, T5Config
 from seahorse_metrics.model import partitioning
-from seahorse_metrics.model.partitioning import sharding_context  # noqa: F401 (defined in model/)
 from seahorse_metrics.training import optimizers
 from seahorse_metrics.training import soft_targets
 from seahorse_metrics.training import state as state_lib

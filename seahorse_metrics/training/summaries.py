@@ -14,6 +14,8 @@ from typing import Any, Mapping, Optional
 
 import tqdm
 
+from seahorse_metrics.io.atomic import write_atomically
+
 logger = logging.getLogger(__name__)
 
 LOG_FILE = "train_log.jsonl"
@@ -101,9 +103,7 @@ def _drop_records_after(path: str, step: int) -> int:
     if dropped or unterminated:
         logger.info("%s: dropping %d records after step %d (those steps run again)", path,
                     dropped, step)
-        with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
-            handle.writelines(kept)
-        os.replace(f"{path}.tmp", path)
+        write_atomically(path, lambda handle: handle.writelines(kept))
     return dropped
 
 

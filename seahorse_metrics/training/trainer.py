@@ -40,6 +40,10 @@ from seahorse_metrics.training import validation
 from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig, config_differences,
                                                config_from_gin)
 from seahorse_metrics.training.data import ExampleSet, StreamPosition
+from seahorse_metrics.io.atomic import write_text_atomically
+from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model.partitioning import make_mesh, sharding_context
+from seahorse_metrics.checkpoints.layout import VOCAB_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +147,7 @@ def resolve_vocabulary(config: TrainConfig) -> str:
             raise FileNotFoundError(f"TrainConfig.vocabulary {config.vocabulary} does not exist.")
         return config.vocabulary
     if config.init_checkpoint:
-        bundled = os.path.join(config.init_checkpoint, checkpointing.VOCAB_FILE)
+        bundled = os.path.join(config.init_checkpoint, VOCAB_FILE)
         if os.path.isfile(bundled):
             return bundled
     return vocab.default_vocab_path()
@@ -236,7 +240,7 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
     for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
         if subset is not None:
             _check_vocab_size(subset, model_config, split)
-    mesh = sharding_lib.make_mesh(config.model_parallel)
+    mesh = make_mesh(config.model_parallel)
     sharding_lib.check_batch_size(config.batch_size, mesh)
     sharding_lib.check_batch_size(config.eval_batch_size, mesh)
     step_lib.check_microbatches(config.microbatches, config.batch_size, mesh)
@@ -327,7 +331,7 @@ class _Loop:
 
     def _validate(self) -> None:
         run = self.run
-        with step_lib.sharding_context(self.plan.mesh):
+        with sharding_context(self.plan.mesh):
             probs = validation.first_token_probabilities(
                 self.plan.model, self.state.params, run.validation_examples, run.token_ids,
                 self.config.eval_batch_size, self.config.input_length, self.plan.mesh,
@@ -348,7 +352,7 @@ class _Loop:
         bar = summaries.progress_bar(config.train_steps, self.step, jax.process_index() == 0)
         pending = None  # (step, metrics) not yet checked: checked one step late to keep the device busy
         try:
-            with step_lib.sharding_context(plan.mesh):
+            with sharding_context(plan.mesh):
                 while self.step < config.train_steps:
                     host_batch = next(self.stream)
                     stats = data_lib.batch_stats(host_batch)
@@ -399,9 +403,7 @@ def _write_run_file(config: TrainConfig, name: str, text: str) -> None:
         return
     os.makedirs(config.model_dir, exist_ok=True)
     path = os.path.join(config.model_dir, name)
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
+    write_text_atomically(path, text)
 
 
 def _write_config(config: TrainConfig) -> None:
@@ -436,8 +438,7 @@ def check_resume(config: TrainConfig) -> None:
         logger.warning("%s has checkpoints but no %s; resuming without checking that the "
                        "settings are the same.", config.model_dir, CONFIG_JSON)
         return
-    with open(saved_path, encoding="utf-8") as handle:
-        differences = config_differences(json.load(handle), config)
+    differences = config_differences(read_json(saved_path, "run config"), config)
     refuse_other_settings(config.model_dir, differences, CHANGEABLE_ON_RESUME,
                           config.allow_config_change,
                           os.path.join(config.model_dir, "config.gin"))
@@ -541,7 +542,7 @@ def model_dir_lock(model_dir: str) -> contextlib.AbstractContextManager:
       OutputInUseError: while another run holds it; the message names that
         run's PID and host.
     """
-    from seahorse_metrics.locks import OutputLock  # pylint: disable=g-import-not-at-top
+    from seahorse_metrics.io.locks import OutputLock  # pylint: disable=g-import-not-at-top
 
     if jax.process_index() != 0:
         return contextlib.nullcontext()

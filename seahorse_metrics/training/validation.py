@@ -1,13 +1,13 @@
 """Periodic validation: score the validation split as the metric will be used.
 
-The model of the current step scores every validation pair with the scoring
-runner itself (`seahorse_metrics.scoring.runner.ModelRunner`): P("1") at the
-first decoder step, softmax over the full vocabulary, as the released
+The model of the current step scores every validation pair with the scorer's
+own engine (`seahorse_metrics.engines.jax_engine.JaxEngine`, the program of
+`model.first_step`): P("1") at the first decoder step, softmax over the full vocabulary, as the released
 SEAHORSE metrics are read, in the scorer's length buckets and batches
 (`seahorse_metrics.scoring.batching`) and with its compiled programs. So the
 checkpoint kept as the best is chosen by the numbers users will score with.
 The scores are compared with the human labels by ROC-AUC and Pearson from
-`seahorse_metrics.evaluation.stats`. The paper selects the checkpoint with
+`seahorse_metrics.stats`. The paper selects the checkpoint with
 the best validation ROC-AUC.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from jax.sharding import Mesh
 
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics.engines.jax_engine import JaxEngine
+from seahorse_metrics import stats
 from seahorse_metrics.scoring.batching import BatchingConfig, batch_window, bucket_lengths
-from seahorse_metrics.scoring.runner import ModelRunner
 from seahorse_metrics.training.data import ExampleSet
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def first_token_probabilities(
 
     The examples form one window of the scorer: batched by length bucket
     (`scoring.batching`, buckets up to `max_length`), each batch shape
-    compiled once and kept by the runner's program cache across validations.
+    compiled once and kept by the engine's program cache across validations.
 
     Args:
       model: The `EncoderDecoderModel`.
@@ -54,13 +54,13 @@ def first_token_probabilities(
     Returns:
       float32 [len(examples), len(token_ids)] in the examples' order.
     """
-    runner = ModelRunner(model, params, token_ids, mesh)
+    engine = JaxEngine(model, params, token_ids, mesh)
     config = BatchingConfig(buckets=bucket_lengths(max_length), batch_size=batch_size,
-                            row_multiple=runner.data_parallel, window_size=max(1, len(examples)))
+                            row_multiple=engine.data_parallel, window_size=max(1, len(examples)))
     units = [(index, examples.inputs(index)[:max_length]) for index in range(len(examples))]
-    out = np.zeros((len(examples), len(runner.token_ids)), np.float32)
+    out = np.zeros((len(examples), len(engine.token_ids)), np.float32)
     for batch in batch_window(units, config, model.config.pad_id):
-        log_probs = runner.read(runner(runner.put(batch.tokens)))
+        log_probs = engine.log_probs(batch.tokens)
         for row, key in enumerate(batch.keys):
             if key is not None:
                 # As `units.unit_scores` reads them: exp in float64, kept as float32.

@@ -31,14 +31,13 @@ per-dataset columns of LLM-AggreFact)::
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.calibration import refuse_unknown_metrics
-from seahorse_metrics.evaluation import stats
+from seahorse_metrics import stats
+from seahorse_metrics.calibration.maps import refuse_unknown_metrics
+from seahorse_metrics.io.json_files import read_json
 
 THRESHOLDS_FORMAT = "seahorse-metrics-thresholds/1"
 OBJECTIVES = ("balanced_accuracy", "f1", "precision@R")
@@ -255,11 +254,35 @@ def read_thresholds(path: str) -> ThresholdSet:
       FileNotFoundError: no such file.
       ValueError: not JSON, or not thresholds.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"thresholds file {path} not found")
+    return thresholds_from_dict(read_json(path, "thresholds file"), path)
+
+
+def read_decision_thresholds(value: Optional[str], names: Sequence[str]) -> dict[str, float]:
+    """Metric name -> threshold from a `--threshold` value: a number for
+    every metric, or a thresholds file (or report.json) by metric name.
+
+    A file may hold more metrics than are scored here (those are not used);
+    every metric scored needs a threshold in it.
+
+    Raises:
+      ValueError: for a threshold that is no number in [0, 1] (NaN, 1.5), or a
+        file without a threshold for a metric scored here.
+      FileNotFoundError: for a path that does not exist.
+    """
+    if value is None:
+        return {}
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
-    return thresholds_from_dict(data, path)
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is not None:
+        number = check_probability_threshold(number, "--threshold")
+        return {name: number for name in names}
+    thresholds = read_thresholds(value)
+    missing = [name for name in names if name not in thresholds.metrics]
+    if missing:
+        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
+                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
+    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
+                                              f"{value}: the threshold of {name!r}")
+            for name in names}

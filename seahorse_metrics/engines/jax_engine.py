@@ -1,8 +1,9 @@
-"""One model's first-step scorer, compiled per batch shape, on a device mesh.
+"""The JAX engine: one model's first-step program, compiled per batch shape, on a device mesh.
 
-The scorer reads log P("1") and log P("0") from the full-vocabulary softmax
-at the first decoder step (the decoder fed `config.decoder_start_id`), going
-through `EncoderDecoderModel.logits`, the network's one forward path.
+It runs `model.first_step` (log P("1") and log P("0") from the
+full-vocabulary softmax at the first decoder step, through
+`EncoderDecoderModel.logits`, the network's one forward path), the program
+training's validation scores with too.
 
 Batches are split over the `data` axis of the same mesh the trainer uses
 (`seahorse_metrics.model.partitioning`), parameters are placed by their
@@ -11,8 +12,8 @@ parallelism. Rows come back in batch order whatever the device count.
 
 Compiled programs live in a `ProgramCache`, an object with a bound on the
 programs it keeps (least recently used go first), keyed by (model config,
-parameter dtypes, mesh, target ids, compiler options, batch shape). Runners
-share `SHARED_PROGRAMS` unless given their own, so runners of equal configs
+parameter dtypes, mesh, target ids, compiler options, batch shape). Engines
+share `SHARED_PROGRAMS` unless given their own, so engines of equal configs
 (the q1-q6 metrics, a scorer loaded twice, validation at every step) share
 programs and each shape compiles once.
 
@@ -31,12 +32,13 @@ import time
 from typing import Any, Mapping, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
+from seahorse_metrics.engines.base import Capabilities, Engine
 from seahorse_metrics.model import partitioning
+from seahorse_metrics.model.first_step import check_token_ids, compile_first_step
 from seahorse_metrics.model.model import EncoderDecoderModel
 
 logger = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ class ProgramCache:
             return program
 
 
-# The programs runners share unless given their own cache.
+# The programs engines share unless given their own cache.
 SHARED_PROGRAMS = ProgramCache()
 
 
@@ -99,81 +101,7 @@ def default_mesh() -> Mesh:
     return partitioning.make_mesh(model_parallel=1, devices=jax.local_devices())
 
 
-def _first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...], params: Any,
-                          encoder_input_tokens: jax.Array) -> jax.Array:
-    rows = encoder_input_tokens.shape[0]
-    batch = {
-        "encoder_input_tokens": encoder_input_tokens,
-        "decoder_input_tokens": jnp.full((rows, 1), model.config.decoder_start_id, jnp.int32),
-    }
-    return _read_log_probs(model.logits(params, batch)[:, 0], token_ids)
-
-
-def _packed_first_step_log_probs(model: EncoderDecoderModel, token_ids: tuple[int, ...],
-                                 slots: int, params: Any, encoder_input_tokens: jax.Array,
-                                 encoder_segment_ids: jax.Array) -> jax.Array:
-    """[rows, slots, len(token_ids)]: the first step of each packed segment.
-
-    Segment s (ids 1..slots) gets decoder position s - 1, fed the start
-    token; the network's segment masks keep each position to its own
-    segment's encoder tokens, so every slot scores as if it were alone.
-    """
-    rows = encoder_input_tokens.shape[0]
-    batch = {
-        "encoder_input_tokens": encoder_input_tokens,
-        "encoder_segment_ids": encoder_segment_ids,
-        "decoder_input_tokens": jnp.full((rows, slots), model.config.decoder_start_id, jnp.int32),
-        "decoder_segment_ids": jnp.broadcast_to(jnp.arange(1, slots + 1, dtype=jnp.int32),
-                                                (rows, slots)),
-    }
-    return _read_log_probs(model.logits(params, batch), token_ids)
-
-
-def _read_log_probs(logits_BxT: jax.Array, token_ids: tuple[int, ...]) -> jax.Array:
-    """log P(token_ids) from the full-vocabulary softmax over the last axis."""
-    logits_BxT = logits_BxT.astype(jnp.float32)
-    log_z_Bx1 = jax.nn.logsumexp(logits_BxT, axis=-1, keepdims=True)
-    chosen_BxN = jnp.take(logits_BxT, jnp.asarray(token_ids, jnp.int32), axis=-1)
-    return chosen_BxN - log_z_Bx1
-
-
-def compile_first_step(model: EncoderDecoderModel, token_ids: tuple[int, ...], mesh: Mesh,
-                       abstract_params: Any, rows: int, length: int,
-                       compiler_options: Optional[Mapping[str, Any]] = None,
-                       slots: Optional[int] = None):
-    """Compiles the scorer of `[rows, length]` batches ahead of time.
-
-    Args:
-      model: The model object.
-      token_ids: Vocabulary ids whose log-probabilities are read.
-      mesh: The ('data', 'model') mesh; parameters are split by their
-        logical axes, the batch over 'data'.
-      abstract_params: `jax.ShapeDtypeStruct`s of the parameters (their
-        dtype decides the program); no weights are needed.
-      rows, length: The batch shape.
-      compiler_options: XLA options (see `ModelRunner`).
-      slots: None, or the inputs packed per row (the program then also
-        takes the segment ids and returns `[rows, slots, len(token_ids)]`).
-
-    Returns:
-      The compiled executable `(params, tokens[, segment_ids]) -> log-probabilities`.
-    """
-    param_shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
-    tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
-    if slots is None:
-        program, inputs = functools.partial(_first_step_log_probs, model, token_ids), (tokens,)
-    else:
-        program, inputs = functools.partial(_packed_first_step_log_probs, model, token_ids,
-                                            slots), (tokens, tokens)
-    function = jax.jit(
-        program, in_shardings=(param_shardings,) + (partitioning.data_sharding(mesh),) * len(inputs),
-        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
-    with partitioning.sharding_context(mesh):
-        return function.lower(abstract_params, *inputs).compile(
-            compiler_options=dict(compiler_options) if compiler_options else None)
-
-
-class ModelRunner:
+class JaxEngine(Engine):
     """Scores padded token batches with one model on a mesh.
 
     Attributes:
@@ -185,6 +113,9 @@ class ModelRunner:
         takes the whole mesh).
     """
 
+    name = "jax"
+    capabilities = Capabilities(mesh=True, packing=True, scan_layers=True,
+                                dtypes=("float32", "bfloat16"))
     batches_at_once = 1
 
     def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
@@ -208,13 +139,9 @@ class ModelRunner:
         """
         self.model = model
         self.mesh = mesh if mesh is not None else default_mesh()
-        self.token_ids = tuple(int(i) for i in token_ids)
+        self.token_ids = check_token_ids(token_ids, model.config.vocab_size)
         self.compiler_options = dict(compiler_options or {})
         self.programs = programs if programs is not None else SHARED_PROGRAMS
-        bad = [i for i in self.token_ids if not 0 <= i < model.config.vocab_size]
-        if bad:
-            raise ValueError(f"token ids {bad} are outside the vocabulary "
-                             f"[0, {model.config.vocab_size})")
         self._param_shardings = partitioning.logical_to_sharding(
             model.param_logical_axes(), self.mesh)
         self.params = jax.device_put(params, self._param_shardings)
@@ -273,8 +200,7 @@ class ModelRunner:
         return jax.make_array_from_callback(tokens.shape, self.batch_sharding,
                                             lambda index: tokens[index])
 
-    @staticmethod
-    def read(output: jax.Array) -> np.ndarray:
+    def read(self, output: jax.Array) -> np.ndarray:
         """The scores of a batch on the host, rows of other processes included."""
         if output.is_fully_addressable:
             return np.asarray(output)
@@ -290,6 +216,22 @@ class ModelRunner:
         if segment_ids is None:
             return self.compiled(rows, length)(self.params, tokens)
         return self.compiled(rows, length, slots)(self.params, tokens, segment_ids)
+
+
+    def quantization(self) -> str:
+        """"none", or "int8-bf16"/"int8-f32": the dtype int8 kernels multiply in."""
+        config = self.model.config
+        if not config.quantize:
+            return "none"
+        return "int8-" + {"bfloat16": "bf16", "float32": "f32"}[config.int8_products]
+
+    def int8_variant(self) -> str:
+        """"jax:<product dtype>"."""
+        return f"jax:{self.model.config.int8_products}"
+
+    @classmethod
+    def library_version(cls) -> str:
+        return jax.__version__
 
 
 def compiled_shape_count() -> int:

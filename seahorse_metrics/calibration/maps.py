@@ -1,9 +1,10 @@
-"""Calibration maps and their file: what `score --calibration` and
-`Scorer.load(..., calibration=FILE)` apply.
+"""Calibration maps, their file, and their one application to scores.
 
 A map turns a metric's score (a probability in [0, 1]) into a calibrated
-probability; `seahorse_metrics.evaluation.calibration` fits them on a dev
-benchmark and measures how calibrated scores are. Three kinds:
+probability; `calibration.fitting` fits them on a dev benchmark,
+`calibration.measures` measures how calibrated scores are. Every runner
+(`score`, `score --runner ...`, `serve`, `Scorer.load(..., calibration=FILE)`)
+writes `<column>_calibrated` through `calibrated_fields`. Three kinds:
 
 * `temperature`: `sigmoid(z / T)`, where `z = log P("1") / P("0")` is read
   from the score as its logit (exact for `normalize="pair"` scores, and
@@ -21,18 +22,18 @@ metric::
      "metrics": {"q4": {"method": "platt", "n": 500,
                         "parameters": {"slope": 0.61, "intercept": -0.2}}}}
 
-This module sits below `scoring` and `evaluation` (numpy only), so both
+This package sits below `scoring` and `evaluation` (numpy only), so both
 read the same maps.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+
+from seahorse_metrics.io.json_files import read_json
 
 CALIBRATION_FORMAT = "seahorse-metrics-calibration/1"
 METHODS = ("temperature", "platt", "isotonic")
@@ -283,18 +284,7 @@ def read_calibration(path: str) -> CalibrationSet:
       FileNotFoundError: no such file.
       ValueError: not JSON, or not calibration maps.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"calibration file {path} not found")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: JSON nested too deeply to be calibration maps") from None
-    except (UnicodeDecodeError, ValueError) as error:  # Not UTF-8; an integer of 5,000 digits.
-        raise ValueError(f"{path}: not JSON calibration maps ({error})") from None
-    return calibration_from_dict(data, path)
+    return calibration_from_dict(read_json(path, "calibration file"), path)
 
 
 def read_calibration_map(path: str, metric: Optional[str] = None) -> CalibrationMap:
@@ -333,3 +323,18 @@ def maps_for(path: str, names: Sequence[str]) -> dict[str, CalibrationMap]:
                          f"{sorted(calibration.metrics)}); name the checkpoints as the "
                          "evaluated metrics (NAME=DIR)")
     return {name: calibration.metrics[name] for name in names}
+
+
+def calibrated_value(calibration_map: CalibrationMap, score: float) -> float:
+    """The calibrated probability of one score (clipped into [0, 1] first, as
+    float32 rounding may leave a probability a hair outside)."""
+    return float(calibration_map.apply([min(max(float(score), 0.0), 1.0)])[0])
+
+
+def calibrated_fields(scores: Mapping[str, float],
+                      maps: Mapping[str, CalibrationMap]) -> dict[str, float]:
+    """`<column>_calibrated` -> calibrated probability for each score column
+    with a map: what every runner adds beside the raw score."""
+    return {column + CALIBRATED_SUFFIX: calibrated_value(calibration_map, scores[column])
+            for column, calibration_map in maps.items()}
+

@@ -24,13 +24,11 @@ import dataclasses
 import json
 import logging
 import math
-import os
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
+
+from seahorse_metrics.planning import child
 
 logger = logging.getLogger(__name__)
 
@@ -101,12 +99,13 @@ def read_device_correction(path: str) -> DeviceCorrection:
     """
     import statistics
 
-    from seahorse_metrics.checkpoints.readers import read_json
+    from seahorse_metrics.io.json_files import read_json
 
-    record = read_json(path)
-    if record.get("mode") != "device":
-        raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode "
-                         f"{record.get('mode')!r}); a correction needs a device's measurements")
+    record = read_json(path, "accelerator record")
+    mode = record.get("mode") if isinstance(record, dict) else None
+    if mode != "device":
+        raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode {mode!r}); a "
+                         "correction needs a device's measurements")
     ratios = [part["peak_over_cpu_plan"] for part in (record.get("parts") or {}).values()
               if isinstance(part, dict) and part.get("role") == "train"
               and part.get("status") == "ok" and part.get("peak_over_cpu_plan")]
@@ -303,6 +302,7 @@ def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_si
     import jax
     import jax.numpy as jnp
 
+    from seahorse_metrics.model import partitioning
     from seahorse_metrics.training import optimizers, sharding as sharding_lib, step as step_lib
 
     sharding_lib.check_batch_size(batch_size, mesh)
@@ -315,7 +315,7 @@ def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_si
              for name in _TRAIN_FEATURES}
     start = time.perf_counter()
     options = FAST_COMPILE if compiler_options is None else dict(compiler_options)
-    with step_lib.sharding_context(mesh):
+    with partitioning.sharding_context(mesh):
         compiled = plan.step_fn.lower(plan.abstract_state, batch).compile(
             compiler_options=options or None)
     seconds = time.perf_counter() - start
@@ -350,7 +350,7 @@ def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_siz
     import jax
 
     from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.scoring.runner import compile_first_step
+    from seahorse_metrics.model.first_step import compile_first_step
 
     if batch_size % mesh.shape["data"]:
         raise ValueError(f"scoring batch {batch_size} must be a multiple of the "
@@ -421,21 +421,22 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
         platform=mesh.devices.flat[0].platform, input_length=input_length, steps=steps)
 
 
-_CHILD = """
-import dataclasses, json, sys
-from seahorse_metrics import planning
-planning.forward_logs_to_stdout()
-from seahorse_metrics.model.config import T5Config
-from seahorse_metrics.model.partitioning import make_mesh
-from seahorse_metrics.training.optimizers import OptimizerConfig
-request = json.loads(sys.argv[1])
-config = T5Config.from_dict(request.pop("model_config"))
-mesh = make_mesh(request.pop("model_parallel"))
-optimizer = request.pop("optimizer")
-plan = planning.plan_memory(config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer),
-                            **request)
-print("PLAN " + json.dumps(dataclasses.asdict(plan)))
-"""
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The planning child of `plan_in_subprocess`: argv[0] is its request (JSON);
+    prints the plan as one `PLAN {...}` line."""
+    from seahorse_metrics.model.config import T5Config
+    from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.training.optimizers import OptimizerConfig
+
+    child.forward_logs_to_stdout()
+    request = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    config = T5Config.from_dict(request.pop("model_config"))
+    mesh = make_mesh(request.pop("model_parallel"))
+    optimizer = request.pop("optimizer")
+    plan = plan_memory(config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer),
+                       **request)
+    print("PLAN " + json.dumps(dataclasses.asdict(plan)))
+    return 0
 
 
 def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: int,
@@ -456,7 +457,8 @@ def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: i
                "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
                "model_name": model_name, "microbatches": int(microbatches),
                "compiler_options": None if compiler_options is None else dict(compiler_options)}
-    lines = [line for line in child_output(_CHILD, request, int(data) * int(model), timeout)
+    lines = [line for line in child.child_output(__name__, request, int(data) * int(model),
+                                                 timeout)
              if line.startswith("PLAN ")]
     if not lines:
         raise ValueError("planning failed: the planning process printed no plan")
@@ -465,62 +467,3 @@ def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: i
                                largest_whole=tuple(step["largest_whole"])))
              for step in values.pop("steps")]
     return MemoryPlan(steps=steps, **values)
-
-
-# A planning child's own log lines, on its stdout among its results.
-_LOG_PREFIX = "LOG "
-
-
-def forward_logs_to_stdout() -> None:
-    """In a planning child process: our INFO lines go to stdout, where
-    `child_output` logs them in the parent as they come."""
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter(_LOG_PREFIX + "%(message)s"))
-    own = logging.getLogger("seahorse_metrics")
-    own.addHandler(handler)
-    own.setLevel(logging.INFO)
-    own.propagate = False
-
-
-def child_output(script: str, request: Mapping[str, Any], devices: int,
-                 timeout: Optional[float] = None) -> Iterator[str]:
-    """Runs `script` (argv[1]: `request` as JSON) on `devices` simulated CPU
-    devices; yields its stdout lines as they come, and logs here the log
-    lines it forwards (`forward_logs_to_stdout`).
-
-    Raises:
-      ValueError: with the child's last error line, if it fails.
-      subprocess.TimeoutExpired: if it runs longer than `timeout` seconds.
-    """
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                          f" --xla_force_host_platform_device_count={int(devices)}"))
-    command = [sys.executable, "-c", script, json.dumps(request)]
-    # stderr to a file: a pipe nobody reads while stdout is read could fill and block the child.
-    with tempfile.TemporaryFile("w+") as stderr, subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True) as child:
-        timed_out = threading.Event()
-
-        def kill() -> None:
-            timed_out.set()
-            child.kill()
-
-        timer = threading.Timer(timeout, kill) if timeout else None
-        if timer is not None:
-            timer.start()
-        try:
-            for line in child.stdout:
-                if line.startswith(_LOG_PREFIX):
-                    logger.info("%s", line[len(_LOG_PREFIX):].rstrip("\n"))
-                else:
-                    yield line
-            returncode = child.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
-        if timed_out.is_set():
-            raise subprocess.TimeoutExpired(command, timeout)
-        stderr.seek(0)
-        errors = [line for line in stderr.read().splitlines() if line.strip()]
-    if returncode != 0:
-        raise ValueError(f"planning failed: {errors[-1] if errors else returncode}")

@@ -26,17 +26,14 @@ the note; if fewer than half the resamples are usable the interval is None.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-# The kernels and curves live beside this module; their names are this module's too.
-from seahorse_metrics.evaluation.curves import Calibration, calibration, roc_curve  # noqa: F401
-from seahorse_metrics.evaluation.stat_kernels import (  # noqa: F401
-    _CHUNK_ELEMENTS, UndefinedStatistic, _accuracy_kernel, _auc_kernel, _balanced_accuracy_kernel,
-    _check_same_length, _count_inversions, _generate_weights, _kendall_kernel, _label_vector,
-    _numeric_vector, _pearson_kernel, _resample_weights, _spearman_kernel, _TieGroups,
-    _weighted_pearson)
+from seahorse_metrics.stats.kernels import (
+    UndefinedStatistic, accuracy_kernel, auc_kernel, balanced_accuracy_kernel,
+    check_same_length, kendall_kernel, label_vector, numeric_vector, pearson_kernel,
+    resample_weights, spearman_kernel)
 
 # Statistics that compare scores with binary labels, and with numeric ratings.
 BINARY_STATISTICS = ("roc_auc", "accuracy", "balanced_accuracy")
@@ -142,35 +139,35 @@ def _prepare(
 ) -> _Prepared:
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; choose from {STATISTICS}")
-    score_vec = _numeric_vector(scores, scores_name)
+    score_vec = numeric_vector(scores, scores_name)
     if statistic in BINARY_STATISTICS:
-        labels = _label_vector(target)
-        n = _check_same_length(labels=labels, scores=score_vec)
+        labels = label_vector(target)
+        n = check_same_length(labels=labels, scores=score_vec)
         n_pos = int(labels.sum())
         one_class = None
         if n_pos in (0, n):
             one_class = f"only one class in the labels ({n_pos} positive of {n})"
         if statistic == "roc_auc":
-            return _Prepared(statistic, n, _auc_kernel(labels, score_vec), one_class,
+            return _Prepared(statistic, n, auc_kernel(labels, score_vec), one_class,
                              "one class only")
         if threshold is None:
             raise ValueError(f"{statistic} needs a decision threshold")
         if statistic == "accuracy":
             reason = "no items" if n == 0 else None
-            return _Prepared(statistic, n, _accuracy_kernel(labels, score_vec, threshold),
+            return _Prepared(statistic, n, accuracy_kernel(labels, score_vec, threshold),
                              reason, "no items")
         return _Prepared(statistic, n,
-                         _balanced_accuracy_kernel(labels, score_vec, threshold),
+                         balanced_accuracy_kernel(labels, score_vec, threshold),
                          one_class, "one class only")
-    ratings = _numeric_vector(target, "ratings")
-    n = _check_same_length(ratings=ratings, scores=score_vec)
+    ratings = numeric_vector(target, "ratings")
+    n = check_same_length(ratings=ratings, scores=score_vec)
     reason = None
     if n < 3:
         reason = f"a correlation needs at least 3 items, got {n}"
     reason = reason or _constant_reason(score_vec, f"the score of {scores_name}") or (
         _constant_reason(ratings, "the rating"))
-    kernels = {"pearson": _pearson_kernel, "spearman": _spearman_kernel,
-               "kendall": _kendall_kernel}
+    kernels = {"pearson": pearson_kernel, "spearman": spearman_kernel,
+               "kendall": kendall_kernel}
     return _Prepared(statistic, n, kernels[statistic](score_vec, ratings), reason,
                      "constant scores or ratings")
 
@@ -260,7 +257,7 @@ def _left_out_note(valid: int, total: int, failure: str) -> Optional[str]:
     return f"{total - valid} of {total} resamples were undefined ({failure}) and left out"
 
 
-def _interval_from_draws(
+def interval_from_draws(
     draws: np.ndarray, n_resamples: int, confidence: float, failure: str
 ):
     valid = draws[np.isfinite(draws)]
@@ -276,7 +273,7 @@ def _interval_from_draws(
     return low, high, len(valid), note
 
 
-def _validate_bootstrap_args(n_resamples: int, confidence: float) -> None:
+def validate_bootstrap_args(n_resamples: int, confidence: float) -> None:
     if n_resamples < 0:
         raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     if not 0.0 < confidence < 1.0:
@@ -316,17 +313,17 @@ def estimate(
       ValueError: NaN/infinite values, non-binary labels, length mismatch or
         an unknown statistic.
     """
-    _validate_bootstrap_args(n_resamples, confidence)
+    validate_bootstrap_args(n_resamples, confidence)
     prepared = _prepare(statistic, target, scores, threshold, scores_name)
     if prepared.undefined_reason:
         return Estimate(statistic, None, n=prepared.n, confidence=confidence,
                         note=f"undefined: {prepared.undefined_reason}")
     value = _point(prepared)
     draws = np.concatenate(
-        [prepared.kernel(w) for w in _resample_weights(prepared.n, n_resamples, seed)]
+        [prepared.kernel(w) for w in resample_weights(prepared.n, n_resamples, seed)]
         or [np.zeros(0)]
     )
-    low, high, used, note = _interval_from_draws(
+    low, high, used, note = interval_from_draws(
         draws, n_resamples, confidence, prepared.resample_failure
     )
     return Estimate(statistic, value, low, high, prepared.n, used, confidence, note)
@@ -371,7 +368,7 @@ def paired_bootstrap_test(
     Returns:
       A `PairedTest`; p_value is None with a note when either side is undefined.
     """
-    _validate_bootstrap_args(n_resamples, confidence)
+    validate_bootstrap_args(n_resamples, confidence)
     if n_resamples == 0:
         raise ValueError("a paired bootstrap test needs n_resamples > 0")
     prep_a, prep_b = _prepare_pair(statistic, target, scores_a, scores_b, threshold)
@@ -384,7 +381,7 @@ def paired_bootstrap_test(
                           note="undefined: " + "; ".join(reasons))
     delta = value_a - value_b
     diffs = _paired_differences(prep_a, prep_b, n_resamples, seed)
-    low, high, used, note = _interval_from_draws(
+    low, high, used, note = interval_from_draws(
         diffs, n_resamples, confidence, prep_a.resample_failure
     )
     p_value = None if low is None else _shifted_p_value(diffs, delta)
@@ -397,7 +394,7 @@ def _prepare_pair(statistic: str, target, scores_a, scores_b,
     """Both metrics' prepared statistic, after checking they score the same items."""
     prep_a = _prepare(statistic, target, scores_a, threshold, "metric A")
     prep_b = _prepare(statistic, target, scores_b, threshold, "metric B")
-    _check_same_length(scores_a=np.asarray(scores_a), scores_b=np.asarray(scores_b))
+    check_same_length(scores_a=np.asarray(scores_a), scores_b=np.asarray(scores_b))
     return prep_a, prep_b
 
 
@@ -406,7 +403,7 @@ def _paired_differences(prep_a: _Prepared, prep_b: _Prepared, n_resamples: int,
     """statistic(A) - statistic(B) on each shared resample (NaN where undefined)."""
     return np.concatenate([
         prep_a.kernel(w) - prep_b.kernel(w)
-        for w in _resample_weights(prep_a.n, n_resamples, seed)
+        for w in resample_weights(prep_a.n, n_resamples, seed)
     ])
 
 
@@ -445,7 +442,7 @@ def macro_average(
       An `Estimate` whose `n` counts the items of all sets; None with a note
       when the statistic is undefined on a set.
     """
-    _validate_bootstrap_args(n_resamples, confidence)
+    validate_bootstrap_args(n_resamples, confidence)
     if not parts:
         raise ValueError("a macro average needs at least one item set")
     prepared = [_prepare(statistic, target, scores, threshold, scores_name)
@@ -459,131 +456,8 @@ def macro_average(
     draws = np.zeros(n_resamples)
     for index, part in enumerate(prepared):
         part_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-        draws += np.concatenate([part.kernel(w) for w in _resample_weights(
+        draws += np.concatenate([part.kernel(w) for w in resample_weights(
             part.n, n_resamples, part_seed)] or [np.zeros(0)])
-    low, high, used, note = _interval_from_draws(
+    low, high, used, note = interval_from_draws(
         draws / len(prepared), n_resamples, confidence, prepared[0].resample_failure)
     return Estimate(statistic, value, low, high, n, used, confidence, note)
-
-
-# ---------------------------------------------------------------------------
-# System level.
-
-SYSTEM_METHODS = ("pearson", "spearman", "kendall")
-
-
-def _system_means(values: np.ndarray, weights: np.ndarray, onehot: np.ndarray) -> np.ndarray:
-    w = np.asarray(weights, dtype=np.float64)
-    return (w * values) @ onehot / (w @ onehot)
-
-
-def _nearly_constant_rows(values: np.ndarray) -> np.ndarray:
-    # Means of equal values can differ in the last bits; a correlation of that
-    # rounding noise would be meaningless.
-    scale = np.maximum(1.0, np.abs(values).max(axis=1))
-    return np.ptp(values, axis=1) <= 1e-12 * scale
-
-
-def _row_correlation(method: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Correlation per row of two [B, S] matrices (S systems), NaN if constant."""
-    rows, size = x.shape
-    constant = _nearly_constant_rows(x) | _nearly_constant_rows(y)
-    if method == "kendall":
-        # Few systems: one small kernel call per resample is cheap.
-        ones = np.ones((1, size), dtype=np.int64)
-        return np.array([
-            np.nan if constant[row] else _kendall_kernel(x[row], y[row])(ones)[0]
-            for row in range(rows)
-        ])
-    if method == "spearman":
-        from scipy.stats import rankdata
-
-        x, y = rankdata(x, axis=1), rankdata(y, axis=1)
-    r = _weighted_pearson(x, y, np.ones((rows, size)))
-    r[constant] = np.nan
-    return r
-
-
-def system_level_correlation(
-    scores,
-    ratings,
-    systems: Sequence[str],
-    *,
-    method: str = "pearson",
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
-    scores_name: str = "the metric",
-) -> Estimate:
-    """Correlation between per-system mean score and per-system mean rating.
-
-    The interval resamples items within each system (stratified), so every
-    system keeps its size in every resample.
-
-    Args:
-      scores: Metric score per item.
-      ratings: Human rating per item (0/1 labels included).
-      systems: The summarization system of each item.
-      method: "pearson", "spearman" or "kendall".
-      n_resamples: Bootstrap resamples; 0 skips the interval.
-      confidence: Nominal coverage.
-      seed: Resampling seed.
-      scores_name: Name for error messages.
-
-    Returns:
-      An `Estimate` named `system_<method>` whose `n` is the number of systems;
-      None with a note for fewer than 3 systems or constant system means.
-    """
-    if method not in SYSTEM_METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {SYSTEM_METHODS}")
-    _validate_bootstrap_args(n_resamples, confidence)
-    score_vec, rating_vec, system_index, num_systems = _system_inputs(
-        scores, ratings, systems, scores_name)
-    name = f"system_{method}"
-    if num_systems < 3:
-        return Estimate(name, None, n=num_systems, confidence=confidence,
-                        note=f"undefined: needs at least 3 systems, got {num_systems}")
-    onehot = np.eye(num_systems)[system_index]
-
-    def correlation(weights: np.ndarray) -> np.ndarray:
-        return _row_correlation(method, _system_means(score_vec, weights, onehot),
-                                _system_means(rating_vec, weights, onehot))
-
-    point = correlation(np.ones((1, len(score_vec)), dtype=np.int64))[0]
-    if not np.isfinite(point):
-        return Estimate(name, None, n=num_systems, confidence=confidence,
-                        note="undefined: system means of scores or ratings are constant")
-    draws = [correlation(w) for w in _stratified_weights(system_index, num_systems,
-                                                         n_resamples, seed)]
-    low, high, used, note = _interval_from_draws(
-        np.concatenate(draws) if draws else np.zeros(0), n_resamples, confidence,
-        "constant system means")
-    return Estimate(name, float(point), low, high, num_systems, used, confidence, note)
-
-
-def _system_inputs(scores, ratings, systems: Sequence[str],
-                   scores_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Checked score and rating vectors, each item's system index, and the number of systems."""
-    score_vec = _numeric_vector(scores, scores_name)
-    rating_vec = _numeric_vector(ratings, "ratings")
-    system_list = [str(s) for s in systems]
-    _check_same_length(scores=score_vec, ratings=rating_vec, systems=np.asarray(system_list))
-    names, system_index = np.unique(np.asarray(system_list, dtype=object).astype(str),
-                                    return_inverse=True)
-    return score_vec, rating_vec, system_index, len(names)
-
-
-def _stratified_weights(system_index: np.ndarray, num_systems: int, n_resamples: int,
-                        seed: int) -> Iterator[np.ndarray]:
-    """[rows, n] count matrices of resamples drawn within each system, in chunks."""
-    rng = np.random.default_rng(seed)
-    n = len(system_index)
-    members = [np.flatnonzero(system_index == s) for s in range(num_systems)]
-    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // n))
-    for begin in range(0, n_resamples, chunk):
-        rows = min(chunk, n_resamples - begin)
-        weights = np.zeros((rows, n), dtype=np.int64)
-        for items in members:
-            picks = items[rng.integers(0, len(items), size=(rows, len(items)))]
-            np.add.at(weights, (np.arange(rows)[:, None], picks), 1)
-        yield weights

@@ -1,8 +1,8 @@
-"""The weighted kernels behind `seahorse_metrics.evaluation.stats`, and their input checks.
+"""The weighted kernels behind `seahorse_metrics.stats`, and their input checks.
 
 Each kernel maps bootstrap weights W [B, n] (how often each item occurs in
 resample b) to the statistic's value per resample [B] (NaN where undefined);
-the point estimate is W = ones([1, n]); `_resample_weights` draws them.
+the point estimate is W = ones([1, n]); `resample_weights` draws them.
 `stats` prepares inputs and builds intervals with them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 _FEW_GROUPS = 16
 # Elements of one chunk of the [B, n] weight matrix: bounds memory to tens of
 # MB whatever the benchmark size.
-_CHUNK_ELEMENTS = 1_000_000
+CHUNK_ELEMENTS = 1_000_000
 # Resample weights of at most this many elements are kept for reuse: every
 # statistic and metric on a benchmark of the same size sees the same resamples.
 _CACHED_WEIGHT_ELEMENTS = 4_000_000
@@ -38,7 +38,7 @@ class UndefinedStatistic(ValueError):
 # Input checks.
 
 
-def _numeric_vector(values, what: str) -> np.ndarray:
+def numeric_vector(values, what: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
@@ -51,17 +51,17 @@ def _numeric_vector(values, what: str) -> np.ndarray:
     return array
 
 
-def _label_vector(values, what: str = "labels") -> np.ndarray:
+def label_vector(values, what: str = "labels") -> np.ndarray:
     array = np.asarray(values)
     if array.dtype == bool:
-        return array if array.ndim == 1 else _numeric_vector(array, what).astype(bool)
-    numeric = _numeric_vector(array, what)
+        return array if array.ndim == 1 else numeric_vector(array, what).astype(bool)
+    numeric = numeric_vector(array, what)
     if not np.all((numeric == 0) | (numeric == 1)):
         raise ValueError(f"{what} must be binary (bool or 0/1); got other values")
     return numeric.astype(bool)
 
 
-def _check_same_length(**arrays: np.ndarray) -> int:
+def check_same_length(**arrays: np.ndarray) -> int:
     lengths = {name: len(a) for name, a in arrays.items()}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"inputs differ in length: {lengths}")
@@ -73,7 +73,7 @@ def _check_same_length(**arrays: np.ndarray) -> int:
 # on that resample). A point estimate is W = ones([1, n]).
 
 
-class _TieGroups:
+class TieGroups:
     """Items grouped by equal value, groups in increasing value order."""
 
     def __init__(self, values: np.ndarray):
@@ -121,7 +121,7 @@ class _TieGroups:
         return (c * (c - 1) // 2).sum(axis=1)
 
 
-def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Pearson r per row; x and y are [n] or [B, n]."""
     w = np.asarray(weights, dtype=np.float64)
     total = w.sum(axis=1)
@@ -137,9 +137,9 @@ def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.n
     return np.clip(r, -1.0, 1.0)
 
 
-def _auc_kernel(labels: np.ndarray, scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def auc_kernel(labels: np.ndarray, scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """AUC = P(score+ > score-) + P(score+ == score-)/2, i.e. sklearn's trapezoid."""
-    groups = _TieGroups(scores)
+    groups = TieGroups(scores)
     positive = labels.astype(np.float64)
     negative = 1.0 - positive
 
@@ -158,22 +158,22 @@ def _auc_kernel(labels: np.ndarray, scores: np.ndarray) -> Callable[[np.ndarray]
     return kernel
 
 
-def _pearson_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
+def pearson_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    x_groups, y_groups = TieGroups(x), TieGroups(y)
 
     def kernel(weights: np.ndarray) -> np.ndarray:
-        r = _weighted_pearson(x, y, weights)
+        r = weighted_pearson(x, y, weights)
         r[x_groups.is_constant(weights) | y_groups.is_constant(weights)] = np.nan
         return r
 
     return kernel
 
 
-def _spearman_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
+def spearman_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    x_groups, y_groups = TieGroups(x), TieGroups(y)
 
     def kernel(weights: np.ndarray) -> np.ndarray:
-        r = _weighted_pearson(
+        r = weighted_pearson(
             x_groups.average_ranks(weights), y_groups.average_ranks(weights), weights
         )
         r[x_groups.is_constant(weights) | y_groups.is_constant(weights)] = np.nan
@@ -182,7 +182,7 @@ def _spearman_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.
     return kernel
 
 
-def _count_inversions(sequences: np.ndarray) -> np.ndarray:
+def count_inversions(sequences: np.ndarray) -> np.ndarray:
     """Pairs i < j with seq[i] > seq[j] in every row of a [B, n] int array.
 
     Radix-style, most significant bit first: at each bit, rows are kept
@@ -224,11 +224,11 @@ def _count_inversions(sequences: np.ndarray) -> np.ndarray:
     return total
 
 
-def _kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """Kendall tau-b as scipy computes it (discordant pairs, x/y/joint ties)."""
-    x_groups, y_groups = _TieGroups(x), _TieGroups(y)
+    x_groups, y_groups = TieGroups(x), TieGroups(y)
     joint = x_groups.group_of_item * y_groups.num_groups + y_groups.group_of_item
-    joint_groups = _TieGroups(joint.astype(np.float64))
+    joint_groups = TieGroups(joint.astype(np.float64))
     by_x_then_y = np.lexsort((y, x))
     y_rank = y_groups.group_of_item
 
@@ -243,7 +243,7 @@ def _kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.n
         # increasing y, so they are never counted as inversions.
         repeated = np.repeat(np.tile(by_x_then_y, rows), counts[:, by_x_then_y].ravel())
         sequences = y_rank[repeated].reshape(rows, int(per_row[0]))
-        discordant = _count_inversions(sequences)
+        discordant = count_inversions(sequences)
         pairs = per_row * (per_row - 1) // 2
         x_ties = x_groups.tied_pairs(counts)
         y_ties = y_groups.tied_pairs(counts)
@@ -259,7 +259,7 @@ def _kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.n
     return kernel
 
 
-def _accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
+def accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
     correct = ((scores >= threshold) == labels).astype(np.float64)
 
     def kernel(weights: np.ndarray) -> np.ndarray:
@@ -269,7 +269,7 @@ def _accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
     return kernel
 
 
-def _balanced_accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
+def balanced_accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold: float):
     predicted = scores >= threshold
     true_pos = (predicted & labels).astype(np.float64)
     true_neg = (~predicted & ~labels).astype(np.float64)
@@ -293,9 +293,9 @@ def _balanced_accuracy_kernel(labels: np.ndarray, scores: np.ndarray, threshold:
 # Bootstrap weights.
 
 
-def _generate_weights(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+def generate_weights(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // max(n, 1)))
+    chunk = max(1, min(n_resamples, CHUNK_ELEMENTS // max(n, 1)))
     done = 0
     while done < n_resamples:
         rows = min(chunk, n_resamples - done)
@@ -308,15 +308,15 @@ def _generate_weights(n: int, n_resamples: int, seed: int) -> Iterator[np.ndarra
 
 
 @functools.lru_cache(maxsize=2)
-def _stored_weights(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, ...]:
-    return tuple(_generate_weights(n, n_resamples, seed))
+def stored_weights(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, ...]:
+    return tuple(generate_weights(n, n_resamples, seed))
 
 
-def _resample_weights(n: int, n_resamples: int, seed: int) -> Iterable[np.ndarray]:
+def resample_weights(n: int, n_resamples: int, seed: int) -> Iterable[np.ndarray]:
     """[b, n] count matrices (as floats) of resamples with replacement, in chunks.
 
     Deterministic in (n, n_resamples, seed); small sets are kept and reused.
     """
     if n * n_resamples <= _CACHED_WEIGHT_ELEMENTS:
-        return _stored_weights(n, n_resamples, seed)
-    return _generate_weights(n, n_resamples, seed)
+        return stored_weights(n, n_resamples, seed)
+    return generate_weights(n, n_resamples, seed)

@@ -4,7 +4,7 @@ Searches rematerialisation (`none`, `minimal`, `full`) x microbatches (the
 divisors of the rows each data-parallel device gets) x mesh shape (`data` x
 `model` = the device count, `model` dividing the heads, feed-forward width
 and vocabulary) for a model, input length and batch, compiling the trainer's
-own step from shapes (`planning.plan_train_step`) for each combination it
+own step from shapes (`memory.plan_train_step`) for each combination it
 tries. Cheapest means least recomputation first, then fewest microbatches,
 then the smallest `model` axis (least communication). Memory falls as remat
 grows and as microbatches grow, so for each remat and mesh the fewest
@@ -26,9 +26,10 @@ import itertools
 import json
 import logging
 import math
-from typing import Any, Callable, Iterator, Optional
+import sys
+from typing import Any, Callable, Iterator, Optional, Sequence
 
-from seahorse_metrics import planning
+from seahorse_metrics.planning import child, memory
 from seahorse_metrics.model.config import REMAT_POLICIES
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Trial:
         verdict = "fits" if self.fits else "does not fit"
         return (f"remat={self.remat:<7} microbatches={self.microbatches:<4} "
                 f"data={self.data} x model={self.model}: "
-                f"{planning.format_bytes(self.per_device_bytes):>10} per device, {verdict}{f' ({self.note})' if self.note else ''}")
+                f"{memory.format_bytes(self.per_device_bytes):>10} per device, {verdict}{f' ({self.note})' if self.note else ''}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +94,7 @@ class FitResult:
     device_bytes: int
     scan_layers: bool
     dtype: str
-    source: str = planning.CPU_ESTIMATE
+    source: str = memory.CPU_ESTIMATE
 
     def bindings(self) -> list[str]:
         """The chosen setting as `train` flags."""
@@ -121,7 +122,7 @@ class FitResult:
     def report(self) -> str:
         lines = [trial.line() for trial in self.trials]
         lines.append(f"per-device figures: {self.source}")
-        budget = f"{planning.format_bytes(self.device_bytes)} per device"
+        budget = f"{memory.format_bytes(self.device_bytes)} per device"
         if self.best is None:
             lines.append(f"nothing fits in {budget}: more devices, a smaller batch or shorter "
                          "inputs are needed")
@@ -133,7 +134,7 @@ class FitResult:
             for other in self.alternatives():
                 lines.append(f"fewer microbatches with more recomputation: remat={other.remat}, "
                              f"microbatches={other.microbatches}, data={other.data} x "
-                             f"model={other.model} ({planning.format_bytes(other.per_device_bytes)}"
+                             f"model={other.model} ({memory.format_bytes(other.per_device_bytes)}"
                              " per device)")
         return "\n".join(lines)
 
@@ -219,7 +220,7 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
         more recomputing ones for fits with fewer microbatches (False stops
         there: the cheapest fit is the same, found with fewer compilations).
       correction: Multiplies each compiled figure before it is compared
-        (`planning.DeviceCorrection.factor`; 1: the figure as compiled).
+        (`memory.DeviceCorrection.factor`; 1: the figure as compiled).
     """
     from seahorse_metrics.model.partitioning import make_mesh as default_make_mesh
 
@@ -241,10 +242,10 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
                 logger.info("compiling the train step %d of at most %d: remat=%s, microbatches=%d, "
                             "data=%d x model=%d, %s", next(compiled), bound, remat, microbatches,
                             data, model, layers)
-                memory = planning.plan_train_step(
+                step = memory.plan_train_step(
                     config.replace(remat=remat), make_mesh(model), input_length, batch_size,
                     target_length, optimizer, microbatches=microbatches)
-                need = int(math.ceil(memory.per_device_bytes * correction))
+                need = int(math.ceil(step.per_device_bytes * correction))
                 trials[microbatches] = Trial(remat, microbatches, data, model, need,
                                              need <= device_bytes)
                 return trials[microbatches].fits
@@ -267,28 +268,29 @@ def cheapest(trials: list[Trial]) -> Optional[Trial]:
     return min(fitting, key=lambda t: (REMAT_POLICIES.index(t.remat), t.microbatches, t.model))
 
 
-_CHILD = """
-import dataclasses, json, sys
-from seahorse_metrics import fitting, planning
-planning.forward_logs_to_stdout()
-from seahorse_metrics.model.config import T5Config
-from seahorse_metrics.training.optimizers import OptimizerConfig
-request = json.loads(sys.argv[1])
-config = T5Config.from_dict(request.pop("model_config"))
-optimizer = request.pop("optimizer")
-for trial in fitting.iterate_search(config, optimizer=optimizer and OptimizerConfig(**optimizer),
-                                    **request):
-    print("TRIAL " + json.dumps(dataclasses.asdict(trial)), flush=True)
-"""
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The search child of `search_fit`: argv[0] is its request (JSON);
+    prints each trial as a `TRIAL {...}` line as it is done."""
+    from seahorse_metrics.model.config import T5Config
+    from seahorse_metrics.training.optimizers import OptimizerConfig
+
+    child.forward_logs_to_stdout()
+    request = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    config = T5Config.from_dict(request.pop("model_config"))
+    optimizer = request.pop("optimizer")
+    for trial in iterate_search(config, optimizer=optimizer and OptimizerConfig(**optimizer),
+                                **request):
+        print("TRIAL " + json.dumps(dataclasses.asdict(trial)), flush=True)
+    return 0
 
 
 def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, batch_size: int,
                target_length: int = 4, optimizer: Any = None,
                on_trial: Optional[Callable[[Trial], None]] = None,
                alternatives: bool = True,
-               correction: Optional[planning.DeviceCorrection] = None) -> FitResult:
+               correction: Optional[memory.DeviceCorrection] = None) -> FitResult:
     """Runs the search, in this process when it has `devices` devices (compiled
-    for them: `FitResult.source` is `planning.DEVICE` on an accelerator), else
+    for them: `FitResult.source` is `memory.DEVICE` on an accelerator), else
     on as many simulated CPU devices in a child process (a CPU-compiler estimate).
 
     Args:
@@ -326,10 +328,10 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
         for trial in _child_trials(request, devices):
             record(trial)
     return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype,
-                     applied.label() if applied else planning.figure_source(platform))
+                     applied.label() if applied else memory.figure_source(platform))
 
 
 def _child_trials(request: dict, devices: int) -> Iterator[Trial]:
-    for line in planning.child_output(_CHILD, request, devices):
+    for line in child.child_output(__name__, request, devices):
         if line.startswith("TRIAL "):
             yield Trial(**json.loads(line[len("TRIAL "):]))

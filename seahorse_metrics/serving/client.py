@@ -1,6 +1,6 @@
 """A Python client of `seahorse-metrics serve`, shaped like the in-process scorer.
 
-    from seahorse_metrics.client import RemoteScorer
+    from seahorse_metrics import RemoteScorer
     scorer = RemoteScorer("http://127.0.0.1:8080")      # instead of Scorer.load(...)
     probs = scorer.score(articles, summaries)           # float32 numpy array, input order
 

@@ -1,0 +1,9 @@
+"""Planning: per-device memory of training and scoring, and the fit search.
+
+* `memory`: `plan_memory` (the trainer's step and the scorer's first-step
+  program compiled from shapes alone), `MemoryPlan`, `DeviceCorrection`,
+  and `plan_in_subprocess` for meshes larger than this host.
+* `fitting`: `search_fit`, the cheapest remat x microbatches x mesh that fits
+  a device (`plan --fit`).
+* `child`: the child process both run in for simulated devices.
+"""
