@@ -33,6 +33,14 @@ BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
 # `seahorse-metrics serve`: an ASGI app (Starlette) on uvicorn, Prometheus text.
 SERVE = ["starlette", "uvicorn", "prometheus_client"]
 
+# The documentation site (mkdocs.yml): MkDocs with the Material theme, the API
+# pages from the docstrings by mkdocstrings' Python handler.
+DOCS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26", "pyyaml"]
+
+# tests/test_lint.py runs ruff (pyproject.toml). Its formatter's style changes
+# between minor releases, so the check is pinned to one.
+LINT = ["ruff~=0.17.0"]
+
 EXTRAS_REQUIRE = {
     # The Hugging Face PyTorch MT5 is the independent reference the tests
     # compare against. transformers 5.x forces tied embeddings on MT5 configs,
@@ -57,8 +65,9 @@ EXTRAS_REQUIRE = {
         "markdown-it-py",
         # The ctranslate2 scoring engine (tests/test_engine_ctranslate2.py).
         "ctranslate2",
-    ] + BEAM + SERVE,
+    ] + BEAM + SERVE + DOCS + LINT,
     "beam": BEAM,
+    "docs": DOCS,
     "serve": SERVE,
     # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
     # CTranslate2's CPU wheels (converted from the same weights, float32 and int8).

@@ -236,7 +236,7 @@ def write_record(record: dict, results_dir: str, tag: str = "") -> str | None:
     (a second run the same day gets `-2`, ...); returns its path (None: no directory)."""
     import re
 
-    from seahorse_metrics.scoring.output import write_json_atomically
+    from seahorse_metrics.io.atomic import write_json_atomically
 
     if not results_dir:
         return None

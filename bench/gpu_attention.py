@@ -346,7 +346,7 @@ def main(argv=None) -> int:
         sizes = (2, 2, 256, 128) if args.quick else (score_rows, train_rows, 2048, 1024)
         sections.append((name, lambda name=name, sizes=sizes: network_rows(
             name, sizes[0], sizes[1], sizes[2], sizes[3], repeats)))
-    from seahorse_metrics.scoring.output import write_json_atomically
+    from seahorse_metrics.io.atomic import write_json_atomically
 
     record_path = None
     for name, section in sections:

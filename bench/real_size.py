@@ -552,7 +552,7 @@ def parent(args) -> int:
         figures["rounds"] = alternating_rounds(args, figures, inputs, work)
         print("\n".join(report(figures)))
         from seahorse_metrics.engines.isa import describe
-        from seahorse_metrics.scoring.output import write_json_atomically
+        from seahorse_metrics.io.atomic import write_json_atomically
 
         record = real_size_record(args, figures, describe())
         write_record(record, args.results_dir, tag=f"mt5-{args.size}-{args.isa}")

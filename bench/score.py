@@ -85,7 +85,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import (add_isa_argument, add_results_argument, apply_isa, isa_line,  # noqa: E402
                     machine_line, make_record, measure_matmul_peak, write_record)
-from seahorse_metrics.scoring.output import write_json_atomically  # noqa: E402
+from seahorse_metrics.io.atomic import write_json_atomically  # noqa: E402
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "seahorse_metrics", "data", "sample")

@@ -416,7 +416,7 @@ def main(argv=None) -> int:
     record = train_record(args, peak, results, variants, packing, ratio)
     write_record(record, args.results_dir, tag="quick" if args.quick else "")
     if args.json:
-        from seahorse_metrics.scoring.output import write_json_atomically
+        from seahorse_metrics.io.atomic import write_json_atomically
 
         write_json_atomically(args.json, record)
     print(f"ratio: {ratio:.2f}x")

@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time, `__getattr__`
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.scoring.single import Scorer
+    from seahorse_metrics.serving.client import RemoteScorer
 
 _LAZY = {
     "Scorer": "seahorse_metrics.scoring.single",

@@ -8,7 +8,6 @@ them; the README's headline table quotes one of them.
 from __future__ import annotations
 
 import glob
-import io
 import json
 import os
 import re
@@ -75,22 +74,6 @@ def test_write_record_names_the_host_and_date_and_never_overwrites(tmp_path):
     assert os.path.basename(first).startswith("score-quick-")
     assert json.loads(open(second, encoding="utf-8").read()) == record
     assert common.write_record(record, "") is None
-
-
-def test_the_page_has_a_section_per_benchmark_and_a_plot_per_record():
-    import matplotlib.image
-
-    records = render_results.load_records()
-    text, plots = render_results.render(records)
-    for record in records:
-        assert f"`bench/results/{record['_file']}`" in text, record["_file"]
-    for bench, heading, _ in render_results.SECTIONS:
-        assert f"## {heading}" in text
-    assert len(plots) >= 30
-    for name, png in plots.items():
-        assert f"](plots/{name})" in text
-        height, width, _ = matplotlib.image.imread(io.BytesIO(png), format="png").shape
-        assert width >= 600 and height >= 150, name
 
 
 def test_a_record_of_an_unknown_benchmark_is_refused():

@@ -11,6 +11,7 @@ directory (their paths are printed).
 from __future__ import annotations
 
 import functools
+import html as html_module
 import http.server
 import os
 import re
@@ -59,20 +60,41 @@ def test_generated_pages_hold_what_they_are_generated_from(site):
     api = read(site, "reference/api/index.html")
     for name in ("seahorse_metrics.Scorer", "seahorse_metrics.MultiScorer",
                  "seahorse_metrics.checkpoints.load_checkpoint",
-                 "seahorse_metrics.evaluation.run.run_evaluation"):
+                 "seahorse_metrics.evaluation.run.run_evaluation", "seahorse_metrics.RemoteScorer",
+                 "seahorse_metrics.stats.roc_auc"):
         assert f'id="{name}"' in api, name
     assert "Scorer.load" in api and "Args:" not in api  # Google-style sections are rendered
     home = read(site, "index.html")
     assert 'id="quick-start"' in home and "seahorse-metrics prepare" in text_of(home)
-    plots = os.listdir(os.path.join(site, "benchmarks", "plots"))
-    bench = read(site, "benchmarks/index.html")
-    assert len(plots) >= 30 and all(f'src="plots/{name}"' in bench for name in plots)
     assert "fonts.googleapis.com" not in home  # nothing from the network
+
+
+def test_benchmark_page_has_a_section_per_benchmark_and_a_plot_per_record(site):
+    """The hook's render of the committed bench/results records (bench/render_results.py)."""
+    import matplotlib.image
+
+    sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
+    try:
+        import render_results
+    finally:
+        sys.path.pop(0)
+    bench = text_of(read(site, "benchmarks/index.html"))
+    for record in render_results.load_records():
+        assert f"bench/results/{record['_file']}" in bench, record["_file"]
+    for _, heading, _ in render_results.SECTIONS:
+        assert heading.replace("`", "") in bench, heading
+    plots = os.listdir(os.path.join(site, "benchmarks", "plots"))
+    html = read(site, "benchmarks/index.html")
+    assert len(plots) >= 30 and all(f'src="plots/{name}"' in html for name in plots)
+    for name in plots:
+        path = os.path.join(site, "benchmarks", "plots", name)
+        height, width, _ = matplotlib.image.imread(path).shape
+        assert width >= 600 and height >= 150, name
 
 
 def text_of(html: str) -> str:
     """The page's text, the code highlighter's spans removed."""
-    return re.sub(r"<[^>]+>", "", html)
+    return html_module.unescape(re.sub(r"<[^>]+>", "", html))
 
 
 @pytest.fixture(scope="module")

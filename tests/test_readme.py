@@ -14,6 +14,7 @@ a BibTeX block must be one well-formed entry).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -267,6 +268,8 @@ def test_run_blocks_work_on_the_sample_from_any_directory(tmp_path):
     assert (tmp_path / "scores" / "test.jsonl").is_file()
     report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert "seahorse/q4" in report and "true/frank" in report
+    calibrated = (tmp_path / "scores" / "test_calibrated.jsonl").read_text(encoding="utf-8")
+    assert {"q4_score_calibrated", "q4_score_decision"} <= set(json.loads(calibrated.split("\n")[0]))
 
 
 def test_readme_score_commands_name_no_metric_like_a_column_of_their_input():

@@ -50,7 +50,9 @@ class RemoteScorer:
 
     def __init__(self, url: str, metric: Optional[str] = None, token: Optional[str] = None,
                  timeout: float = 300.0, retries: int = 5):
-        """Args:
+        """A client of one server; nothing is sent until the first call.
+
+        Args:
           url: The server, e.g. `http://127.0.0.1:8080`.
           metric: The metric of `score` (needed when the server has several).
           token: Bearer token (default: `SEAHORSE_METRICS_TOKEN`, else none).
@@ -168,7 +170,7 @@ class RemoteScorer:
               questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
         """`Scorer.score` on the server: float32 [n] scores of `self.metric`.
 
-        Args: as `score_all`.
+        The arguments are `score_all`'s.
 
         Raises:
           ValueError: as `score_all`, or when the server has several metrics
