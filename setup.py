@@ -1,4 +1,5 @@
 """seahorse-metrics: learnt, reference-free summarization metrics on JAX."""
+
 import setuptools
 
 INSTALL_REQUIRES = [
@@ -65,7 +66,11 @@ EXTRAS_REQUIRE = {
         "markdown-it-py",
         # The ctranslate2 scoring engine (tests/test_engine_ctranslate2.py).
         "ctranslate2",
-    ] + BEAM + SERVE + DOCS + LINT,
+    ]
+    + BEAM
+    + SERVE
+    + DOCS
+    + LINT,
     "beam": BEAM,
     "docs": DOCS,
     "serve": SERVE,
@@ -100,8 +105,10 @@ setuptools.setup(
     + ["seahorse_metrics.tasks", "seahorse_metrics.gin"],
     package_dir={"seahorse_metrics.tasks": "tasks", "seahorse_metrics.gin": "gin"},
     include_package_data=True,
-    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"],
-                  "seahorse_metrics.gin": ["*/*.gin"]},
+    package_data={
+        "seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"],
+        "seahorse_metrics.gin": ["*/*.gin"],
+    },
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": ["seahorse-metrics=seahorse_metrics.cli:main"]},

@@ -9,6 +9,7 @@ every bench/ script through `common.make_record`) or an accelerator run
 (`seahorse-metrics/accelerator-run/1`, bench/accelerator.py); the schemas are
 in bench/results/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,35 +27,71 @@ from common import RECORD_SCHEMA, RESULTS_DIR, check_bench_record  # noqa: E402
 ACCELERATOR_SCHEMA = "seahorse-metrics/accelerator-run/1"
 # The page's sections, in order: (bench, heading, what the script measures).
 SECTIONS = (
-    ("score", "Scoring throughput (`bench/score.py`)",
-     "mT5-small shape, random weights: our scorer (JAX float32, packed, int8; the CTranslate2 "
-     "engine) against Hugging Face PyTorch and raw CTranslate2 on the same token ids."),
-    ("real_size", "Scoring at real size (`bench/real_size.py`)",
-     "A random mT5-large (or XL) written as the hub serves it, loaded and scored by each engine "
-     "in its own process: speed, load time and peak memory."),
-    ("kernels", "Kernels (`bench/kernels.py`)",
-     "The matrix products of scoring, one self-attention, and the first-step program with its "
-     "cross-attention folded against projected."),
-    ("train", "Training step (`bench/train.py`)",
-     "Our train step against Hugging Face PyTorch's, mT5-small shape, and the settings of "
-     "training at size (remat, scanned layers, packing)."),
-    ("plan_fit", "Memory plans (`seahorse-metrics plan`)",
-     "What `plan` and `plan --fit` printed for the paper's run: per-device memory of each "
-     "setting tried, from the CPU compiler (a guide for accelerators: see the training guide)."),
-    ("int8_agreement", "Int8 against float32 (`bench/int8_agreement.py`)",
-     "How int8 scores of the demo's trained metrics rank against their float32 scores."),
-    ("ct2_int8_emulation", "CTranslate2's int8, emulated (`bench/ct2_int8_emulation.py`)",
-     "CTranslate2's int8 arithmetic emulated in PyTorch, switched on part by part."),
-    ("bfloat16", "bfloat16 against float32 (`bench/bfloat16.py`)",
-     "How bfloat16 scores of the demo's trained metrics rank against their float32 scores."),
-    ("serve", "Serving (`bench/serve.py`)",
-     "`seahorse-metrics serve` under concurrent clients against in-process scoring."),
-    ("beam", "Apache Beam (`bench/beam.py`)",
-     "`score --runner DirectRunner` on two workers against `score` in one process."),
-    ("gpu_attention", "GPU attention (`bench/gpu_attention.py`)",
-     "cuDNN's fused attention against XLA's and ours, and whole networks in bfloat16."),
-    ("accelerator", "Accelerator runs (`bench/accelerator.py`)",
-     "Training, memory, scoring and numerics on a lent accelerator (see the accelerator page)."),
+    (
+        "score",
+        "Scoring throughput (`bench/score.py`)",
+        "mT5-small shape, random weights: our scorer (JAX float32, packed, int8; the CTranslate2 "
+        "engine) against Hugging Face PyTorch and raw CTranslate2 on the same token ids.",
+    ),
+    (
+        "real_size",
+        "Scoring at real size (`bench/real_size.py`)",
+        "A random mT5-large (or XL) written as the hub serves it, loaded and scored by each engine "
+        "in its own process: speed, load time and peak memory.",
+    ),
+    (
+        "kernels",
+        "Kernels (`bench/kernels.py`)",
+        "The matrix products of scoring, one self-attention, and the first-step program with its "
+        "cross-attention folded against projected.",
+    ),
+    (
+        "train",
+        "Training step (`bench/train.py`)",
+        "Our train step against Hugging Face PyTorch's, mT5-small shape, and the settings of "
+        "training at size (remat, scanned layers, packing).",
+    ),
+    (
+        "plan_fit",
+        "Memory plans (`seahorse-metrics plan`)",
+        "What `plan` and `plan --fit` printed for the paper's run: per-device memory of each "
+        "setting tried, from the CPU compiler (a guide for accelerators: see the training guide).",
+    ),
+    (
+        "int8_agreement",
+        "Int8 against float32 (`bench/int8_agreement.py`)",
+        "How int8 scores of the demo's trained metrics rank against their float32 scores.",
+    ),
+    (
+        "ct2_int8_emulation",
+        "CTranslate2's int8, emulated (`bench/ct2_int8_emulation.py`)",
+        "CTranslate2's int8 arithmetic emulated in PyTorch, switched on part by part.",
+    ),
+    (
+        "bfloat16",
+        "bfloat16 against float32 (`bench/bfloat16.py`)",
+        "How bfloat16 scores of the demo's trained metrics rank against their float32 scores.",
+    ),
+    (
+        "serve",
+        "Serving (`bench/serve.py`)",
+        "`seahorse-metrics serve` under concurrent clients against in-process scoring.",
+    ),
+    (
+        "beam",
+        "Apache Beam (`bench/beam.py`)",
+        "`score --runner DirectRunner` on two workers against `score` in one process.",
+    ),
+    (
+        "gpu_attention",
+        "GPU attention (`bench/gpu_attention.py`)",
+        "cuDNN's fused attention against XLA's and ours, and whole networks in bfloat16.",
+    ),
+    (
+        "accelerator",
+        "Accelerator runs (`bench/accelerator.py`)",
+        "Training, memory, scoring and numerics on a lent accelerator (see the accelerator page).",
+    ),
 )
 MARKER = "<!-- bench-results -->"
 
@@ -92,8 +129,9 @@ def check_any_record(record: dict) -> None:
 
         check_record(record)
     else:
-        raise ValueError(f"schema {schema!r} is neither {RECORD_SCHEMA!r} nor "
-                         f"{ACCELERATOR_SCHEMA!r}")
+        raise ValueError(
+            f"schema {schema!r} is neither {RECORD_SCHEMA!r} nor {ACCELERATOR_SCHEMA!r}"
+        )
 
 
 # ------------------------------------------------------------------ formatting
@@ -122,9 +160,14 @@ def host_text(record: dict) -> str:
     host = record["host"]
     if isinstance(host.get("cpu"), str) and host["cpu"].startswith("cpu:"):
         return host["cpu"][4:].strip()  # an accelerator record's machine line
-    numbers = ", ".join(part for part in (
-        f"family {host['family']}" if host.get("family") else "",
-        f"model {host['model']}" if host.get("model") else "") if part)
+    numbers = ", ".join(
+        part
+        for part in (
+            f"family {host['family']}" if host.get("family") else "",
+            f"model {host['model']}" if host.get("model") else "",
+        )
+        if part
+    )
     text = host.get("cpu") or "unknown CPU"
     text += f" ({numbers})" if numbers else ""
     text += f", {host['cores']} cores" if host.get("cores") else ""
@@ -137,19 +180,24 @@ def slug(text: str) -> str:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(row) + " |" for row in rows])
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(row) + " |" for row in rows
+    ]
 
 
 def variants_table(record: dict) -> list[str]:
     """Variant x figure, the primary figure first."""
     primary = record["primary"]
-    figures = [primary] + sorted({figure for values in record["variants"].values()
-                                  for figure in values} - {primary})
-    header = ["variant"] + [f"{name} ({record['unit']})" if name == primary else name
-                            for name in figures]
-    rows = [[figure_text(name)] + [figure_text(values.get(figure)) for figure in figures]
-            for name, values in record["variants"].items()]
+    figures = [primary] + sorted(
+        {figure for values in record["variants"].values() for figure in values} - {primary}
+    )
+    header = ["variant"] + [
+        f"{name} ({record['unit']})" if name == primary else name for name in figures
+    ]
+    rows = [
+        [figure_text(name)] + [figure_text(values.get(figure)) for figure in figures]
+        for name, values in record["variants"].items()
+    ]
     return table(header, rows)
 
 
@@ -171,8 +219,10 @@ def record_section(record: dict, plot_name: str | None) -> list[str]:
         lines += [f"![{record['title']}](plots/{plot_name})", ""]
     lines += variants_table(record) + [""]
     if record["ratios"]:
-        lines += table(["ratio", "value"], [[figure_text(name), figure_text(value)]
-                                            for name, value in record["ratios"].items()]) + [""]
+        lines += table(
+            ["ratio", "value"],
+            [[figure_text(name), figure_text(value)] for name, value in record["ratios"].items()],
+        ) + [""]
     for note in record.get("notes", []):
         lines += [f"- {note}"]
     return lines + ([""] if record.get("notes") else [])
@@ -181,17 +231,28 @@ def record_section(record: dict, plot_name: str | None) -> list[str]:
 def accelerator_section(record: dict) -> list[str]:
     from accelerator_report import table as accelerator_table
 
-    return ([f"### {record['date'][:10]} · {host_text(record)} ({record['mode']})", "",
-             f"`{record['command']}`; record `bench/results/{record['_file']}`.", "", "```text"]
-            + accelerator_table(record) + ["```", ""])
+    return (
+        [
+            f"### {record['date'][:10]} · {host_text(record)} ({record['mode']})",
+            "",
+            f"`{record['command']}`; record `bench/results/{record['_file']}`.",
+            "",
+            "```text",
+        ]
+        + accelerator_table(record)
+        + ["```", ""]
+    )
 
 
 # ------------------------------------------------------------------ plots
 def plot_png(record: dict) -> bytes | None:
     """A horizontal bar chart of the primary figure per variant (None: fewer than two)."""
     primary = record["primary"]
-    bars = [(name, values.get(primary)) for name, values in record["variants"].items()
-            if isinstance(values.get(primary), (int, float, list))]
+    bars = [
+        (name, values.get(primary))
+        for name, values in record["variants"].items()
+        if isinstance(values.get(primary), (int, float, list))
+    ]
     if len(bars) < 2:
         return None
     import matplotlib
@@ -205,17 +266,25 @@ def plot_png(record: dict) -> bytes | None:
     plot = record.get("plot", {})
     colors = ["#4c72b0"] * len(bars)
     if plot.get("color_by"):  # e.g. a plan's "fits": yes / no
-        colors = ["#55a868" if str(record["variants"][name].get(plot["color_by"])).startswith(
-            ("yes", "fits")) else "#c44e52" for name in names]
+        colors = [
+            "#55a868"
+            if str(record["variants"][name].get(plot["color_by"])).startswith(("yes", "fits"))
+            else "#c44e52"
+            for name in names
+        ]
     figure, axes = plt.subplots(figsize=(8, 0.9 + 0.32 * len(bars)), dpi=100)
     axes.barh(range(len(bars)), middle, xerr=spread if any(spread) else None, color=colors)
-    axes.set_yticks(range(len(bars)), [name if len(name) <= 60 else name[:57] + "..."
-                                       for name in names], fontsize=8)
+    axes.set_yticks(
+        range(len(bars)),
+        [name if len(name) <= 60 else name[:57] + "..." for name in names],
+        fontsize=8,
+    )
     axes.invert_yaxis()
     axes.set_xlabel(f"{primary} ({record['unit']})")
     if plot.get("line") is not None:
-        axes.axvline(plot["line"], color="black", linestyle="--", linewidth=1,
-                     label=plot.get("line_label"))
+        axes.axvline(
+            plot["line"], color="black", linestyle="--", linewidth=1, label=plot.get("line_label")
+        )
         axes.legend(fontsize=8, loc="lower right")
     axes.set_title(f"{record['date'][:10]}: {record['bench']}", fontsize=9)
     figure.tight_layout()
@@ -233,11 +302,16 @@ def render(records: list[dict]) -> tuple[str, dict[str, bytes]]:
     order = [bench for bench, _, _ in SECTIONS]
     unknown = sorted({r.get("bench", "accelerator") for r in records} - set(order))
     if unknown:
-        raise ValueError(f"records of unknown benchmarks {unknown}: add them to "
-                         "bench/render_results.py's SECTIONS")
+        raise ValueError(
+            f"records of unknown benchmarks {unknown}: add them to "
+            "bench/render_results.py's SECTIONS"
+        )
     for bench, heading, description in SECTIONS:
-        found = sorted((r for r in records if r.get("bench", "accelerator") == bench),
-                       key=lambda r: (r["date"], r["_file"]), reverse=True)
+        found = sorted(
+            (r for r in records if r.get("bench", "accelerator") == bench),
+            key=lambda r: (r["date"], r["_file"]),
+            reverse=True,
+        )
         lines += [f"## {heading}", "", description, ""]
         if not found:
             lines += ["No record yet.", ""]
@@ -246,7 +320,7 @@ def render(records: list[dict]) -> tuple[str, dict[str, bytes]]:
                 lines += accelerator_section(record)
                 continue
             png = plot_png(record)
-            name = slug(record["_file"][:-len(".json")]) + ".png" if png else None
+            name = slug(record["_file"][: -len(".json")]) + ".png" if png else None
             if png:
                 plots[name] = png
             lines += record_section(record, name)
@@ -256,8 +330,9 @@ def render(records: list[dict]) -> tuple[str, dict[str, bytes]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results_dir", default=RESULTS_DIR)
-    parser.add_argument("--output_dir", required=True,
-                        help="Writes results.md and plots/*.png here.")
+    parser.add_argument(
+        "--output_dir", required=True, help="Writes results.md and plots/*.png here."
+    )
     args = parser.parse_args(argv)
     text, plots = render(load_records(args.results_dir))
     os.makedirs(os.path.join(args.output_dir, "plots"), exist_ok=True)

@@ -9,6 +9,7 @@
   `bench/render_results.py`, in place of its `<!-- bench-results -->` marker; the plots are
   added to the site as `benchmarks/plots/*.png`.
 """
+
 from __future__ import annotations
 
 import contextlib

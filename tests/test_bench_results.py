@@ -62,7 +62,10 @@ def test_a_record_that_lacks_a_field_is_refused_naming_its_file_and_the_field(tm
 
 def test_write_record_names_the_host_and_date_and_never_overwrites(tmp_path):
     record = common.make_record(
-        "score", "a test", unit="examples/s", primary="examples_per_s",
+        "score",
+        "a test",
+        unit="examples/s",
+        primary="examples_per_s",
         variants={"ours": {"examples_per_s": 2.0}, "theirs": {"examples_per_s": 1.0}},
         ratios={"ours / theirs": 2.0},
     )
@@ -87,7 +90,7 @@ def test_readme_headline_table_quotes_its_record():
         variants = json.load(handle)["variants"]
     with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
-    assert HEADLINE_RECORD[:-len(".json")].rsplit("-", 3)[-3:] == ["2026", "11", "28"]
+    assert HEADLINE_RECORD[: -len(".json")].rsplit("-", 3)[-3:] == ["2026", "11", "28"]
     hf = variants["hf"]["examples_per_s"]
     for label, name in HEADLINE_ROWS.items():
         row = re.search(rf"^\| {re.escape(label)}[^|]* \| ([\d.]+) \| ([\d.]+)x \|$", readme, re.M)
@@ -111,17 +114,33 @@ def test_every_bench_script_writes_a_record():
 def test_a_bench_script_run_writes_a_record_the_page_renders(tiny_hf_dir, tmp_path):
     """bench/int8_agreement.py on a tiny checkpoint and a few of the sample's pairs."""
     pairs = tmp_path / "pairs.jsonl"
-    sample = os.path.join(REPO_ROOT, "seahorse_metrics", "data", "sample", "qfs",
-                          "qfs_sample.jsonl")
+    sample = os.path.join(
+        REPO_ROOT, "seahorse_metrics", "data", "sample", "qfs", "qfs_sample.jsonl"
+    )
     with open(sample, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle][:8]
-    pairs.write_text("".join(json.dumps({"article": r["premise"], "summary": r["hypothesis"]})
-                             + "\n" for r in rows), encoding="utf-8")
+    pairs.write_text(
+        "".join(
+            json.dumps({"article": r["premise"], "summary": r["hypothesis"]}) + "\n" for r in rows
+        ),
+        encoding="utf-8",
+    )
     results = tmp_path / "results"
     done = subprocess.run(
-        [sys.executable, os.path.join(BENCH, "int8_agreement.py"), "--metrics",
-         f"tiny={tiny_hf_dir}", "--input", str(pairs), "--results_dir", str(results)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            sys.executable,
+            os.path.join(BENCH, "int8_agreement.py"),
+            "--metrics",
+            f"tiny={tiny_hf_dir}",
+            "--input",
+            str(pairs),
+            "--results_dir",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (written,) = render_results.load_records(str(results))

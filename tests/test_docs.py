@@ -21,7 +21,6 @@ import sys
 import threading
 
 import pytest
-
 from test_readme import nav_pages
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,7 +38,11 @@ def site(tmp_path_factory) -> str:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", site_dir],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return site_dir
@@ -58,10 +61,14 @@ def test_generated_pages_hold_what_they_are_generated_from(site):
         assert f"usage: seahorse-metrics {name}" in cli, name
     assert "--engine_option" in cli and "--calibrate_on" in cli
     api = read(site, "reference/api/index.html")
-    for name in ("seahorse_metrics.Scorer", "seahorse_metrics.MultiScorer",
-                 "seahorse_metrics.checkpoints.load_checkpoint",
-                 "seahorse_metrics.evaluation.run.run_evaluation", "seahorse_metrics.RemoteScorer",
-                 "seahorse_metrics.stats.roc_auc"):
+    for name in (
+        "seahorse_metrics.Scorer",
+        "seahorse_metrics.MultiScorer",
+        "seahorse_metrics.checkpoints.load_checkpoint",
+        "seahorse_metrics.evaluation.run.run_evaluation",
+        "seahorse_metrics.RemoteScorer",
+        "seahorse_metrics.stats.roc_auc",
+    ):
         assert f'id="{name}"' in api, name
     assert "Scorer.load" in api and "Args:" not in api  # Google-style sections are rendered
     home = read(site, "index.html")
@@ -126,10 +133,18 @@ def chromium(tmp_path_factory):
     )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -175,11 +190,18 @@ def test_search_finds_a_flag_and_opens_its_guide(served, chromium, tmp_path):
     chromium.get(served)
     chromium.execute_script("document.getElementById('__search').checked = true")
     chromium.find_element(By.CSS_SELECTOR, "input.md-search__input").send_keys(SEARCH_TERM)
-    WebDriverWait(chromium, 60).until(lambda d: d.find_elements(
-        By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link"))
+    WebDriverWait(chromium, 60).until(
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link"
+        )
+    )
     screenshot(chromium, tmp_path / "search.png")
-    hits = [link.get_attribute("href") for link in chromium.find_elements(
-        By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link")]
+    hits = [
+        link.get_attribute("href")
+        for link in chromium.find_elements(
+            By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link"
+        )
+    ]
     assert any(SEARCH_PAGE in hit for hit in hits), hits
     chromium.get(next(hit for hit in hits if SEARCH_PAGE in hit))
     assert SEARCH_TERM in chromium.find_element(By.CSS_SELECTOR, "article").text
@@ -190,16 +212,21 @@ def test_benchmark_plots_load_as_images(served, chromium, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     chromium.get(served + "benchmarks/")
-    plots_js = ("return Array.from(document.images).filter(i => i.src.includes('/plots/'))"
-                ".map(i => [i.src, i.complete, i.naturalWidth, i.naturalHeight])")
+    plots_js = (
+        "return Array.from(document.images).filter(i => i.src.includes('/plots/'))"
+        ".map(i => [i.src, i.complete, i.naturalWidth, i.naturalHeight])"
+    )
     WebDriverWait(chromium, 60).until(
         lambda d: (lambda found: found and all(done for _, done, _, _ in found))(
-            d.execute_script(plots_js)))
+            d.execute_script(plots_js)
+        )
+    )
     plots = chromium.execute_script(plots_js)
     assert len(plots) >= 30
     broken = [src for src, _, width, height in plots if width < 600 or height < 150]
     assert not broken, broken
     chromium.execute_script(
-        "document.querySelector(`img[src*='plan-fit-h100-8']`).scrollIntoView()")
+        "document.querySelector(`img[src*='plan-fit-h100-8']`).scrollIntoView()"
+    )
     screenshot(chromium, tmp_path / "benchmarks.png")
     assert not severe_errors(chromium)

@@ -1,7 +1,7 @@
 """ruff (configured in pyproject.toml) finds nothing to say about the files already clean.
 
-The tree is made clean file by file, not in one sweep: `CLEAN_PATHS` lists what is clean now,
-and a file joins it once `ruff check` and `ruff format --check` pass on it.
+`CLEAN_PATHS` lists what is clean now; a path joins it once `ruff check` and `ruff format
+--check` pass on it (`ruff check --fix` and `ruff format` do most of that mechanically).
 """
 
 from __future__ import annotations
@@ -11,21 +11,105 @@ import subprocess
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Formatted and linted. Not yet: seahorse_metrics/{cli,model,scoring,training}/, tasks/ and the
+# rest of tests/ (other branches are reworking them), and the modules whose formatting would push
+# a function or the module past test_house.py's size limits (they are split first).
 CLEAN_PATHS = (
-    "bench/render_results.py",
+    "bench",
+    "demo_data/__init__.py",
+    "demo_data/backbone/__init__.py",
+    "demo_data/backbone/__main__.py",
+    "demo_data/backbone/alignment.py",
+    "demo_data/backbone/config.py",
+    "demo_data/backbone/grammar.py",
+    "demo_data/backbone/main.py",
+    "demo_data/backbone/matching.py",
+    "demo_data/backbone/noise_detection.py",
+    "demo_data/backbone/record.py",
+    "demo_data/backbone/text_objectives.py",
+    "demo_data/backbone/text_training.py",
+    "demo_data/backbone/texts.py",
+    "demo_data/backbone/vocabulary.py",
+    "demo_data/backbone/word_noise.py",
+    "demo_data/paths.py",
+    "demo_data/qfs.py",
+    "demo_data/sample",
+    "demo_data/vocab.py",
     "docs/hooks.py",
-    "tests/test_bench_results.py",
+    "setup.py",
+    "seahorse_metrics/__init__.py",
+    "seahorse_metrics/__main__.py",
+    "seahorse_metrics/calibration",
+    "seahorse_metrics/checkpoints/__init__.py",
+    "seahorse_metrics/checkpoints/content.py",
+    "seahorse_metrics/checkpoints/hub.py",
+    "seahorse_metrics/checkpoints/layout.py",
+    "seahorse_metrics/checkpoints/orbax_io.py",
+    "seahorse_metrics/checkpoints/params.py",
+    "seahorse_metrics/checkpoints/readers.py",
+    "seahorse_metrics/checkpoints/t5x.py",
+    "seahorse_metrics/checkpoints/t5x_orbax.py",
+    "seahorse_metrics/checkpoints/t5x_scanned.py",
+    "seahorse_metrics/checkpoints/zarr_chunks.py",
+    "seahorse_metrics/compilation_cache.py",
+    "seahorse_metrics/data/__init__.py",
+    "seahorse_metrics/data/articles.py",
+    "seahorse_metrics/data/factcheck.py",
+    "seahorse_metrics/data/prepare.py",
+    "seahorse_metrics/data/records.py",
+    "seahorse_metrics/data/seahorse.py",
+    "seahorse_metrics/data/tables.py",
+    "seahorse_metrics/data/true.py",
+    "seahorse_metrics/data/vocab.py",
+    "seahorse_metrics/demo.py",
+    "seahorse_metrics/engines/__init__.py",
+    "seahorse_metrics/engines/base.py",
+    "seahorse_metrics/engines/choice.py",
+    "seahorse_metrics/engines/isa.py",
+    "seahorse_metrics/engines/jax_engine.py",
+    "seahorse_metrics/engines/smoothing.py",
+    "seahorse_metrics/evaluation/__init__.py",
+    "seahorse_metrics/evaluation/baselines.py",
+    "seahorse_metrics/evaluation/benchmarks.py",
+    "seahorse_metrics/evaluation/browser.py",
+    "seahorse_metrics/evaluation/cache.py",
+    "seahorse_metrics/evaluation/report.py",
+    "seahorse_metrics/evaluation/report_calibration.py",
+    "seahorse_metrics/evaluation/results.py",
+    "seahorse_metrics/io",
+    "seahorse_metrics/option_names.py",
+    "seahorse_metrics/parent_watch.py",
+    "seahorse_metrics/planning/__init__.py",
+    "seahorse_metrics/planning/child.py",
+    "seahorse_metrics/predict.py",
+    "seahorse_metrics/serving/__init__.py",
+    "seahorse_metrics/serving/app.py",
+    "seahorse_metrics/serving/batcher.py",
+    "seahorse_metrics/serving/client.py",
+    "seahorse_metrics/serving/connections.py",
+    "seahorse_metrics/serving/core.py",
+    "seahorse_metrics/serving/metrics.py",
+    "seahorse_metrics/serving/page.py",
+    "seahorse_metrics/serving/protocol.py",
+    "seahorse_metrics/serving/service.py",
+    "seahorse_metrics/stats/__init__.py",
+    "seahorse_metrics/stats/curves.py",
+    "seahorse_metrics/stats/kernels.py",
+    "seahorse_metrics/train.py",
     "tests/test_docs.py",
     "tests/test_lint.py",
+    "tests/test_bench_results.py",
     "tests/test_readme.py",
-    "tests/test_wheel.py",
 )
 
 
 def ruff(*arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ruff", *arguments, "--no-cache", *CLEAN_PATHS],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

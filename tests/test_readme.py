@@ -1,4 +1,4 @@
-"""The README's and the documentation's commands work: `run` blocks run on the sample, `parse` blocks parse.
+"""The README's and the documentation's commands work: `run` blocks run, `parse` blocks parse.
 
 README.md and every page of docs/ mark each fenced block with an HTML comment on the line
 before it: `<!-- readme: run -->` (executed, README first, then the pages in the order of
@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 import yaml
+
 from fixtures.compile_speed import as_users_compile
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,9 +70,7 @@ def blocks(path: str) -> list[tuple[str, str, str, int]]:
 def all_blocks() -> list[tuple[str, str, str, str, int]]:
     """(document, mark, language, body, line) across README.md and the pages."""
     return [
-        (os.path.relpath(path, REPO_ROOT), *block)
-        for path in documents()
-        for block in blocks(path)
+        (os.path.relpath(path, REPO_ROOT), *block) for path in documents() for block in blocks(path)
     ]
 
 
@@ -224,7 +223,10 @@ def test_every_subcommand_is_documented_with_its_help():
         assert f"seahorse-metrics {name} " in text, name
         result = subprocess.run(
             [sys.executable, "-m", "seahorse_metrics", name, "--help"],
-            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=300,
         )
         assert result.returncode == 0, result.stderr
         assert "usage: seahorse-metrics " + name in result.stdout
@@ -258,7 +260,11 @@ def test_run_blocks_work_on_the_sample_from_any_directory(tmp_path):
     env.pop("PYTHONPATH", None)  # the repository is found as installed, not from here
     result = subprocess.run(
         ["bash", "-c", session_script(run_blocks)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=880,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=880,
     )
     started = re.findall(r"^### block (\d+): (.*)$", result.stderr, re.M)
     assert result.returncode == 0, (
@@ -269,7 +275,9 @@ def test_run_blocks_work_on_the_sample_from_any_directory(tmp_path):
     report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert "seahorse/q4" in report and "true/frank" in report
     calibrated = (tmp_path / "scores" / "test_calibrated.jsonl").read_text(encoding="utf-8")
-    assert {"q4_score_calibrated", "q4_score_decision"} <= set(json.loads(calibrated.split("\n")[0]))
+    assert {"q4_score_calibrated", "q4_score_decision"} <= set(
+        json.loads(calibrated.split("\n")[0])
+    )
 
 
 def test_readme_score_commands_name_no_metric_like_a_column_of_their_input():

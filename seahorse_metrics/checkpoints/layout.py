@@ -14,6 +14,7 @@ A training run's `MODEL_DIR` holds `checkpoints/` (`RUN_CHECKPOINTS_DIR`) and
 `best/` (`BEST_DIR`). `checkpoint_names` is the one rule that names
 checkpoints given without a name (output columns, metric names).
 """
+
 from __future__ import annotations
 
 import os
@@ -100,8 +101,7 @@ def checkpoint_names(specs: Union[Mapping[str, str], Sequence[str], str]) -> dic
             if not sep or os.path.exists(spec) or not name:
                 name, path = "", spec
             if name in named:
-                raise ValueError(f"two checkpoints would write column {name!r}; name them "
-                                 "NAME=DIR")
+                raise ValueError(f"two checkpoints would write column {name!r}; name them NAME=DIR")
             named[name or _unnamed(path, len(specs), named)] = path
     if not named:
         raise ValueError("no checkpoints given")

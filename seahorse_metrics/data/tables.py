@@ -34,6 +34,7 @@ read more than once (its quoting is detected, its rows counted, then
 streamed), so it must be a regular file: a directory, a named pipe or a
 device such as `/dev/stdin` is refused by `check_table_file`, saying what it is.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -140,7 +141,8 @@ class TableReport:
         if accounted != self.lines:
             raise TableFormatError(
                 f"{self.path}: read {self.rows} rows covering {accounted} of {self.lines} lines; "
-                "some lines were lost or counted twice (this is a bug; please report it)")
+                "some lines were lost or counted twice (this is a bug; please report it)"
+            )
 
     def summary(self) -> dict:
         """A JSON-ready dict of the counts."""
@@ -148,30 +150,43 @@ class TableReport:
 
     def log(self) -> None:
         """Logs the counts; a warning for rows that span several lines."""
-        logger.info("%s: %d rows (%d bad) in %d lines (%d header, %d blank)%s", self.path,
-                    self.rows, self.bad_rows, self.lines, self.header_lines, self.blank_lines,
-                    f", read as {self.quoting} {self.kind.upper()}" if self.quoting else "")
+        logger.info(
+            "%s: %d rows (%d bad) in %d lines (%d header, %d blank)%s",
+            self.path,
+            self.rows,
+            self.bad_rows,
+            self.lines,
+            self.header_lines,
+            self.blank_lines,
+            f", read as {self.quoting} {self.kind.upper()}" if self.quoting else "",
+        )
         if self.spanning_rows:
             where = "line break or tab" if self.kind == "tsv" else "line break"
             logger.warning(
                 "%s: %d rows have a quoted field holding a %s, so one row spans several "
                 "lines (lines %s%s); if the file is not meant to be quoted, read it with "
-                "quoting='none' (CLI: --quoting none)", self.path, self.spanning_rows, where,
+                "quoting='none' (CLI: --quoting none)",
+                self.path,
+                self.spanning_rows,
+                where,
                 ", ".join(self.spanning_examples),
-                ", ..." if self.spanning_rows > len(self.spanning_examples) else "")
+                ", ..." if self.spanning_rows > len(self.spanning_examples) else "",
+            )
 
 
 def table_kind(path: str) -> str:
-    """"jsonl", "json", "csv" or "tsv" from the extension (before a `.gz`).
+    """ "jsonl", "json", "csv" or "tsv" from the extension (before a `.gz`).
 
     Raises:
       TableFormatError: for another extension.
     """
-    name = os.fspath(path)[:-len(GZIP_SUFFIX)] if is_gzip(path) else os.fspath(path)
+    name = os.fspath(path)[: -len(GZIP_SUFFIX)] if is_gzip(path) else os.fspath(path)
     extension = os.path.splitext(name)[1].lower()
     if extension not in TEXT_FORMATS:
-        raise TableFormatError(f"{path}: unsupported file type {extension!r}; use one of "
-                               f"{sorted(TEXT_FORMATS)}, optionally gzipped ({GZIP_SUFFIX})")
+        raise TableFormatError(
+            f"{path}: unsupported file type {extension!r}; use one of "
+            f"{sorted(TEXT_FORMATS)}, optionally gzipped ({GZIP_SUFFIX})"
+        )
     return TEXT_FORMATS[extension]
 
 
@@ -180,8 +195,12 @@ def open_binary(path: str, mode: str = "rb"):
     return gzip.open(path, mode) if is_gzip(path) else open(path, mode)
 
 
-_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def check_table_file(path: str, what: str = "") -> None:
@@ -202,13 +221,17 @@ def check_table_file(path: str, what: str = "") -> None:
     except FileNotFoundError:
         raise FileNotFoundError(f"{label}: file not found") from None
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(f"{label} is a directory; give a JSONL, JSON, CSV or TSV file "
-                                f"in it (optionally {GZIP_SUFFIX})")
+        raise IsADirectoryError(
+            f"{label} is a directory; give a JSONL, JSON, CSV or TSV file "
+            f"in it (optionally {GZIP_SUFFIX})"
+        )
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "no regular file")
-        raise ValueError(f"{label} is {kind}, which can be read only once; the table is read "
-                         "several times (checked, then streamed), so save it to a file first"
-                         + (" (or give - for standard input)" if what == "--input" else ""))
+        raise ValueError(
+            f"{label} is {kind}, which can be read only once; the table is read "
+            "several times (checked, then streamed), so save it to a file first"
+            + (" (or give - for standard input)" if what == "--input" else "")
+        )
 
 
 # ------------------------------------------------------------------ lines
@@ -221,13 +244,15 @@ def _decoder(encoding: str):
     return codecs.getincrementaldecoder("utf-8-sig" if name == "utf-8" else name)("strict")
 
 
-def _undecodable(path: str, line: int, raw: bytes, error: UnicodeDecodeError,
-                 encoding: str) -> TableFormatError:
-    bad = raw[error.start:error.end][:4].hex(" ")
+def _undecodable(
+    path: str, line: int, raw: bytes, error: UnicodeDecodeError, encoding: str
+) -> TableFormatError:
+    bad = raw[error.start : error.end][:4].hex(" ")
     return TableFormatError(
         f"{path}:{line}: not valid {encoding} text (bytes {bad} at byte {error.start + 1} of "
         f"the line); give the file's encoding, e.g. latin-1 or cp1252, with {ENCODING_HINT}, "
-        f"or convert the file to {encoding}")
+        f"or convert the file to {encoding}"
+    )
 
 
 def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
@@ -235,8 +260,9 @@ def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
     try:
         yield from handle
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-        raise TableFormatError(f"{path}:{line_number()}: the gzip data is damaged or cut short "
-                               f"({error})") from None
+        raise TableFormatError(
+            f"{path}:{line_number()}: the gzip data is damaged or cut short ({error})"
+        ) from None
 
 
 def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
@@ -265,8 +291,10 @@ def text_lines(path: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
         try:
             pending += decoder.decode(b"", final=True)
         except UnicodeDecodeError as error:
-            raise TableFormatError(f"{path}:{number + 1}: the file ends inside a {encoding} "
-                                   f"character ({error.reason}); it looks cut short") from None
+            raise TableFormatError(
+                f"{path}:{number + 1}: the file ends inside a {encoding} "
+                f"character ({error.reason}); it looks cut short"
+            ) from None
     if pending:
         yield number + 1, pending
 
@@ -289,8 +317,9 @@ class _QuotedFieldError(Exception):
     """(last line, reason): a quote that never closes, or text after a closing quote."""
 
 
-def _quoted_cells(first: tuple[int, str], lines: Iterator[tuple[int, str]],
-                  delimiter: str) -> tuple[list[str], int]:
+def _quoted_cells(
+    first: tuple[int, str], lines: Iterator[tuple[int, str]], delimiter: str
+) -> tuple[list[str], int]:
     """The cells of one RFC 4180 record starting at line `first`, reading
     further lines while a quoted field is open; returns (cells, last line).
 
@@ -313,8 +342,10 @@ def _quoted_cells(first: tuple[int, str], lines: Iterator[tuple[int, str]],
             parts.append(text[position:])
             following = next(lines, None)
             if following is None:
-                raise _QuotedFieldError(last, f"the quote opened in column {len(cells) + 1} on "
-                                              f"line {first[0]} never closes")
+                raise _QuotedFieldError(
+                    last,
+                    f"the quote opened in column {len(cells) + 1} on line {first[0]} never closes",
+                )
             (last, text), position = following, 0
             parts.append("\n")
         parts.append(text[position:close])
@@ -323,13 +354,15 @@ def _quoted_cells(first: tuple[int, str], lines: Iterator[tuple[int, str]],
         if position == len(_chomp(text)):
             return cells, last
         if text[position] != delimiter:
-            raise _QuotedFieldError(last, f"text after the closing quote of column {len(cells)} "
-                                          f"on line {last}")
+            raise _QuotedFieldError(
+                last, f"text after the closing quote of column {len(cells)} on line {last}"
+            )
         position += 1
 
 
-def _records(lines: Iterator[tuple[int, str]], delimiter: str, quoted: bool
-             ) -> Iterator[tuple[int, int, Optional[list[str]], Optional[str]]]:
+def _records(
+    lines: Iterator[tuple[int, str]], delimiter: str, quoted: bool
+) -> Iterator[tuple[int, int, Optional[list[str]], Optional[str]]]:
     """(first line, last line, cells or None, error or None) per record."""
     for number, text in lines:
         if not quoted or '"' not in text:
@@ -359,15 +392,17 @@ def _header(path: str, records, report: TableReport) -> list[str]:
                 shown = repr(name) if name else "no name"
                 raise TableFormatError(
                     f"{path}:{first}: columns {seen[name]} and {index} both have {shown} in the "
-                    "header; give every column its own name")
+                    "header; give every column its own name"
+                )
             seen[name] = index
         report.header = header
         return header
     raise TableFormatError(f"{path}: empty file; expected a header row")
 
 
-def _delimited_rows(path: str, delimiter: str, quoted: bool, encoding: str,
-                    report: TableReport) -> Iterator[TableRow]:
+def _delimited_rows(
+    path: str, delimiter: str, quoted: bool, encoding: str, report: TableReport
+) -> Iterator[TableRow]:
     records = _records(iter(_counting(text_lines(path, encoding), report)), delimiter, quoted)
     header = _header(path, records, report)
     row = 0
@@ -379,8 +414,9 @@ def _delimited_rows(path: str, delimiter: str, quoted: bool, encoding: str,
             error = f"{len(cells)} columns, the header has {len(header)}"
         item = TableRow(row, last, first, None if error else dict(zip(header, cells)), error)
         # A quoted field holding a line break (or a tab in a TSV) is flagged.
-        spans = error is None and (last > first or (
-            delimiter == "\t" and quoted and any("\t" in c for c in cells)))
+        spans = error is None and (
+            last > first or (delimiter == "\t" and quoted and any("\t" in c for c in cells))
+        )
         report.count_row(item, spans)
         yield item
         row += 1
@@ -417,12 +453,14 @@ def _looks_quoted(path: str, encoding: str) -> bool:
     # Rows of other widths: either quoted fields hold tabs or line breaks, or
     # the file is broken; it is quoted only if honouring quotes lines it up.
     records = _records(text_lines(path, encoding), "\t", quoted=True)
-    return all(error is None and (len(cells) == width or not any(c.strip() for c in cells))
-               for _, _, cells, error in records)
+    return all(
+        error is None and (len(cells) == width or not any(c.strip() for c in cells))
+        for _, _, cells, error in records
+    )
 
 
 def resolve_quoting(path: str, quoting: str = "auto", encoding: str = "utf-8") -> str:
-    """"quoted" or "none": how a CSV/TSV file is to be read.
+    """ "quoted" or "none": how a CSV/TSV file is to be read.
 
     `auto` reads CSV quoted and detects whether a TSV is (see the module
     docstring); "quoted" and "none" are taken as declared.
@@ -444,8 +482,9 @@ def delimited_line(cells: Sequence[str], delimiter: str) -> str:
     """One CSV/TSV line: cells holding the delimiter, a quote or a line break
     (`\\n` or `\\r`) are quoted, so `iter_table` reads them back exactly."""
     special = (delimiter, '"', "\n", "\r")
-    quoted = ['"' + c.replace('"', '""') + '"' if any(s in c for s in special) else c
-              for c in cells]
+    quoted = [
+        '"' + c.replace('"', '""') + '"' if any(s in c for s in special) else c for c in cells
+    ]
     return delimiter.join(quoted) + "\n"
 
 
@@ -487,8 +526,11 @@ def _json_array_rows(path: str, encoding: str, report: TableReport) -> Iterator[
         position = _skip_separators(text, position)
         _, end = decoder.raw_decode(text, position)
         first, last = (bisect.bisect_right(starts, p) for p in (position, end - 1))
-        error = None if isinstance(value, dict) else (
-            f"expected a JSON object, got {type(value).__name__}")
+        error = (
+            None
+            if isinstance(value, dict)
+            else (f"expected a JSON object, got {type(value).__name__}")
+        )
         item = TableRow(row, last, first, value if error is None else None, error)
         report.count_row(item, False)
         position = end
@@ -502,8 +544,13 @@ def _skip_separators(text: str, position: int) -> int:
 
 
 # ------------------------------------------------------------------ entry point
-def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str = "auto",
-               report: Optional[TableReport] = None) -> Iterator[TableRow]:
+def iter_table(
+    path: str | os.PathLike,
+    *,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    report: Optional[TableReport] = None,
+) -> Iterator[TableRow]:
     """Yields every data row of a JSONL, JSON, CSV or TSV file, bad rows included.
 
     Args:
@@ -529,8 +576,7 @@ def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str
     report.kind = kind
     if kind in DELIMITERS:
         report.quoting = resolve_quoting(path, quoting, encoding)
-        rows = _delimited_rows(path, DELIMITERS[kind], report.quoting == "quoted", encoding,
-                               report)
+        rows = _delimited_rows(path, DELIMITERS[kind], report.quoting == "quoted", encoding, report)
     elif kind == "json":
         rows = _json_array_rows(path, encoding, report)
     else:

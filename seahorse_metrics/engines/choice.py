@@ -6,6 +6,7 @@
 A setting an engine cannot run (its `Capabilities`) is refused in one line
 that says which engine has it.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
@@ -30,8 +31,14 @@ def engine_class(name: str) -> type[Engine]:
     return ENGINE_CLASSES[name]
 
 
-def check_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
-                   packing: bool = False, scan_layers: bool = False) -> None:
+def check_settings(
+    engine: str,
+    *,
+    dtype: Optional[str] = None,
+    mesh: Any = None,
+    packing: bool = False,
+    scan_layers: bool = False,
+) -> None:
     """Refuses, in one line each, what `engine` cannot run (its `Capabilities`).
 
     Raises:
@@ -40,21 +47,31 @@ def check_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None
     """
     capabilities = engine_class(engine).capabilities
     other = option("engine='jax'", "--engine jax")
-    for given, able, name in ((mesh is not None, capabilities.mesh, option("mesh", "--mesh")),
-                              (packing, capabilities.packing, option("packing=True", "--packing")),
-                              (scan_layers, capabilities.scan_layers,
-                               option("scan_layers=True", "--scan_layers"))):
+    for given, able, name in (
+        (mesh is not None, capabilities.mesh, option("mesh", "--mesh")),
+        (packing, capabilities.packing, option("packing=True", "--packing")),
+        (scan_layers, capabilities.scan_layers, option("scan_layers=True", "--scan_layers")),
+    ):
         if given and not able:
-            raise ValueError(f"{name} is the jax engine's; drop it with the {engine} engine, "
-                             f"or score with {other}")
+            raise ValueError(
+                f"{name} is the jax engine's; drop it with the {engine} engine, "
+                f"or score with {other}"
+            )
     if dtype not in capabilities.dtypes and dtype in JaxEngine.capabilities.dtypes:
-        raise ValueError(f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
-                         f"the {engine} engine computes in {' or '.join(capabilities.dtypes)}, "
-                         f"or int8 with {option('quantize=' + repr('int8'), '--quantize int8')}")
+        raise ValueError(
+            f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
+            f"the {engine} engine computes in {' or '.join(capabilities.dtypes)}, "
+            f"or int8 with {option('quantize=' + repr('int8'), '--quantize int8')}"
+        )
 
 
-def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequence[int],
-          mesh: Any = None, compiler_options: Optional[Mapping[str, Any]] = None) -> list[Engine]:
+def place(
+    models: Mapping[str, tuple[Any, Any]],
+    tokenizer: Any,
+    token_ids: Sequence[int],
+    mesh: Any = None,
+    compiler_options: Optional[Mapping[str, Any]] = None,
+) -> list[Engine]:
     """One engine per model: converted models (`ctranslate2.load_converted`)
     on CTranslate2, parameters on JAX, placed on `mesh` (default: every local
     device on `data`).
@@ -67,8 +84,12 @@ def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequ
       compiler_options: XLA options for the JAX engine (see `JaxEngine`).
     """
     if any(isinstance(params, ConvertedModel) for _, params in models.values()):
-        return [CTranslate2Engine.of(params, model.config, tokenizer, token_ids)
-                for model, params in models.values()]
+        return [
+            CTranslate2Engine.of(params, model.config, tokenizer, token_ids)
+            for model, params in models.values()
+        ]
     mesh = mesh if mesh is not None else default_mesh()
-    return [JaxEngine(model, params, token_ids, mesh, compiler_options)
-            for model, params in models.values()]
+    return [
+        JaxEngine(model, params, token_ids, mesh, compiler_options)
+        for model, params in models.values()
+    ]
