@@ -21,6 +21,7 @@ import sys
 import threading
 
 import pytest
+
 from test_readme import nav_pages
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -100,6 +100,7 @@ CLEAN_PATHS = (
     "tests/test_lint.py",
     "tests/test_bench_results.py",
     "tests/test_readme.py",
+    "tests/test_wheel.py",
 )
 
 
