@@ -189,20 +189,15 @@ def test_search_finds_a_flag_and_opens_its_guide(served, chromium, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     chromium.get(served)
-    chromium.execute_script("document.getElementById('__search').checked = true")
-    chromium.find_element(By.CSS_SELECTOR, "input.md-search__input").send_keys(SEARCH_TERM)
+    search = chromium.find_element(By.CSS_SELECTOR, "input.md-search__input")
+    search.click()  # as a reader does: the search box opens, then the typed words
+    search.send_keys(SEARCH_TERM)
+    results = ".md-search-result__item a.md-search-result__link"
     WebDriverWait(chromium, 60).until(
-        lambda d: d.find_elements(
-            By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link"
-        )
+        lambda d: any(link.is_displayed() for link in d.find_elements(By.CSS_SELECTOR, results))
     )
     screenshot(chromium, tmp_path / "search.png")
-    hits = [
-        link.get_attribute("href")
-        for link in chromium.find_elements(
-            By.CSS_SELECTOR, ".md-search-result__item a.md-search-result__link"
-        )
-    ]
+    hits = [link.get_attribute("href") for link in chromium.find_elements(By.CSS_SELECTOR, results)]
     assert any(SEARCH_PAGE in hit for hit in hits), hits
     chromium.get(next(hit for hit in hits if SEARCH_PAGE in hit))
     assert SEARCH_TERM in chromium.find_element(By.CSS_SELECTOR, "article").text
