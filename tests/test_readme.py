@@ -312,4 +312,4 @@ def test_readme_score_commands_name_no_metric_like_a_column_of_their_input():
             if flag == "--checkpoint" and "=" in spec
         ]
         assert names and not prepared_columns & set(names), words
-    assert scored >= 4
+    assert scored >= 3  # the pages score prepared splits in three places (README, guides)
