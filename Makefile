@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test test-all demo bench clean
 
-$(STAMP): setup.py
+$(STAMP): setup.py pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

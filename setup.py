@@ -1,4 +1,5 @@
 """seahorse-metrics: learnt, reference-free summarization metrics on JAX."""
+
 import setuptools
 
 INSTALL_REQUIRES = [
@@ -33,6 +34,14 @@ BEAM = ["apache-beam>=2.77", "sentencepiece<0.2.3"]
 # `seahorse-metrics serve`: an ASGI app (Starlette) on uvicorn, Prometheus text.
 SERVE = ["starlette", "uvicorn", "prometheus_client"]
 
+# The documentation site (mkdocs.yml): MkDocs with the Material theme, the API
+# pages from the docstrings by mkdocstrings' Python handler.
+DOCS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26", "pyyaml"]
+
+# tests/test_lint.py runs ruff (pyproject.toml). Its formatter's style changes
+# between minor releases, so the check is pinned to one.
+LINT = ["ruff~=0.17.0"]
+
 EXTRAS_REQUIRE = {
     # The Hugging Face PyTorch MT5 is the independent reference the tests
     # compare against. transformers 5.x forces tied embeddings on MT5 configs,
@@ -57,8 +66,13 @@ EXTRAS_REQUIRE = {
         "markdown-it-py",
         # The ctranslate2 scoring engine (tests/engines/test_engine_ctranslate2.py).
         "ctranslate2",
-    ] + BEAM + SERVE,
+    ]
+    + BEAM
+    + SERVE
+    + DOCS
+    + LINT,
     "beam": BEAM,
+    "docs": DOCS,
     "serve": SERVE,
     # bench/score.py's peers: Hugging Face PyTorch (as in "test") and
     # CTranslate2's CPU wheels (converted from the same weights, float32 and int8).
@@ -83,7 +97,10 @@ setuptools.setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    # The JAX (0.7 and later), numpy (2.3), scipy (1.16) and matplotlib (3.11) this project
+    # runs have no wheels for 3.10: pip would fall back to JAX <= 0.6 there, which nothing
+    # tests. tests/test_wheel.py installs the wheel into 3.11 and 3.13.
+    python_requires=">=3.11",
     # gin/ and tasks/ stay at the top of the repository; the wheel carries them
     # as seahorse_metrics/gin (found by name: `--gin_file=runs/demo.gin`,
     # training/config.py) and seahorse_metrics.tasks.
@@ -91,8 +108,10 @@ setuptools.setup(
     + ["seahorse_metrics.tasks", "seahorse_metrics.gin"],
     package_dir={"seahorse_metrics.tasks": "tasks", "seahorse_metrics.gin": "gin"},
     include_package_data=True,
-    package_data={"seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"],
-                  "seahorse_metrics.gin": ["*/*.gin"]},
+    package_data={
+        "seahorse_metrics": ["data/sample/**/*", "data/sample/*", "data/backbone/*", "assets/*"],
+        "seahorse_metrics.gin": ["*/*.gin"],
+    },
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": ["seahorse-metrics=seahorse_metrics.cli:main"]},

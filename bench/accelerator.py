@@ -46,6 +46,7 @@ to --results_dir (default bench/results/); a table is printed.
 --tiny runs every part end to end on tiny models derived from the same
 presets (widths / 32, 2+2 layers) at tiny shapes: the CPU test of this run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,17 +67,24 @@ REPO = os.path.dirname(BENCH)
 sys.path.insert(0, REPO)
 sys.path.insert(0, BENCH)
 
-from accelerator_roles import demo_checkpoints  # noqa: E402
 from accelerator_report import check_record, summarize, table  # noqa: E402
-from common import machine_line  # noqa: E402
+from accelerator_roles import demo_checkpoints  # noqa: E402
+from common import git_commit, machine_line  # noqa: E402
 
 SCHEMA = "seahorse-metrics/accelerator-run/1"
 PARTS = ("train", "nofit", "score", "anchor", "numerics")
-GB = 10 ** 9
+GB = 10**9
 # Dense bfloat16 tensor-core peaks (TFLOP/s) by device kind, first match of a
 # lower-case substring of `device_kind` (so "h100 pcie" comes before "h100").
-BF16_PEAK_TFLOPS = (("h100 pcie", 756.0), ("h100 nvl", 835.0), ("h100", 989.0), ("h200", 989.0),
-                    ("a100", 312.0), ("l40s", 362.0), ("l4", 121.0))
+BF16_PEAK_TFLOPS = (
+    ("h100 pcie", 756.0),
+    ("h100 nvl", 835.0),
+    ("h100", 989.0),
+    ("h200", 989.0),
+    ("a100", 312.0),
+    ("l40s", 362.0),
+    ("l4", 121.0),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,37 +103,91 @@ class Shapes:
     part_budget_s: dict
 
 
-FULL = Shapes(2048, 4, 32, 5, (512, 128), 2048, 8, 64, 256,
-              {"probe": 90, "train": 180, "nofit": 90, "score": 90, "anchor": 90,
-               "numerics": 90, "cpu": 400})
-TINY = Shapes(128, 4, 2, 2, (32, 8), 64, 4, 8, 16,
-              {"probe": 120, "train": 300, "nofit": 120, "score": 120, "anchor": 300,
-               "numerics": 120, "cpu": 300})
+FULL = Shapes(
+    2048,
+    4,
+    32,
+    5,
+    (512, 128),
+    2048,
+    8,
+    64,
+    256,
+    {"probe": 90, "train": 180, "nofit": 90, "score": 90, "anchor": 90, "numerics": 90, "cpu": 400},
+)
+TINY = Shapes(
+    128,
+    4,
+    2,
+    2,
+    (32, 8),
+    64,
+    4,
+    8,
+    16,
+    {
+        "probe": 120,
+        "train": 300,
+        "nofit": 120,
+        "score": 120,
+        "anchor": 300,
+        "numerics": 120,
+        "cpu": 300,
+    },
+)
 # (preset, dtype, quantize, cap in bytes), most telling first.
-SCORING = (("mt5_xxl", "bfloat16", "int8", 24 * GB), ("mt5_large", "bfloat16", None, None),
-           ("mt5_large", "bfloat16", "int8", None), ("mt5_xl", "bfloat16", None, None),
-           ("mt5_xl", "bfloat16", "int8", None))
+SCORING = (
+    ("mt5_xxl", "bfloat16", "int8", 24 * GB),
+    ("mt5_large", "bfloat16", None, None),
+    ("mt5_large", "bfloat16", "int8", None),
+    ("mt5_xl", "bfloat16", None, None),
+    ("mt5_xl", "bfloat16", "int8", None),
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tiny", action="store_true",
-                        help="Tiny models and shapes (the CPU test of the run).")
-    parser.add_argument("--parts", default=",".join(PARTS),
-                        help=f"Comma-separated parts to run (default all: {','.join(PARTS)}).")
-    parser.add_argument("--budget_s", type=float, default=450.0,
-                        help="Wall-clock budget of the whole run (default 450 s).")
-    parser.add_argument("--memory_fraction", type=float, default=0.9,
-                        help="Share of the device memory training may use, as `plan --fit` "
-                             "budgets (default 0.9).")
-    parser.add_argument("--metrics_dir", default=os.path.join(REPO, "demo_output", "metrics"),
-                        help="The demo's metrics, for the numerics part.")
-    parser.add_argument("--peak_tflops", type=float, default=None,
-                        help="The device's dense bf16 peak, where BF16_PEAK_TFLOPS lacks it.")
-    parser.add_argument("--out", default=os.environ.get("OUT"),
-                        help="Also write accelerator.json here (default: $OUT when set).")
-    parser.add_argument("--results_dir", default=os.path.join(BENCH, "results"),
-                        help="Where the dated record goes (default bench/results/).")
+    parser.add_argument(
+        "--tiny", action="store_true", help="Tiny models and shapes (the CPU test of the run)."
+    )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"Comma-separated parts to run (default all: {','.join(PARTS)}).",
+    )
+    parser.add_argument(
+        "--budget_s",
+        type=float,
+        default=450.0,
+        help="Wall-clock budget of the whole run (default 450 s).",
+    )
+    parser.add_argument(
+        "--memory_fraction",
+        type=float,
+        default=0.9,
+        help="Share of the device memory training may use, as `plan --fit` budgets (default 0.9).",
+    )
+    parser.add_argument(
+        "--metrics_dir",
+        default=os.path.join(REPO, "demo_output", "metrics"),
+        help="The demo's metrics, for the numerics part.",
+    )
+    parser.add_argument(
+        "--peak_tflops",
+        type=float,
+        default=None,
+        help="The device's dense bf16 peak, where BF16_PEAK_TFLOPS lacks it.",
+    )
+    parser.add_argument(
+        "--out",
+        default=os.environ.get("OUT"),
+        help="Also write accelerator.json here (default: $OUT when set).",
+    )
+    parser.add_argument(
+        "--results_dir",
+        default=os.path.join(BENCH, "results"),
+        help="Where the dated record goes (default bench/results/).",
+    )
     parser.add_argument("--role", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--request", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -154,8 +216,12 @@ class Clock:
 def child_env(fraction: Optional[float] = None, cpu: bool = False) -> dict:
     """The environment of a child: no preallocation (the allocator's figures
     are then what the part uses), the memory cap, or XLA:CPU only."""
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        XLA_PYTHON_CLIENT_PREALLOCATE="false",
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONUNBUFFERED="1",
+    )
     if fraction is not None:
         env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{min(fraction, 1.0):.4f}"
     if cpu:
@@ -165,12 +231,25 @@ def child_env(fraction: Optional[float] = None, cpu: bool = False) -> dict:
 
 def start_child(role: str, request: dict, env: dict, log_dir: str) -> tuple[Any, str, str]:
     """Starts `role` in a child; returns (process, stdout path, stderr path)."""
-    paths = [os.path.join(log_dir, f"{role}-{time.monotonic_ns()}.{kind}") for kind in ("out", "err")]
+    paths = [
+        os.path.join(log_dir, f"{role}-{time.monotonic_ns()}.{kind}") for kind in ("out", "err")
+    ]
     handles = [open(path, "w", encoding="utf-8") for path in paths]
     try:
-        process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--role", role,
-                                    "--request", json.dumps(request)], env=env,
-                                   stdout=handles[0], stderr=handles[1], cwd=REPO)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--role",
+                role,
+                "--request",
+                json.dumps(request),
+            ],
+            env=env,
+            stdout=handles[0],
+            stderr=handles[1],
+            cwd=REPO,
+        )
     finally:
         for handle in handles:
             handle.close()
@@ -191,9 +270,13 @@ def finish_child(started: tuple[Any, str, str], timeout: Optional[float]) -> dic
         results = [line for line in handle if line.startswith("RESULT ")]
     if not results:
         tail = _tail(err_path)
-        return {"status": "failed", "seconds": time.monotonic() - begun, "log_tail": tail,
-                "error": f"exit {process.returncode}: {tail[-1] if tail else ''}"}
-    result = json.loads(results[-1][len("RESULT "):])
+        return {
+            "status": "failed",
+            "seconds": time.monotonic() - begun,
+            "log_tail": tail,
+            "error": f"exit {process.returncode}: {tail[-1] if tail else ''}",
+        }
+    result = json.loads(results[-1][len("RESULT ") :])
     if result.get("status") not in ("ok", "not run", "nothing fits"):
         result["log_tail"] = _tail(err_path)
     return result
@@ -219,8 +302,11 @@ class Runner:
         if timeout is None:
             result = {"status": "skipped", "note": "the run's time budget was spent"}
         else:
-            print(f"[{self.clock.budget_s - self.clock.left():5.0f} s] {name} "
-                  f"(up to {timeout:.0f} s)", flush=True)
+            print(
+                f"[{self.clock.budget_s - self.clock.left():5.0f} s] {name} "
+                f"(up to {timeout:.0f} s)",
+                flush=True,
+            )
             result = finish_child(start_child(role, request, env, self.log_dir), timeout)
         self.parts[name] = dict(result, role=role)
         return self.parts[name]
@@ -236,27 +322,48 @@ class Runner:
 
 
 # ------------------------------------------------------------------ the parts
-def train_request(args, shapes: Shapes, preset: str, input_length: int, target_length: int,
-                  cache_dir: str, setting: Optional[dict] = None, steps: Optional[int] = None) -> dict:
-    return {"preset": preset, "tiny": args.tiny, "input_length": input_length,
-            "target_length": target_length, "batch_size": shapes.batch_size,
-            "steps": shapes.steps if steps is None else steps, "setting": setting,
-            "expect_fit": setting is None, "cache_dir": cache_dir,
-            # The trainer's options on a device; `plan`'s fast ones for --tiny on CPU.
-            "compiler_options": None if args.tiny else {}}
+def train_request(
+    args,
+    shapes: Shapes,
+    preset: str,
+    input_length: int,
+    target_length: int,
+    cache_dir: str,
+    setting: Optional[dict] = None,
+    steps: Optional[int] = None,
+) -> dict:
+    return {
+        "preset": preset,
+        "tiny": args.tiny,
+        "input_length": input_length,
+        "target_length": target_length,
+        "batch_size": shapes.batch_size,
+        "steps": shapes.steps if steps is None else steps,
+        "setting": setting,
+        "expect_fit": setting is None,
+        "cache_dir": cache_dir,
+        # The trainer's options on a device; `plan`'s fast ones for --tiny on CPU.
+        "compiler_options": None if args.tiny else {},
+    }
 
 
 def nofit_setting(train_xl: dict) -> Optional[dict]:
     """The setting the mT5-XL search compiled and found not to fit with the
     least planned memory (the one closest to the limit), or None."""
-    trials = [t for t in (train_xl.get("fit") or {}).get("trials", [])
-              if not t["fits"] and t["microbatches"] > 0]
+    trials = [
+        t
+        for t in (train_xl.get("fit") or {}).get("trials", [])
+        if not t["fits"] and t["microbatches"] > 0
+    ]
     if not trials:
         return None
     chosen = min(trials, key=lambda t: t["per_device_bytes"])
-    return {"remat": chosen["remat"], "microbatches": chosen["microbatches"],
-            "predicted_bytes": chosen["per_device_bytes"],
-            "budget_bytes": train_xl["fit"]["budget_bytes"]}
+    return {
+        "remat": chosen["remat"],
+        "microbatches": chosen["microbatches"],
+        "predicted_bytes": chosen["per_device_bytes"],
+        "budget_bytes": train_xl["fit"]["budget_bytes"],
+    }
 
 
 def run_training(runner: Runner, parts: set, cache_dir: str) -> None:
@@ -266,20 +373,41 @@ def run_training(runner: Runner, parts: set, cache_dir: str) -> None:
     env = child_env(args.memory_fraction)
     presets = ("mt5_large", "mt5_xl") if "train" in parts else ("mt5_xl",)
     for preset in presets:
-        runner.run(f"train_{preset}", "train", train_request(
-            args, shapes, preset, shapes.input_length, shapes.target_length, cache_dir), env,
-            "train")
+        runner.run(
+            f"train_{preset}",
+            "train",
+            train_request(
+                args, shapes, preset, shapes.input_length, shapes.target_length, cache_dir
+            ),
+            env,
+            "train",
+        )
     if "nofit" not in parts:
         return
     setting = nofit_setting(runner.parts["train_mt5_xl"])
     if setting is None:
-        runner.parts["does_not_fit"] = {"status": "not run", "role": "train",
-                                        "note": "the mT5-XL search compiled no setting that "
-                                                "does not fit"}
+        runner.parts["does_not_fit"] = {
+            "status": "not run",
+            "role": "train",
+            "note": "the mT5-XL search compiled no setting that does not fit",
+        }
         return
-    result = runner.run("does_not_fit", "train", train_request(
-        args, shapes, "mt5_xl", shapes.input_length, shapes.target_length, cache_dir,
-        setting={k: setting[k] for k in ("remat", "microbatches")}, steps=1), env, "nofit")
+    result = runner.run(
+        "does_not_fit",
+        "train",
+        train_request(
+            args,
+            shapes,
+            "mt5_xl",
+            shapes.input_length,
+            shapes.target_length,
+            cache_dir,
+            setting={k: setting[k] for k in ("remat", "microbatches")},
+            steps=1,
+        ),
+        env,
+        "nofit",
+    )
     result.update(predicted_bytes=setting["predicted_bytes"], cap_bytes=setting["budget_bytes"])
 
 
@@ -295,15 +423,25 @@ def run_scoring(runner: Runner, device: dict, cache_dir: str) -> None:
     shapes = runner.shapes
     for preset, dtype, quantize, cap in SCORING:
         pairs = max(shapes.score_batch, shapes.score_pairs // (4 if preset == "mt5_xxl" else 1))
-        request = {"preset": preset, "tiny": runner.args.tiny, "dtype": dtype,
-                   "quantize": quantize, "input_length": shapes.score_length,
-                   "batch_size": shapes.score_batch // (2 if preset == "mt5_xxl" else 1),
-                   "pairs": pairs, "cache_dir": cache_dir}
+        request = {
+            "preset": preset,
+            "tiny": runner.args.tiny,
+            "dtype": dtype,
+            "quantize": quantize,
+            "input_length": shapes.score_length,
+            "batch_size": shapes.score_batch // (2 if preset == "mt5_xxl" else 1),
+            "pairs": pairs,
+            "cache_dir": cache_dir,
+        }
         name = f"score_{preset}_{quantize or dtype}" + (f"_cap{cap // GB}GB" if cap else "")
-        result = runner.run(name, "score", request,
-                            child_env(score_fraction(cap, device)), "score")
-        result.update(cap_bytes=cap, dtype=dtype, quantize=quantize, preset=preset,
-                      cap_enforced=bool(cap) and score_fraction(cap, device) is not None)
+        result = runner.run(name, "score", request, child_env(score_fraction(cap, device)), "score")
+        result.update(
+            cap_bytes=cap,
+            dtype=dtype,
+            quantize=quantize,
+            preset=preset,
+            cap_enforced=bool(cap) and score_fraction(cap, device) is not None,
+        )
 
 
 def start_cpu_plan(runner: Runner, cache_dir: str, names: tuple[str, ...]):
@@ -312,19 +450,32 @@ def start_cpu_plan(runner: Runner, cache_dir: str, names: tuple[str, ...]):
     for name in names:
         part = runner.parts.get(name, {})
         if part.get("role") == "train" and part.get("setting"):
-            settings.append(dict(part["setting"], part=name, preset=part["preset"],
-                                 input_length=part["input_length"],
-                                 target_length=part["target_length"],
-                                 batch_size=part["batch_size"]))
+            settings.append(
+                dict(
+                    part["setting"],
+                    part=name,
+                    preset=part["preset"],
+                    input_length=part["input_length"],
+                    target_length=part["target_length"],
+                    batch_size=part["batch_size"],
+                )
+            )
     if not settings:
         return None
-    return runner.background("cpu_plan", {"tiny": runner.args.tiny, "settings": settings,
-                                          "cache_dir": cache_dir}, child_env(cpu=True))
+    return runner.background(
+        "cpu_plan",
+        {"tiny": runner.args.tiny, "settings": settings, "cache_dir": cache_dir},
+        child_env(cpu=True),
+    )
 
 
 def numerics_request(args, shapes: Shapes, dtypes: list[str], cache_dir: str) -> dict:
-    return {"metrics_dir": args.metrics_dir, "rows": shapes.numerics_rows, "dtypes": dtypes,
-            "cache_dir": cache_dir}
+    return {
+        "metrics_dir": args.metrics_dir,
+        "rows": shapes.numerics_rows,
+        "dtypes": dtypes,
+        "cache_dir": cache_dir,
+    }
 
 
 def describe_device(probe: dict, args: argparse.Namespace) -> dict:
@@ -339,19 +490,15 @@ def describe_device(probe: dict, args: argparse.Namespace) -> dict:
                 peak, source = tflops * 1e12, f"BF16_PEAK_TFLOPS[{name!r}] (dense, nominal)"
                 break
     memory = probe.get("memory") or {}
-    return {"platform": probe.get("platform"), "kind": kind, "count": probe.get("count"),
-            "platform_version": probe.get("platform_version"),
-            "memory_bytes": memory.get("bytes_limit"), "bf16_peak_flops": peak,
-            "peak_source": source}
-
-
-def git_commit() -> Optional[str]:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None
+    return {
+        "platform": probe.get("platform"),
+        "kind": kind,
+        "count": probe.get("count"),
+        "platform_version": probe.get("platform_version"),
+        "memory_bytes": memory.get("bytes_limit"),
+        "bf16_peak_flops": peak,
+        "peak_source": source,
+    }
 
 
 def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner, dict]:
@@ -366,26 +513,39 @@ def run_all(args: argparse.Namespace, shapes: Shapes, work: str) -> tuple[Runner
     reference, have_metrics = None, bool(demo_checkpoints(args.metrics_dir))
     if "numerics" in parts and have_metrics:  # XLA:CPU's float32
         reference = runner.background(
-            "numerics", numerics_request(args, shapes, ["float32"], cache_dir), child_env(cpu=True))
+            "numerics", numerics_request(args, shapes, ["float32"], cache_dir), child_env(cpu=True)
+        )
     cpu_plans = {"cpu_plan_training": start_cpu_plan(runner, cache_dir, tuple(runner.parts))}
     if "score" in parts:
         run_scoring(runner, device, cache_dir)
     if "anchor" in parts:
         length, target = shapes.anchor
         name = f"anchor_mt5_large_{length}_{target}"
-        runner.run(name, "train", train_request(args, shapes, "mt5_large", length, target,
-                                                cache_dir), child_env(args.memory_fraction), "train")
+        runner.run(
+            name,
+            "train",
+            train_request(args, shapes, "mt5_large", length, target, cache_dir),
+            child_env(args.memory_fraction),
+            "train",
+        )
         cpu_plans["cpu_plan_anchor"] = start_cpu_plan(runner, cache_dir, (name,))
     if "numerics" in parts:
         if have_metrics:
-            runner.run("numerics", "numerics", numerics_request(
-                args, shapes, ["float32", "bfloat16"], cache_dir), child_env(), "numerics")
+            runner.run(
+                "numerics",
+                "numerics",
+                numerics_request(args, shapes, ["float32", "bfloat16"], cache_dir),
+                child_env(),
+                "numerics",
+            )
             runner.collect("numerics_cpu_reference", "numerics", reference, "numerics")
         else:
             runner.parts["numerics"] = {
-                "status": "skipped", "role": "numerics",
+                "status": "skipped",
+                "role": "numerics",
                 "note": f"no demo checkpoints in {args.metrics_dir}: run `python -m "
-                        "seahorse_metrics.demo` first (and carry demo_output/ to the device)"}
+                "seahorse_metrics.demo` first (and carry demo_output/ to the device)",
+            }
     for name, started in cpu_plans.items():
         if started is not None:
             runner.collect(name, "cpu_plan", started, "cpu")
@@ -396,7 +556,9 @@ def write_record(record: dict, args: argparse.Namespace) -> list[str]:
     """Writes the record under --out and --results_dir; returns the paths."""
     from seahorse_metrics.io.atomic import write_json_atomically
 
-    slug = re.sub(r"[^a-z0-9]+", "-", str(record["device"].get("kind") or "unknown").lower()).strip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", str(record["device"].get("kind") or "unknown").lower()).strip(
+        "-"
+    )
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
     paths = [os.path.join(args.results_dir, f"accelerator-{record['mode']}-{slug}-{stamp}.json")]
     if args.out:
@@ -413,13 +575,20 @@ def parent(args: argparse.Namespace) -> int:
     print(machine_line(), flush=True)
     with tempfile.TemporaryDirectory(prefix="accelerator-") as work:
         runner, device = run_all(args, shapes, work)
-    record = {"schema": SCHEMA, "date": date, "mode": "tiny" if args.tiny else "device",
-              "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-              "commit": git_commit(), "budget_s": args.budget_s,
-              "host": {"hostname": platform_lib.node(), "cpu": machine_line()},
-              "device": device, "versions": runner.parts["probe"].get("versions"),
-              "shapes": dataclasses.asdict(shapes), "memory_fraction": args.memory_fraction,
-              "parts": runner.parts}
+    record = {
+        "schema": SCHEMA,
+        "date": date,
+        "mode": "tiny" if args.tiny else "device",
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "commit": git_commit(),
+        "budget_s": args.budget_s,
+        "host": {"hostname": platform_lib.node(), "cpu": machine_line()},
+        "device": device,
+        "versions": runner.parts["probe"].get("versions"),
+        "shapes": dataclasses.asdict(shapes),
+        "memory_fraction": args.memory_fraction,
+        "parts": runner.parts,
+    }
     record.update(summarize(record))
     record["wall_s"] = time.monotonic() - started
     check_record(record)

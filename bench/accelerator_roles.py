@@ -12,6 +12,7 @@ the state's shardings (`CompiledStep.init_state`), and scoring draws each
 parameter on the device, largest first, in the dtype the scorer would load
 it in (int8 kernels quantized there with `quantize_kernel`'s formula).
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,9 +43,17 @@ def model_config(preset: str, tiny: bool, **overrides: Any):
     if not tiny:
         return get_config(preset, **overrides)
     real = get_config(preset)
-    return get_config(preset, d_model=real.d_model // 32, d_ff=real.d_ff // 32,
-                      num_heads=real.num_heads // 4, d_kv=8, num_encoder_layers=2,
-                      num_decoder_layers=2, vocab_size=TINY_VOCAB, **overrides)
+    return get_config(
+        preset,
+        d_model=real.d_model // 32,
+        d_ff=real.d_ff // 32,
+        num_heads=real.num_heads // 4,
+        d_kv=8,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        vocab_size=TINY_VOCAB,
+        **overrides,
+    )
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -58,15 +67,22 @@ def device_memory() -> dict[str, Optional[int]]:
     import jax
 
     stats = jax.devices()[0].memory_stats() or {}
-    return {"peak_bytes": stats.get("peak_bytes_in_use"), "in_use_bytes": stats.get("bytes_in_use"),
-            "bytes_limit": stats.get("bytes_limit")}
+    return {
+        "peak_bytes": stats.get("peak_bytes_in_use"),
+        "in_use_bytes": stats.get("bytes_in_use"),
+        "bytes_limit": stats.get("bytes_limit"),
+    }
 
 
 def spread(times: list[float]) -> dict[str, float]:
     """Median, min, max of step times and (max - min) / median."""
     median = statistics.median(times)
-    return {"median_s": median, "min_s": min(times), "max_s": max(times),
-            "spread": (max(times) - min(times)) / median if median > 0 else 0.0}
+    return {
+        "median_s": median,
+        "min_s": min(times),
+        "max_s": max(times),
+        "spread": (max(times) - min(times)) / median if median > 0 else 0.0,
+    }
 
 
 # ------------------------------------------------------------------- probe
@@ -84,10 +100,15 @@ def run_probe(request: dict) -> dict:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    return {"status": "ok", "platform": device.platform, "kind": device.device_kind,
-            "count": jax.device_count(), "platform_version": getattr(device.client,
-                                                                     "platform_version", None),
-            "memory": device_memory(), "versions": versions}
+    return {
+        "status": "ok",
+        "platform": device.platform,
+        "kind": device.device_kind,
+        "count": jax.device_count(),
+        "platform_version": getattr(device.client, "platform_version", None),
+        "memory": device_memory(),
+        "versions": versions,
+    }
 
 
 # -------------------------------------------------------------------- train
@@ -99,14 +120,32 @@ def fit_setting(config, request: dict, mesh) -> tuple[Optional[dict], dict]:
     # The allocator's limit (the parent sets it to `plan`'s share of the device).
     budget = request.get("budget_bytes") or device_memory()["bytes_limit"]
     if budget is None:  # XLA:CPU has none: halfway between 1 and 2 microbatches' need
-        needs = [memory.plan_train_step(config, mesh, request["input_length"],
-                                          request["batch_size"], request["target_length"],
-                                          microbatches=k).per_device_bytes for k in (1, 2)]
+        needs = [
+            memory.plan_train_step(
+                config,
+                mesh,
+                request["input_length"],
+                request["batch_size"],
+                request["target_length"],
+                microbatches=k,
+            ).per_device_bytes
+            for k in (1, 2)
+        ]
         budget = sum(needs) // 2
-    fit = fitting.search_fit(config, 1, budget, request["input_length"], request["batch_size"],
-                             request["target_length"], alternatives=False)
-    found = {"budget_bytes": budget, "source": fit.source,
-             "trials": [dict(vars(trial)) for trial in fit.trials]}
+    fit = fitting.search_fit(
+        config,
+        1,
+        budget,
+        request["input_length"],
+        request["batch_size"],
+        request["target_length"],
+        alternatives=False,
+    )
+    found = {
+        "budget_bytes": budget,
+        "source": fit.source,
+        "trials": [dict(vars(trial)) for trial in fit.trials],
+    }
     if fit.best is None:
         return None, found
     return {"remat": fit.best.remat, "microbatches": fit.best.microbatches}, found
@@ -117,18 +156,20 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
     straight into its shardings), runs the compiled step once and `steps`
     timed times; returns times and rates."""
     import jax
+    from train import random_batch, step_flops
 
     from seahorse_metrics.model.partitioning import sharding_context
     from seahorse_metrics.training import sharding
-    from train import random_batch, step_flops
 
     rows, length, target = request["batch_size"], request["input_length"], request["target_length"]
     start = time.perf_counter()
     state = plan.init_state(seed=0)
     jax.block_until_ready(state)
     init_s = time.perf_counter() - start
-    batch = sharding.global_batch(random_batch(rows, length, config.vocab_size, seed=length,
-                                               target_length=target), plan.batch_sharding)
+    batch = sharding.global_batch(
+        random_batch(rows, length, config.vocab_size, seed=length, target_length=target),
+        plan.batch_sharding,
+    )
     times = []
     with sharding_context(plan.mesh):
         for _ in range(1 + request["steps"]):
@@ -138,11 +179,17 @@ def timed_steps(executable, plan, config, request: dict) -> dict:
             times.append(time.perf_counter() - start)
     flops = step_flops(config, rows, length, target)
     timing = spread(times[1:])
-    return dict(timing, init_s=init_s, first_step_s=times[0], step_s=times[1:],
-                loss=float(metrics["loss"]), model_flops_per_step=flops,
-                examples_per_s=rows / timing["median_s"],
-                tokens_per_s=rows * (length + target) / timing["median_s"],
-                achieved_flops=flops / timing["median_s"])
+    return dict(
+        timing,
+        init_s=init_s,
+        first_step_s=times[0],
+        step_s=times[1:],
+        loss=float(metrics["loss"]),
+        model_flops_per_step=flops,
+        examples_per_s=rows / timing["median_s"],
+        tokens_per_s=rows * (length + target) / timing["median_s"],
+        achieved_flops=flops / timing["median_s"],
+    )
 
 
 def run_train(request: dict) -> dict:
@@ -152,14 +199,16 @@ def run_train(request: dict) -> dict:
     import jax
 
     from seahorse_metrics import compilation_cache
-    from seahorse_metrics.planning import memory
     from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.planning import memory
 
     compilation_cache.enable(request.get("cache_dir"))
     config = model_config(request["preset"], request["tiny"], dtype="bfloat16", scan_layers=True)
     mesh = make_mesh(1)
-    result: dict[str, Any] = {name: request[name] for name in (
-        "preset", "input_length", "target_length", "batch_size", "expect_fit")}
+    result: dict[str, Any] = {
+        name: request[name]
+        for name in ("preset", "input_length", "target_length", "batch_size", "expect_fit")
+    }
     result["platform"] = jax.devices()[0].platform
     if request.get("setting"):
         setting, result["fit"] = request["setting"], None
@@ -172,12 +221,21 @@ def run_train(request: dict) -> dict:
     # the trainer's compiler options on a device (None: `plan`'s fast ones,
     # for --tiny on CPU, where full optimisation takes most of a minute).
     executable, planned, plan = memory.compile_train_step(
-        run_config, mesh, request["input_length"], request["batch_size"],
-        request["target_length"], compiler_options=request.get("compiler_options"),
-        microbatches=setting["microbatches"])
-    result.update(setting=setting, planned_bytes=planned.per_device_bytes,
-                  planned_temp_bytes=planned.temp_bytes, plan_source=memory.figure_source(
-                      result["platform"]), plan_compile_s=planned.compile_seconds)
+        run_config,
+        mesh,
+        request["input_length"],
+        request["batch_size"],
+        request["target_length"],
+        compiler_options=request.get("compiler_options"),
+        microbatches=setting["microbatches"],
+    )
+    result.update(
+        setting=setting,
+        planned_bytes=planned.per_device_bytes,
+        planned_temp_bytes=planned.temp_bytes,
+        plan_source=memory.figure_source(result["platform"]),
+        plan_compile_s=planned.compile_seconds,
+    )
     if request.get("expect_fit") is False and result["platform"] == "cpu":
         # XLA:CPU enforces no memory cap: the step would run, so the planned
         # need against the cap is all there is to report.
@@ -187,8 +245,12 @@ def run_train(request: dict) -> dict:
     except Exception as error:  # noqa: BLE001 - the OOM is the expected outcome
         if not is_out_of_memory(error):
             raise
-        return dict(result, status="out of memory", error=str(error).splitlines()[0][:500],
-                    memory=device_memory())
+        return dict(
+            result,
+            status="out of memory",
+            error=str(error).splitlines()[0][:500],
+            memory=device_memory(),
+        )
     return dict(result, status="ok", memory=device_memory())
 
 
@@ -196,19 +258,30 @@ def run_cpu_plan(request: dict) -> dict:
     """XLA:CPU's figure (what `plan` says without the device) of each
     training setting measured, for the measured / CPU-compiler ratio."""
     from seahorse_metrics import compilation_cache
-    from seahorse_metrics.planning import memory
     from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.planning import memory
 
     compilation_cache.enable(request.get("cache_dir"))
     figures = []
     for item in request["settings"]:
-        config = model_config(item["preset"], request["tiny"], dtype="bfloat16", scan_layers=True,
-                              remat=item["remat"])
-        step = memory.plan_train_step(config, make_mesh(1), item["input_length"],
-                                        item["batch_size"], item["target_length"],
-                                        microbatches=item["microbatches"])
-        figures.append(dict(item, cpu_planned_bytes=step.per_device_bytes,
-                            cpu_planned_temp_bytes=step.temp_bytes))
+        config = model_config(
+            item["preset"], request["tiny"], dtype="bfloat16", scan_layers=True, remat=item["remat"]
+        )
+        step = memory.plan_train_step(
+            config,
+            make_mesh(1),
+            item["input_length"],
+            item["batch_size"],
+            item["target_length"],
+            microbatches=item["microbatches"],
+        )
+        figures.append(
+            dict(
+                item,
+                cpu_planned_bytes=step.per_device_bytes,
+                cpu_planned_temp_bytes=step.temp_bytes,
+            )
+        )
     return {"status": "ok", "settings": figures}
 
 
@@ -241,16 +314,19 @@ def random_device_params(model, mesh, seed: int = 0) -> dict:
     scales, the rest in float32)."""
     import jax
     from flax import traverse_util
-
     from score import init_std
+
     from seahorse_metrics.model.partitioning import logical_to_sharding
     from seahorse_metrics.model.quantize import SCALE_SUFFIX
 
     abstract = traverse_util.flatten_dict(model.abstract_params(), sep="/")
     shardings = traverse_util.flatten_dict(
-        logical_to_sharding(model.param_logical_axes(), mesh), sep="/")
-    names = sorted((n for n in abstract if not n.endswith(SCALE_SUFFIX)),
-                   key=lambda n: (-abstract[n].size * abstract[n].dtype.itemsize, n))
+        logical_to_sharding(model.param_logical_axes(), mesh), sep="/"
+    )
+    names = sorted(
+        (n for n in abstract if not n.endswith(SCALE_SUFFIX)),
+        key=lambda n: (-abstract[n].size * abstract[n].dtype.itemsize, n),
+    )
     root = jax.random.PRNGKey(seed)
     params = {}
     for index, name in enumerate(names):
@@ -259,7 +335,8 @@ def random_device_params(model, mesh, seed: int = 0) -> dict:
         key, std = jax.random.fold_in(root, index), -1.0 if std is None else std
         if str(leaf.dtype) == "int8":
             params[name], params[name + SCALE_SUFFIX] = _drawer(
-                tuple(leaf.shape), "int8", shardings[name], shardings[name + SCALE_SUFFIX])(key, std)
+                tuple(leaf.shape), "int8", shardings[name], shardings[name + SCALE_SUFFIX]
+            )(key, std)
         else:
             dtype = str(leaf.dtype) if model.config.quantize else model.config.dtype
             params[name] = _drawer(tuple(leaf.shape), dtype, shardings[name])(key, std)
@@ -271,24 +348,33 @@ def run_score(request: dict) -> dict:
     """Scoring at one preset, dtype and quantization: examples/s and peak
     memory, under the memory cap the parent set (XLA_PYTHON_CLIENT_MEM_FRACTION)."""
     import jax
-
     from real_size import make_pairs
+
     from seahorse_metrics import compilation_cache
-    from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.engines.jax_engine import default_mesh
+    from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.scoring.single import Scorer
 
     compilation_cache.enable(request.get("cache_dir"))
-    config = model_config(request["preset"], request["tiny"], dtype=request["dtype"],
-                          quantize=request["quantize"])
+    config = model_config(
+        request["preset"], request["tiny"], dtype=request["dtype"], quantize=request["quantize"]
+    )
     model, mesh, length = EncoderDecoderModel(config), default_mesh(), request["input_length"]
     start = time.perf_counter()
     params = random_device_params(model, mesh)
     init_s = time.perf_counter() - start
     weights = device_memory()["in_use_bytes"]
     rows = request["batch_size"]
-    scorer = Scorer(model, params, SAMPLE_VOCAB, max_input_length=length, batch_size=rows,
-                    bucket_lengths=(length,), max_batch_tokens=rows * length, mesh=mesh)
+    scorer = Scorer(
+        model,
+        params,
+        SAMPLE_VOCAB,
+        max_input_length=length,
+        batch_size=rows,
+        bucket_lengths=(length,),
+        max_batch_tokens=rows * length,
+        mesh=mesh,
+    )
     premises, hypotheses = make_pairs(request["pairs"], length)
     start = time.perf_counter()
     scorer.score(premises[:rows], hypotheses[:rows], show_progress=False)  # compiles
@@ -296,11 +382,17 @@ def run_score(request: dict) -> dict:
     start = time.perf_counter()
     scores = scorer.score(premises, hypotheses, show_progress=False)
     seconds = time.perf_counter() - start
-    return {"status": "ok", "platform": jax.devices()[0].platform, "init_s": init_s,
-            "first_batch_s": first_s, "score_s": seconds,
-            "examples_per_s": len(premises) / seconds, "weights_in_use_bytes": weights,
-            "finite_scores": bool((scores >= 0).all() and (scores <= 1).all()),
-            "memory": device_memory()}
+    return {
+        "status": "ok",
+        "platform": jax.devices()[0].platform,
+        "init_s": init_s,
+        "first_batch_s": first_s,
+        "score_s": seconds,
+        "examples_per_s": len(premises) / seconds,
+        "weights_in_use_bytes": weights,
+        "finite_scores": bool((scores >= 0).all() and (scores <= 1).all()),
+        "memory": device_memory(),
+    }
 
 
 # ----------------------------------------------------------------- numerics
@@ -316,8 +408,9 @@ def demo_checkpoints(metrics_dir: str) -> dict[str, str]:
 
 def demo_pairs(metrics_dir: str, rows: int) -> tuple[list[str], list[str]]:
     """The demo's prepared validation pairs (beside its metrics), else the sample's."""
-    prepared = os.path.join(os.path.dirname(os.path.abspath(metrics_dir)), "prepared",
-                            "validation.jsonl")
+    prepared = os.path.join(
+        os.path.dirname(os.path.abspath(metrics_dir)), "prepared", "validation.jsonl"
+    )
     if os.path.isfile(prepared):
         with open(prepared, encoding="utf-8") as handle:
             records = [json.loads(line) for line in handle if line.strip()]
@@ -343,14 +436,25 @@ def run_numerics(request: dict) -> dict:
     for dtype in request["dtypes"]:
         scorer = MultiScorer.load(checkpoints, dtype=dtype, max_input_length=512, batch_size=64)
         scores = scorer.score(premises, hypotheses, show_progress=False)
-        log_p[dtype] = {name: np.log(np.maximum(np.asarray(values, np.float64), 1e-300)).tolist()
-                        for name, values in scores.items()}
-    return {"status": "ok", "platform": jax.devices()[0].platform, "rows": len(premises),
-            "log_p": log_p}
+        log_p[dtype] = {
+            name: np.log(np.maximum(np.asarray(values, np.float64), 1e-300)).tolist()
+            for name, values in scores.items()
+        }
+    return {
+        "status": "ok",
+        "platform": jax.devices()[0].platform,
+        "rows": len(premises),
+        "log_p": log_p,
+    }
 
 
-ROLES = {"probe": run_probe, "train": run_train, "cpu_plan": run_cpu_plan, "score": run_score,
-         "numerics": run_numerics}
+ROLES = {
+    "probe": run_probe,
+    "train": run_train,
+    "cpu_plan": run_cpu_plan,
+    "score": run_score,
+    "numerics": run_numerics,
+}
 
 
 def main(role: str, request: dict) -> int:
@@ -361,8 +465,10 @@ def main(role: str, request: dict) -> int:
     except Exception as error:  # noqa: BLE001 - reported to the parent, which goes on
         traceback.print_exc()  # the parent keeps the end of it in the record
         lines = str(error).strip().splitlines() or [""]
-        result = {"status": "out of memory" if is_out_of_memory(error) else "failed",
-                  "error": f"{type(error).__name__}: {lines[0][:1000]}"}
+        result = {
+            "status": "out of memory" if is_out_of_memory(error) else "failed",
+            "error": f"{type(error).__name__}: {lines[0][:1000]}",
+        }
     result["seconds"] = time.perf_counter() - started
     print("RESULT " + json.dumps(result), flush=True)
     return 0

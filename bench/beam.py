@@ -16,6 +16,7 @@ file. Prints rows/s of each and checks that both wrote the same float32
 scores, row for row, then ends with `ratio: N.NN` (pipeline over in-process;
 the target is >= 0.75).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
+
 SAMPLE_DIR = os.path.join(REPO, "seahorse_metrics", "data", "sample")
 VOCAB_SIZE = 6016  # The sample vocabulary's 6000 pieces, rounded up to a multiple of 64.
 
@@ -37,18 +40,32 @@ VOCAB_SIZE = 6016  # The sample vocabulary's 6000 pieces, rounded up to a multip
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="mt5_small", help="Model shape (default mt5_small).")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Copies of the 1000-row test split in the input (default 1; "
-                             "--quick 2).")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="Copies of the 1000-row test split in the input (default 1; --quick 2).",
+    )
     parser.add_argument("--max_input_length", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2, help="Beam worker processes.")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="Runs of each path, alternating; the best counts (default 1).")
-    parser.add_argument("--quick", action="store_true",
-                        help="The tiny model, the test split twice: a smoke run of about a "
-                             "minute (start-up dominates: not the figure to report).")
-    parser.add_argument("--work_dir", default=None, help="Keep the files here (default: a "
-                                                         "temporary folder, removed).")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="Runs of each path, alternating; the best counts (default 1).",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="The tiny model, the test split twice: a smoke run of about a "
+        "minute (start-up dominates: not the figure to report).",
+    )
+    parser.add_argument(
+        "--work_dir",
+        default=None,
+        help="Keep the files here (default: a temporary folder, removed).",
+    )
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.preset, args.repeat = "tiny", 2
@@ -99,9 +116,11 @@ def run(command: list[str], env: dict) -> float:
 
 
 def precompile(checkpoint: str, args, env: dict) -> float:
-    code = ("import sys; from seahorse_metrics import MultiScorer; "
-            "MultiScorer.load({'score': sys.argv[1]}, max_input_length=int(sys.argv[2]))"
-            ".precompile()")
+    code = (
+        "import sys; from seahorse_metrics import MultiScorer; "
+        "MultiScorer.load({'score': sys.argv[1]}, max_input_length=int(sys.argv[2]))"
+        ".precompile()"
+    )
     return run([sys.executable, "-c", code, checkpoint, str(args.max_input_length)], env)
 
 
@@ -112,22 +131,46 @@ def scores(path: str) -> list[float]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    print(machine_line(), flush=True)
     folder = args.work_dir or tempfile.mkdtemp(prefix="bench_beam_")
     os.makedirs(folder, exist_ok=True)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", USE_TF="0", TF_CPP_MIN_LOG_LEVEL="3",
-               JAX_COMPILATION_CACHE_DIR=os.path.join(folder, "jax_cache"),
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        USE_TF="0",
+        TF_CPP_MIN_LOG_LEVEL="3",
+        JAX_COMPILATION_CACHE_DIR=os.path.join(folder, "jax_cache"),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
     try:
         source, rows = write_input(folder, args.repeat)
         checkpoint = write_checkpoint(folder, args.preset)
         compile_seconds = precompile(checkpoint, args, env)
-        cli = [sys.executable, "-m", "seahorse_metrics", "--log_level", "WARNING", "score",
-               "--checkpoint", checkpoint, "--input", source, "--overwrite"] + shape_args(args)
+        cli = [
+            sys.executable,
+            "-m",
+            "seahorse_metrics",
+            "--log_level",
+            "WARNING",
+            "score",
+            "--checkpoint",
+            checkpoint,
+            "--input",
+            source,
+            "--overwrite",
+        ] + shape_args(args)
         commands = {
             "in_process": cli + ["--output", os.path.join(folder, "in_process.jsonl")],
-            "pipeline": cli + ["--output", os.path.join(folder, "pipeline.jsonl"), "--merge",
-                               "--runner", "DirectRunner", f"--direct_num_workers={args.workers}",
-                               "--direct_running_mode=multi_processing"],
+            "pipeline": cli
+            + [
+                "--output",
+                os.path.join(folder, "pipeline.jsonl"),
+                "--merge",
+                "--runner",
+                "DirectRunner",
+                f"--direct_num_workers={args.workers}",
+                "--direct_running_mode=multi_processing",
+            ],
         }
         best = {}
         for round_index in range(args.rounds):
@@ -135,19 +178,40 @@ def main(argv=None) -> int:
             for name in order:
                 seconds = run(commands[name], env)
                 best[name] = min(best.get(name, seconds), seconds)
-        same = (scores(os.path.join(folder, "in_process.jsonl"))
-                == scores(os.path.join(folder, "pipeline.jsonl")))
+        same = scores(os.path.join(folder, "in_process.jsonl")) == scores(
+            os.path.join(folder, "pipeline.jsonl")
+        )
     finally:
         if args.work_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"machine: {os.cpu_count()} CPUs; model {args.preset} (vocab {VOCAB_SIZE}, float32), "
-          f"{rows} rows of the sample's test split x{args.repeat}, {args.max_input_length} "
-          f"tokens; batch shapes precompiled into a shared cache in {compile_seconds:.0f} s")
+    print(
+        f"machine: {os.cpu_count()} CPUs; model {args.preset} (vocab {VOCAB_SIZE}, float32), "
+        f"{rows} rows of the sample's test split x{args.repeat}, {args.max_input_length} "
+        f"tokens; batch shapes precompiled into a shared cache in {compile_seconds:.0f} s"
+    )
     for name, seconds in best.items():
         print(f"{name:<11} {seconds:8.1f} s {rows / seconds:9.2f} rows/s")
     print(f"same scores row for row: {'yes' if same else 'NO'}")
     ratio = best["in_process"] / best["pipeline"]
     print(f"pipeline ({args.workers} workers) over in-process: {ratio:.2f} (target >= 0.75)")
+    variants = {
+        name: {"rows_per_s": rows / seconds, "seconds": seconds} for name, seconds in best.items()
+    }
+    write_record(
+        make_record(
+            "beam",
+            f"Scoring {rows} rows ({args.preset} shape, {args.max_input_length} tokens): "
+            f"`score --runner DirectRunner` on {args.workers} workers against one process",
+            unit="rows/s",
+            primary="rows_per_s",
+            variants=variants,
+            ratios={f"pipeline ({args.workers} workers) / in process": ratio},
+            args=vars(args),
+            details={"same_scores": same, "precompile_s": compile_seconds},
+        ),
+        args.results_dir,
+        tag="quick" if args.quick else "",
+    )
     print(f"ratio: {ratio:.2f}")
     return 0 if same else 1
 

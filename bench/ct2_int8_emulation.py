@@ -18,6 +18,7 @@ activations alone and all layers' but one: whether one layer could be kept
 in float (CTranslate2 itself quantizes every linear weight of an int8 model).
 `bench/int8_agreement.py --engine ctranslate2` measures CTranslate2 itself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,20 +30,33 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("USE_TF", "0")
+
+from common import add_results_argument, machine_line, make_record, write_record  # noqa: E402
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--metric", default="demo_output/metrics/q1/best",
-                        help="A metric checkpoint (default the demo's Q1).")
-    parser.add_argument("--input", default="demo_output/prepared/test.jsonl",
-                        help="JSONL with article and summary fields (default the demo's test split).")
+    parser.add_argument(
+        "--metric",
+        default="demo_output/metrics/q1/best",
+        help="A metric checkpoint (default the demo's Q1).",
+    )
+    parser.add_argument(
+        "--input",
+        default="demo_output/prepared/test.jsonl",
+        help="JSONL with article and summary fields (default the demo's test split).",
+    )
     parser.add_argument("--pairs", type=int, default=400, help="Score the first N pairs (400).")
     parser.add_argument("--max_length", type=int, default=2048, help="Input tokens at most.")
     parser.add_argument("--alpha", type=float, default=0.5, help="Smoothing exponent (0.5).")
-    parser.add_argument("--layers", action="store_true",
-                        help="Also each layer's activations alone, and all but each layer.")
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="Also each layer's activations alone, and all but each layer.",
+    )
+    add_results_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -87,9 +101,10 @@ class Emulation:
         tokenizer = SentencePieceTokenizer(os.path.join(hf_dir, "spiece.model"))
         self.positive_id = target_token_ids(tokenizer)[0]
         with open(args.input, encoding="utf-8") as handle:
-            records = [json.loads(line) for line in handle if line.strip()][:args.pairs]
-        self.ids = [encode_pair(tokenizer, r["article"], r["summary"], args.max_length).ids
-                    for r in records]
+            records = [json.loads(line) for line in handle if line.strip()][: args.pairs]
+        self.ids = [
+            encode_pair(tokenizer, r["article"], r["summary"], args.max_length).ids for r in records
+        ]
         self.calibration = smoothing.calibration_ids(tokenizer, smoothing.calibration_pairs())
         self.linears = linear_names(self.model(smoothed=False))
         self.reference = self.scores(self.model(smoothed=False))
@@ -128,27 +143,53 @@ def main(argv=None) -> int:
     from seahorse_metrics.checkpoints import export_hf, load_checkpoint
 
     if not os.path.exists(args.metric):
-        raise SystemExit(f"bench/ct2_int8_emulation.py: no checkpoint {args.metric}; run "
-                         "`python -m seahorse_metrics.demo` first or pass --metric")
+        raise SystemExit(
+            f"bench/ct2_int8_emulation.py: no checkpoint {args.metric}; run "
+            "`python -m seahorse_metrics.demo` first or pass --metric"
+        )
+    print(machine_line(), flush=True)
+    variants = {}
     with tempfile.TemporaryDirectory(prefix="ct2-emulation-") as hf_dir:
         config, params = load_checkpoint(args.metric, dtype="float32")
         export_hf(hf_dir, config, params, vocab_path=os.path.join(args.metric, "spiece.model"))
         emulation = Emulation(args, hf_dir)
         every = emulation.linears
-        print(f"{args.metric}: {len(emulation.ids)} pairs of {args.input}, {len(every)} linear "
-              f"layers; Spearman with float32 (smoothing alpha {args.alpha}):")
+        print(
+            f"{args.metric}: {len(emulation.ids)} pairs of {args.input}, {len(every)} linear "
+            f"layers; Spearman with float32 (smoothing alpha {args.alpha}):"
+        )
         print(f"{'':<18} {'smoothed':>9} {'unsmoothed':>11}")
-        for label, weights, activations in (("weights alone", True, ()),
-                                            ("activations alone", False, every),
-                                            ("both (CTranslate2)", True, every)):
+        for label, weights, activations in (
+            ("weights alone", True, ()),
+            ("activations alone", False, every),
+            ("both (CTranslate2)", True, every),
+        ):
             rho = [emulation.spearman(smoothed, weights, activations) for smoothed in (True, False)]
             print(f"{label:<18} {rho[0]:9.5f} {rho[1]:11.5f}", flush=True)
+            variants[label] = {"spearman": rho[0], "spearman_unsmoothed": rho[1]}
         if args.layers:
             print("smoothed, per layer: its activations alone / every layer's but its own")
             for name in every:
                 alone = emulation.spearman(True, False, [name])
                 others = emulation.spearman(True, True, [n for n in every if n != name])
                 print(f"  {name:<52} {alone:.5f} / {others:.5f}", flush=True)
+                variants[f"layer {name}"] = {
+                    "spearman": alone,
+                    "spearman_every_other_layer": others,
+                }
+    write_record(
+        make_record(
+            "ct2_int8_emulation",
+            f"CTranslate2's int8 emulated in PyTorch on {args.metric}, "
+            f"{len(emulation.ids)} pairs: Spearman with float32",
+            unit="Spearman",
+            primary="spearman",
+            variants=variants,
+            ratios={"both, smoothed": variants["both (CTranslate2)"]["spearman"]},
+            args=vars(args),
+        ),
+        args.results_dir,
+    )
     return 0
 
 

@@ -48,6 +48,7 @@ and with its keys and values projected (`Attention.folds` patched off, a
 program of its own), timed in alternating rounds; in float32, then with int8
 kernels (`--quantize int8`'s network).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,26 +60,48 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import best_time, machine_line, measure_matmul_peak  # noqa: E402
+from common import (  # noqa: E402
+    add_results_argument,
+    best_time,
+    machine_line,
+    make_record,
+    measure_matmul_peak,
+    write_record,
+)
 
 D_MODEL, INNER, D_FF = 512, 384, 1024
 # (name, K, N, products per encoder layer): the layer's kernels [K, N].
-LAYER_PRODUCTS = (("q/k/v", D_MODEL, INNER, 3), ("o", INNER, D_MODEL, 1),
-                  ("wi_0/wi_1", D_MODEL, D_FF, 2), ("wo", D_FF, D_MODEL, 1))
+LAYER_PRODUCTS = (
+    ("q/k/v", D_MODEL, INNER, 3),
+    ("o", INNER, D_MODEL, 1),
+    ("wi_0/wi_1", D_MODEL, D_FF, 2),
+    ("wo", D_FF, D_MODEL, 1),
+)
 FORMATS = ("xla_f32", "xla_bf16", "xla_s8", "torch_f32", "torch_s8")
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", default="512,2048",
-                        help="Token rows per product (default 512,2048).")
-    parser.add_argument("--lengths", default="512,1024,2048",
-                        help="Tokens of the timed self-attentions (default 512,1024,2048).")
-    parser.add_argument("--folded_shapes", default="4x512,16x128,8x256,1x2048",
-                        help="Batch shapes (rows x tokens) of the folded cross-attention A/B.")
+    parser.add_argument(
+        "--rows", default="512,2048", help="Token rows per product (default 512,2048)."
+    )
+    parser.add_argument(
+        "--lengths",
+        default="512,1024,2048",
+        help="Tokens of the timed self-attentions (default 512,1024,2048).",
+    )
+    parser.add_argument(
+        "--folded_shapes",
+        default="4x512,16x128,8x256,1x2048",
+        help="Batch shapes (rows x tokens) of the folded cross-attention A/B.",
+    )
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--quick", action="store_true",
-                        help="Proves the script runs: 512 rows and tokens, 2 repeats.")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="Proves the script runs: 512 rows and tokens, 2 repeats.",
+    )
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.lengths, args.repeats, args.folded_shapes = "512", "512", 2, "2x128"
@@ -90,8 +113,11 @@ def xla_product(fmt: str, a: np.ndarray, b: np.ndarray):
     import jax
     import jax.numpy as jnp
 
-    kinds = {"xla_f32": (jnp.float32, None), "xla_bf16": (jnp.bfloat16, jnp.float32),
-             "xla_s8": (jnp.int8, jnp.int32)}
+    kinds = {
+        "xla_f32": (jnp.float32, None),
+        "xla_bf16": (jnp.bfloat16, jnp.float32),
+        "xla_s8": (jnp.int8, jnp.int32),
+    }
     dtype, accumulate = kinds[fmt]
     x, y = jax.device_put(a.astype(dtype)), jax.device_put(b.astype(dtype))
     product = jax.jit(lambda u, v: jax.lax.dot(u, v, preferred_element_type=accumulate))
@@ -173,14 +199,17 @@ def attention_inputs(length: int, batch: int = 1):
     from seahorse_metrics.model.network import relative_position_bucket
 
     rng = np.random.default_rng(length)
-    q, k, v = (jnp.asarray(rng.standard_normal((batch, length, HEADS, HEAD_DIM)), jnp.float32)
-               for _ in range(3))
+    q, k, v = (
+        jnp.asarray(rng.standard_normal((batch, length, HEADS, HEAD_DIM)), jnp.float32)
+        for _ in range(3)
+    )
     rel_embedding = rng.standard_normal((HEADS, 32)).astype(np.float32)
-    buckets = relative_position_bucket(np.arange(-(length - 1), length), bidirectional=True,
-                                       num_buckets=32, max_distance=128)
+    buckets = relative_position_bucket(
+        np.arange(-(length - 1), length), bidirectional=True, num_buckets=32, max_distance=128
+    )
     position = RelativeBias.of_buckets(jnp.asarray(rel_embedding), buckets, length, length)
     key_is_token = np.ones((batch, length), bool)
-    key_is_token[:, length - length // 20:] = False
+    key_is_token[:, length - length // 20 :] = False
     return q, k, v, position, AttentionMask(jnp.asarray(key_is_token))
 
 
@@ -199,8 +228,16 @@ def attention_variants(config):
 
     def blocked(query_block, key_block):
         return lambda q, k, v, position, mask: blocked_attention(
-            q, k, v, position, mask, query_block=query_block, key_block=key_block,
-            products_dtype=jnp.float32, output_dtype=jnp.float32)
+            q,
+            k,
+            v,
+            position,
+            mask,
+            query_block=query_block,
+            key_block=key_block,
+            products_dtype=jnp.float32,
+            output_dtype=jnp.float32,
+        )
 
     def fused(q, k, v, position, mask):
         bias = position.dense() + mask.dense(q.shape[1], k.shape[1])
@@ -208,12 +245,14 @@ def attention_variants(config):
 
     def strip(query_block):  # the bias of every key from the strip, no band
         return lambda q, k, v, position, mask: blocked(query_block, None)(
-            q, k, v, position.replace(constant_beyond=None), mask)
+            q, k, v, position.replace(constant_beyond=None), mask
+        )
 
     variants = {"dense (today)": dense, "dot_product_attention": fused}
     for query_block, key_block in BLOCKINGS:
         variants[f"blocked q{query_block}" + (f" k{key_block}" if key_block else "")] = blocked(
-            query_block, key_block)
+            query_block, key_block
+        )
     for query_block in STRIP_BLOCKS:
         variants[f"blocked q{query_block} strip"] = strip(query_block)
     return {name: jax.jit(function) for name, function in variants.items()}
@@ -241,14 +280,14 @@ def peak_per_cpu_second(size: int = 2048, repeats: int = 5) -> float:
     a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
     product = jax.jit(lambda x, y: x @ y)
     _, cpu = best_wall_and_cpu_time(lambda: product(a, a).block_until_ready(), repeats)
-    return 2.0 * size ** 3 / cpu / 1e9
+    return 2.0 * size**3 / cpu / 1e9
 
 
-def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
+def attention_table(lengths, repeats: int, peak_gflops: float) -> list[dict]:
     """Prints, per length, each attention variant's best wall time, best
     process CPU time, shares of the matmul peak by wall and by CPU time, and
     largest difference from the dense output, and which one `T5Config`'s
-    defaults choose."""
+    defaults choose; returns those figures, a dict per line."""
     import jax
 
     from seahorse_metrics.model.config import get_config
@@ -257,8 +296,11 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
     variants = attention_variants(config)
     peak_cpu_gflops = peak_per_cpu_second()
     print(f"float32 matmul peak by CPU time: {peak_cpu_gflops:.1f} GFLOP per CPU second")
-    print(f"one self-attention (mT5-small: {HEADS} heads x {HEAD_DIM}, float32, relative bias "
-          "and padding mask), % of the float32 matmul peak:")
+    print(
+        f"one self-attention (mT5-small: {HEADS} heads x {HEAD_DIM}, float32, relative bias "
+        "and padding mask), % of the float32 matmul peak:"
+    )
+    rows = []
     for length in lengths:
         inputs = attention_inputs(length)
         flops = 4.0 * HEADS * length * length * HEAD_DIM  # q.k and weights.v
@@ -268,43 +310,66 @@ def attention_table(lengths, repeats: int, peak_gflops: float) -> None:
             key_block = name.partition(" k")[2]
             if key_block and int(key_block) >= length:
                 continue  # one key block: the same program as without
-            wall, cpu = best_wall_and_cpu_time(lambda: function(*inputs).block_until_ready(),
-                                               repeats)
+            wall, cpu = best_wall_and_cpu_time(
+                lambda: function(*inputs).block_until_ready(), repeats
+            )
             difference = float(jax.numpy.max(jax.numpy.abs(function(*inputs) - reference)))
-            print(f"  {length:>5} {name:<21} {1e3 * wall:8.2f} ms (cpu {1e3 * cpu:8.2f} ms) "
-                  f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
-                  f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
-                  f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else ""))
-    print(f"chosen (T5Config defaults, scoring): blocked from "
-          f"{config.attention_forward_min_length} tokens (training: from "
-          f"{config.attention_blocked_min_length}), {config.attention_query_block} queries per "
-          f"block (up to twice that as one block when scoring), key blocks "
-          f"{config.attention_key_block}, the bias in a band from "
-          f"{config.attention_band_min_length} tokens (else from the strip)")
+            print(
+                f"  {length:>5} {name:<21} {1e3 * wall:8.2f} ms (cpu {1e3 * cpu:8.2f} ms) "
+                f"{flops / wall / 1e9 / peak_gflops:4.0%} of peak "
+                f"(by cpu {flops / cpu / 1e9 / peak_cpu_gflops:4.0%})  "
+                f"max diff {difference:.1e}" + ("  <- chosen" if name == chosen else "")
+            )
+            rows.append(
+                {
+                    "length": length,
+                    "variant": name,
+                    "ms": 1e3 * wall,
+                    "cpu_ms": 1e3 * cpu,
+                    "share_of_peak": flops / wall / 1e9 / peak_gflops,
+                    "share_of_peak_by_cpu": flops / cpu / 1e9 / peak_cpu_gflops,
+                    "max_diff": difference,
+                    "chosen": "yes" if name == chosen else None,
+                }
+            )
+    print(
+        f"chosen (T5Config defaults, scoring): blocked from "
+        f"{config.attention_forward_min_length} tokens (training: from "
+        f"{config.attention_blocked_min_length}), {config.attention_query_block} queries per "
+        f"block (up to twice that as one block when scoring), key blocks "
+        f"{config.attention_key_block}, the bias in a band from "
+        f"{config.attention_band_min_length} tokens (else from the strip)"
+    )
+    return rows
 
 
-def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
+def folded_table(shapes, quantize=None, rounds: int = 5) -> list[dict]:
     """Prints, per batch shape, the first-step scoring program's best and
     median time with the cross-attention folded and projected, and their
-    largest relative difference (int8 kernels with `quantize="int8"`)."""
+    largest relative difference (int8 kernels with `quantize="int8"`);
+    returns those figures, a dict per shape."""
     import jax
+    from score import random_params
 
     from seahorse_metrics.model import network
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.model.quantize import quantize_params
-    from score import random_params
 
     config = get_config("mt5_small", dropout_rate=0.0, quantize=quantize)
     params = random_params(config.replace(quantize=None), 0)
-    params = jax.device_put(quantize_params(EncoderDecoderModel(config), params) if quantize
-                            else params)
+    params = jax.device_put(
+        quantize_params(EncoderDecoderModel(config), params) if quantize else params
+    )
     folds = network.Attention.folds
-    print(f"first-step scoring program (mT5-small, {quantize or 'float32'} kernels), "
-          "cross-attention folded vs projected:")
+    print(
+        f"first-step scoring program (mT5-small, {quantize or 'float32'} kernels), "
+        "cross-attention folded vs projected:"
+    )
+    found = []
     for rows, length in shapes:
         tokens = np.random.default_rng(0).integers(5, 1000, (rows, length)).astype(np.int32)
-        tokens[0, length - length // 5:] = 0
+        tokens[0, length - length // 5 :] = 0
         programs = {}
         for name in ("projected", "folded"):
             # Another config (scoring has no dropout), so another compiled program.
@@ -318,15 +383,77 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> None:
         times = {name: [] for name in programs}
         for _ in range(rounds):
             for name, (model, _) in programs.items():
-                times[name].append(best_time(lambda: jax.block_until_ready(
-                    model.first_token_probs(params, tokens, (259, 260))), 3))
+                times[name].append(
+                    best_time(
+                        lambda: jax.block_until_ready(
+                            model.first_token_probs(params, tokens, (259, 260))
+                        ),
+                        3,
+                    )
+                )
         (_, want), (_, got) = programs["projected"], programs["folded"]
         best = {name: min(t) * 1e3 for name, t in times.items()}
         median = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
-        print(f"  {rows} x {length}: projected {best['projected']:.1f} ms (median "
-              f"{median['projected']:.1f}), folded {best['folded']:.1f} ms (median "
-              f"{median['folded']:.1f}): {best['projected'] / best['folded']:.2f}x, relative "
-              f"difference {float(np.max(np.abs(got - want) / np.abs(want))):.1e}")
+        print(
+            f"  {rows} x {length}: projected {best['projected']:.1f} ms (median "
+            f"{median['projected']:.1f}), folded {best['folded']:.1f} ms (median "
+            f"{median['folded']:.1f}): {best['projected'] / best['folded']:.2f}x, relative "
+            f"difference {float(np.max(np.abs(got - want) / np.abs(want))):.1e}"
+        )
+        found.append(
+            {
+                "kernels": quantize or "float32",
+                "rows": rows,
+                "length": length,
+                "best_ms": best,
+                "median_ms": median,
+                "max_rel_diff": float(np.max(np.abs(got - want) / np.abs(want))),
+            }
+        )
+    return found
+
+
+def kernels_record(args, peaks: list, table: dict, attention: list, folded: list) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    variants, ratios = {}, {}
+    for rows in sorted({rows for rows, _ in table}):
+        for fmt in FORMATS:
+            if all(fmt in table[(rows, name)] for name, *_ in LAYER_PRODUCTS):
+                variants[f"products of an encoder layer, {rows} tokens, {fmt}"] = {
+                    "ms": layer_time_ms(rows, table, fmt)
+                }
+    for row in attention:
+        variants[f"self-attention, {row['length']} tokens, {row['variant']}"] = {
+            key: value for key, value in row.items() if key not in ("length", "variant")
+        }
+        if row["chosen"]:
+            ratios[
+                f"chosen self-attention at {row['length']} tokens, share of the float32 peak"
+            ] = row["share_of_peak"]
+    for row in folded:
+        shape = f"first step, {row['kernels']} kernels, {row['rows']} x {row['length']}"
+        for form in ("projected", "folded"):
+            variants[f"{shape}, {form}"] = {
+                "ms": row["best_ms"][form],
+                "median_ms": row["median_ms"][form],
+            }
+        ratios[f"{shape}: projected / folded time"] = (
+            row["best_ms"]["projected"] / row["best_ms"]["folded"]
+        )
+    return make_record(
+        "kernels",
+        "mT5-small scoring's matrix products, one self-attention and the first-step "
+        "program (folded against projected cross-attention)",
+        unit="ms",
+        primary="ms",
+        variants=variants,
+        ratios=ratios,
+        args=vars(args),
+        matmul_peak_flops=max(peaks) * 1e9,
+        details={
+            "products_gflops": {f"{rows} {name}": rates for (rows, name), rates in table.items()}
+        },
+    )
 
 
 def main(argv=None) -> int:
@@ -336,8 +463,10 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     print(machine_line())
-    print(f"machine: {len(os.sched_getaffinity(0))} CPUs, jax {jax.__version__}, "
-          f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    print(
+        f"machine: {len(os.sched_getaffinity(0))} CPUs, jax {jax.__version__}, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    )
     peak = measure_matmul_peak()["peak"] / 1e9
     print(f"float32 matmul peak (2048^3): {peak:.1f} GFLOP/s")
     print(f"{'rows':>5} {'product':<10} {'K x N':>11}  " + "  ".join(f"{f:>10}" for f in FORMATS))
@@ -345,25 +474,38 @@ def main(argv=None) -> int:
     for rows in [int(r) for r in args.rows.split(",")]:
         for name, k, n, _ in LAYER_PRODUCTS:
             table[(rows, name)] = rates = time_formats(rows, k, n, args.repeats)
-            cells = [f"{rates[f]:6.1f} {rates[f] / peak:3.0%}" if f in rates else f"{'n/a':>10}"
-                     for f in FORMATS]
+            cells = [
+                f"{rates[f]:6.1f} {rates[f] / peak:3.0%}" if f in rates else f"{'n/a':>10}"
+                for f in FORMATS
+            ]
             print(f"{rows:>5} {name:<10} {f'{k}x{n}':>11}  " + "  ".join(cells))
     print("GFLOP/s and share of the float32 peak; per encoder layer, its products take:")
     for rows in [int(r) for r in args.rows.split(",")]:
         times = {fmt: layer_time_ms(rows, table, fmt) for fmt in FORMATS}
         print(f"  {rows} tokens: " + ", ".join(f"{fmt} {ms:.2f} ms" for fmt, ms in times.items()))
-        print(f"  {rows} tokens: torch_f32 / xla_f32 time {times['torch_f32'] / times['xla_f32']:.2f}, "
-              f"xla_bf16 / xla_f32 {times['xla_bf16'] / times['xla_f32']:.2f}, "
-              f"torch_s8 / xla_bf16 {times['torch_s8'] / times['xla_bf16']:.2f}")
+        print(
+            f"  {rows} tokens: torch_f32 / xla_f32 time "
+            f"{times['torch_f32'] / times['xla_f32']:.2f}, "
+            f"xla_bf16 / xla_f32 {times['xla_bf16'] / times['xla_f32']:.2f}, "
+            f"torch_s8 / xla_bf16 {times['torch_s8'] / times['xla_bf16']:.2f}"
+        )
     # This machine's speed drifts between minutes (a shared host): measure the
     # peak again and weigh the attention against the larger of the two.
     again = measure_matmul_peak(repeats=10)["peak"] / 1e9
-    print(f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
-          f"use {max(peak, again):.1f}")
-    attention_table([int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again))
+    print(
+        f"float32 matmul peak measured again: {again:.1f} GFLOP/s; the attention's shares "
+        f"use {max(peak, again):.1f}"
+    )
+    attention = attention_table(
+        [int(n) for n in args.lengths.split(",")], args.repeats, max(peak, again)
+    )
     shapes = [tuple(int(x) for x in shape.split("x")) for shape in args.folded_shapes.split(",")]
-    for quantize in (None, "int8"):
-        folded_table(shapes, quantize)
+    folded = [row for quantize in (None, "int8") for row in folded_table(shapes, quantize)]
+    write_record(
+        kernels_record(args, [peak, again], table, attention, folded),
+        args.results_dir,
+        tag="quick" if args.quick else "",
+    )
     return 0
 
 

@@ -49,10 +49,10 @@ Prints one line per length with tokens/s for both, their ratio and our
 fraction of the peak, the packing line, and ends with `ratio: N.NNx` (ours
 over PyTorch, the geometric mean over lengths).
 """
+
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -66,7 +66,13 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine_line, measure_matmul_peak  # noqa: E402
+from common import (  # noqa: E402
+    add_results_argument,
+    machine_line,
+    make_record,
+    measure_matmul_peak,
+    write_record,
+)
 from score import random_params  # noqa: E402  (T5-style random weights, numpy)
 
 TARGET_LENGTH = 4
@@ -75,23 +81,45 @@ TARGET_LENGTH = 4
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lengths", default="512,2048", help="Input lengths, comma-separated.")
-    parser.add_argument("--tokens_per_batch", type=int, default=4096,
-                        help="Input tokens per batch: rows = this / length (default 4096).")
-    parser.add_argument("--repeats", type=int, default=3, help="Timed steps per side (best counts).")
-    parser.add_argument("--pack_length", type=int, default=2048,
-                        help="Input length of the packing comparison (0 skips it).")
+    parser.add_argument(
+        "--tokens_per_batch",
+        type=int,
+        default=4096,
+        help="Input tokens per batch: rows = this / length (default 4096).",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="Timed steps per side (best counts)."
+    )
+    parser.add_argument(
+        "--pack_length",
+        type=int,
+        default=2048,
+        help="Input length of the packing comparison (0 skips it).",
+    )
     parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--layers", type=int, default=8, help="Encoder and decoder layers (default 8).")
-    parser.add_argument("--quick", action="store_true",
-                        help="2+2 layers, length 256, 2 rows, one timed step, packing at 256: "
-                             "under a minute.")
-    parser.add_argument("--variants", default="minimal,full,scan,scan-full",
-                        help="Step variants timed at --variant_length besides remat 'none': remat "
-                             "'minimal'/'full', 'scan' (scanned layers), 'scan-full' (both); "
-                             "empty skips them.")
-    parser.add_argument("--variant_length", type=int, default=2048,
-                        help="Input length of the variants (default 2048).")
-    parser.add_argument("--json", default=None, help="Also write the results here.")
+    parser.add_argument(
+        "--layers", type=int, default=8, help="Encoder and decoder layers (default 8)."
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="2+2 layers, length 256, 2 rows, one timed step, packing at 256: under a minute.",
+    )
+    parser.add_argument(
+        "--variants",
+        default="minimal,full,scan,scan-full",
+        help="Step variants timed at --variant_length besides remat 'none': remat "
+        "'minimal'/'full', 'scan' (scanned layers), 'scan-full' (both); "
+        "empty skips them.",
+    )
+    parser.add_argument(
+        "--variant_length",
+        type=int,
+        default=2048,
+        help="Input length of the variants (default 2048).",
+    )
+    parser.add_argument("--json", default=None, help="Also write the record here.")
+    add_results_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.lengths, args.tokens_per_batch, args.repeats, args.pack_length = "256", 512, 1, 256
@@ -103,16 +131,24 @@ def step_flops(config, rows: int, length: int, target: int) -> float:
     """Matmul FLOPs of one train step (see the module docstring)."""
     d, inner, ff, vocab = config.d_model, config.inner_dim, config.d_ff, config.vocab_size
     encoder = 2 * length * (4 * d * inner + 3 * d * ff) + 4 * length * length * inner
-    decoder = (2 * target * (6 * d * inner + 3 * d * ff) + 4 * d * inner * length
-               + 4 * target * target * inner + 4 * target * length * inner)
-    forward = (config.num_encoder_layers * encoder + config.num_decoder_layers * decoder
-               + 2 * target * d * vocab)
+    decoder = (
+        2 * target * (6 * d * inner + 3 * d * ff)
+        + 4 * d * inner * length
+        + 4 * target * target * inner
+        + 4 * target * length * inner
+    )
+    forward = (
+        config.num_encoder_layers * encoder
+        + config.num_decoder_layers * decoder
+        + 2 * target * d * vocab
+    )
     return 3.0 * rows * forward
 
 
 # ------------------------------------------------------------------ batches
-def random_batch(rows: int, length: int, vocab: int, seed: int,
-                 target_length: int = TARGET_LENGTH) -> dict[str, np.ndarray]:
+def random_batch(
+    rows: int, length: int, vocab: int, seed: int, target_length: int = TARGET_LENGTH
+) -> dict[str, np.ndarray]:
     """A full batch of random tokens (every position real), T5X features."""
     rng = np.random.default_rng(seed)
     targets = rng.integers(2, vocab, (rows, target_length)).astype(np.int32)
@@ -132,8 +168,9 @@ def mixed_examples(count: int, max_length: int, vocab: int, seed: int):
     from seahorse_metrics.training.data import ExampleSet
 
     rng = np.random.default_rng(seed)
-    lengths = np.clip(np.exp(rng.normal(math.log(max_length / 4), 0.7, count)), max_length // 20,
-                      max_length).astype(int)
+    lengths = np.clip(
+        np.exp(rng.normal(math.log(max_length / 4), 0.7, count)), max_length // 20, max_length
+    ).astype(int)
     inputs = [rng.integers(2, vocab, n).astype(np.int32) for n in lengths]
     targets = [[int(rng.integers(2, vocab)), 1] for _ in lengths]
     return ExampleSet.from_examples(inputs, targets)
@@ -194,20 +231,34 @@ class HuggingFace:
 
         torch.set_num_threads(threads)
         self.torch = torch
-        hf_config = transformers.MT5Config(**{k: v for k, v in config_to_hf(config).items()
-                                              if k not in ("architectures", "torch_dtype")})
+        hf_config = transformers.MT5Config(
+            **{
+                k: v
+                for k, v in config_to_hf(config).items()
+                if k not in ("architectures", "torch_dtype")
+            }
+        )
         with no_init_weights():
             self.model = transformers.MT5ForConditionalGeneration(hf_config)
-        tensors = {name: torch.from_numpy(np.ascontiguousarray(value))
-                   for name, value in hf_tensors_from_params(config, params).items()}
+        tensors = {
+            name: torch.from_numpy(np.ascontiguousarray(value))
+            for name, value in hf_tensors_from_params(config, params).items()
+        }
         missing, unexpected = self.model.load_state_dict(tensors, strict=False)
         tied = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}
         if set(missing) - tied or unexpected:
             raise RuntimeError(f"weights do not map: missing {missing}, unexpected {unexpected}")
         self.model.train()
-        self.optimizer = Adafactor(self.model.parameters(), lr=1e-3, scale_parameter=True,
-                                   relative_step=False, warmup_init=False, clip_threshold=1.0,
-                                   decay_rate=-0.8, beta1=None)
+        self.optimizer = Adafactor(
+            self.model.parameters(),
+            lr=1e-3,
+            scale_parameter=True,
+            relative_step=False,
+            warmup_init=False,
+            clip_threshold=1.0,
+            decay_rate=-0.8,
+            beta1=None,
+        )
 
     def _step(self, inputs, mask, labels) -> float:
         loss = self.model(input_ids=inputs, attention_mask=mask, labels=labels).loss
@@ -244,13 +295,20 @@ def packing_comparison(ours: Ours, config, length: int, rows: int, repeats: int)
     result = {"lengths_median": int(np.median(examples.input_lengths))}
     for pack in (False, True):
         target = TARGET_LENGTH * length // 128 if pack else TARGET_LENGTH
-        stream = BatchStream(examples, rows, length, target, config.decoder_start_id, seed=0, pack=pack)
+        stream = BatchStream(
+            examples, rows, length, target, config.decoder_start_id, seed=0, pack=pack
+        )
         batch = next(stream)
         real_tokens = batch_stats(batch)["tokens"]
-        _, seconds, _ = ours.time_step(batch, repeats, warm_up=pack or length not in ours.lengths_seen)
+        _, seconds, _ = ours.time_step(
+            batch, repeats, warm_up=pack or length not in ours.lengths_seen
+        )
         result["packed" if pack else "unpacked"] = {
-            "examples": batch_stats(batch)["examples"], "real_tokens": real_tokens,
-            "seconds": seconds, "real_tokens_per_s": real_tokens / seconds}
+            "examples": batch_stats(batch)["examples"],
+            "real_tokens": real_tokens,
+            "seconds": seconds,
+            "real_tokens_per_s": real_tokens / seconds,
+        }
     result["gain"] = result["packed"]["real_tokens_per_s"] / result["unpacked"]["real_tokens_per_s"]
     return result
 
@@ -266,15 +324,30 @@ def time_lengths(ours, hf, config, args) -> list[dict]:
         # PyTorch compiles nothing: in --quick its first step is the timed one.
         hf_first, hf_best, hf_loss = hf.time_step(batch, args.repeats, warm_up=not args.quick)
         tokens = rows * (length + TARGET_LENGTH)
-        results.append({"length": length, "rows": rows, "flops": step_flops(config, rows, length, TARGET_LENGTH),
-                        "ours_s": ours_best, "ours_first_s": ours_first, "ours_loss": ours_loss,
-                        "hf_s": hf_best, "hf_first_s": hf_first, "hf_loss": hf_loss,
-                        "ours_tokens_per_s": tokens / ours_best, "hf_tokens_per_s": tokens / hf_best})
+        results.append(
+            {
+                "length": length,
+                "rows": rows,
+                "flops": step_flops(config, rows, length, TARGET_LENGTH),
+                "ours_s": ours_best,
+                "ours_first_s": ours_first,
+                "ours_loss": ours_loss,
+                "hf_s": hf_best,
+                "hf_first_s": hf_first,
+                "hf_loss": hf_loss,
+                "ours_tokens_per_s": tokens / ours_best,
+                "hf_tokens_per_s": tokens / hf_best,
+            }
+        )
     return results
 
 
-VARIANTS = {"minimal": dict(remat="minimal"), "full": dict(remat="full"),
-            "scan": dict(scan_layers=True), "scan-full": dict(scan_layers=True, remat="full")}
+VARIANTS = {
+    "minimal": dict(remat="minimal"),
+    "full": dict(remat="full"),
+    "scan": dict(scan_layers=True),
+    "scan-full": dict(scan_layers=True, remat="full"),
+}
 
 
 def time_variants(ours, hf, config, params, results: list[dict], args) -> list[dict]:
@@ -290,14 +363,24 @@ def time_variants(ours, hf, config, params, results: list[dict], args) -> list[d
     batch = random_batch(rows, length, config.vocab_size, seed=length)
     base = next((r for r in results if r["length"] == length), None)
     if base is None:
-        base = time_lengths(ours, hf, config, argparse.Namespace(**dict(vars(args), lengths=str(length))))[0]
+        base = time_lengths(
+            ours, hf, config, argparse.Namespace(**dict(vars(args), lengths=str(length)))
+        )[0]
     timed = [dict(base, variant="none")]
     for name in names:
         variant = Ours(config.replace(**VARIANTS[name]), params)
         first, best, loss = variant.time_step(batch, args.repeats)
         del variant
-        timed.append(dict(base, variant=name, ours_s=best, ours_first_s=first, ours_loss=loss,
-                          ours_tokens_per_s=rows * (length + TARGET_LENGTH) / best))
+        timed.append(
+            dict(
+                base,
+                variant=name,
+                ours_s=best,
+                ours_first_s=first,
+                ours_loss=loss,
+                ours_tokens_per_s=rows * (length + TARGET_LENGTH) / best,
+            )
+        )
     return timed
 
 
@@ -308,17 +391,22 @@ def print_variants(variants: list[dict], peak: float) -> None:
         r["ratio"] = r["ours_tokens_per_s"] / r["hf_tokens_per_s"]
         r["fraction_of_peak"] = r["flops"] / r["ours_s"] / peak
         r["cost_vs_none"] = r["ours_s"] / none_s
-        print(f"variant {r['variant']:<9} length {r['length']} x {r['rows']} rows: ours "
-              f"{r['ours_tokens_per_s']:8.0f} tok/s ({r['ours_s']:.2f} s/step, first "
-              f"{r['ours_first_s']:.1f} s with compile), HF {r['hf_tokens_per_s']:8.0f} tok/s, ratio "
-              f"{r['ratio']:.2f}x; {r['fraction_of_peak']:.0%} of peak; "
-              f"{r['cost_vs_none']:.2f}x the time of remat none")
+        print(
+            f"variant {r['variant']:<9} length {r['length']} x {r['rows']} rows: ours "
+            f"{r['ours_tokens_per_s']:8.0f} tok/s ({r['ours_s']:.2f} s/step, first "
+            f"{r['ours_first_s']:.1f} s with compile), HF {r['hf_tokens_per_s']:8.0f} tok/s, ratio "
+            f"{r['ratio']:.2f}x; {r['fraction_of_peak']:.0%} of peak; "
+            f"{r['cost_vs_none']:.2f}x the time of remat none"
+        )
 
 
 def print_peak(peak: float, before: dict, after: dict) -> None:
-    print(f"matmul peak (float32, 2048^3, best of jax/torch before and after): {peak / 1e9:.1f} GFLOP/s "
-          f"(jax {before.get('jax', 0) / 1e9:.1f}/{after.get('jax', 0) / 1e9:.1f}, "
-          f"torch {before.get('torch', 0) / 1e9:.1f}/{after.get('torch', 0) / 1e9:.1f})")
+    print(
+        f"matmul peak (float32, 2048^3, best of jax/torch before and after): "
+        f"{peak / 1e9:.1f} GFLOP/s "
+        f"(jax {before.get('jax', 0) / 1e9:.1f}/{after.get('jax', 0) / 1e9:.1f}, "
+        f"torch {before.get('torch', 0) / 1e9:.1f}/{after.get('torch', 0) / 1e9:.1f})"
+    )
 
 
 def print_results(results: list[dict], peak: float) -> None:
@@ -327,19 +415,77 @@ def print_results(results: list[dict], peak: float) -> None:
         achieved = r["flops"] / r["ours_s"]
         r["ratio"] = r["ours_tokens_per_s"] / r["hf_tokens_per_s"]
         r["fraction_of_peak"] = achieved / peak
-        print(f"length {r['length']:>5} x {r['rows']:<2} rows: ours {r['ours_tokens_per_s']:8.0f} tok/s "
-              f"({r['ours_s']:.2f} s/step, first {r['ours_first_s']:.1f} s with compile), "
-              f"HF {r['hf_tokens_per_s']:8.0f} tok/s ({r['hf_s']:.2f} s/step), ratio {r['ratio']:.2f}x; "
-              f"ours {r['flops'] / 1e12:.2f} TFLOP/step = {achieved / 1e9:.1f} GFLOP/s, "
-              f"{r['fraction_of_peak']:.0%} of peak")
+        print(
+            f"length {r['length']:>5} x {r['rows']:<2} rows: "
+            f"ours {r['ours_tokens_per_s']:8.0f} tok/s "
+            f"({r['ours_s']:.2f} s/step, first {r['ours_first_s']:.1f} s with compile), "
+            f"HF {r['hf_tokens_per_s']:8.0f} tok/s ({r['hf_s']:.2f} s/step), "
+            f"ratio {r['ratio']:.2f}x; "
+            f"ours {r['flops'] / 1e12:.2f} TFLOP/step = {achieved / 1e9:.1f} GFLOP/s, "
+            f"{r['fraction_of_peak']:.0%} of peak"
+        )
 
 
 def print_packing(packing: dict, pack_length: int) -> None:
     un, pk = packing["unpacked"], packing["packed"]
-    print(f"packing at length {pack_length} (median example {packing['lengths_median']} tokens): "
-          f"unpacked {un['examples']} examples, {un['real_tokens_per_s']:.0f} real tok/s; packed "
-          f"{pk['examples']} examples, {pk['real_tokens_per_s']:.0f} real tok/s; "
-          f"gain {packing['gain']:.2f}x")
+    print(
+        f"packing at length {pack_length} (median example {packing['lengths_median']} tokens): "
+        f"unpacked {un['examples']} examples, {un['real_tokens_per_s']:.0f} real tok/s; packed "
+        f"{pk['examples']} examples, {pk['real_tokens_per_s']:.0f} real tok/s; "
+        f"gain {packing['gain']:.2f}x"
+    )
+
+
+def train_variants(results: list[dict], variants: list[dict], packing) -> dict:
+    """{variant: figures}: ours and Hugging Face per length, ours per setting, packing."""
+    found = {}
+    for r in results:
+        shape = f"{r['length']} tokens x {r['rows']} rows"
+        found[f"ours, {shape}"] = {
+            "tokens_per_s": r["ours_tokens_per_s"],
+            "step_s": r["ours_s"],
+            "first_step_s": r["ours_first_s"],
+            "share_of_float32_peak": r["fraction_of_peak"],
+        }
+        found[f"Hugging Face, {shape}"] = {
+            "tokens_per_s": r["hf_tokens_per_s"],
+            "step_s": r["hf_s"],
+        }
+    for r in variants:
+        found[f"ours, {r['variant']}, {r['length']} tokens x {r['rows']} rows"] = {
+            "tokens_per_s": r["ours_tokens_per_s"],
+            "step_s": r["ours_s"],
+            "first_step_s": r["ours_first_s"],
+            "share_of_float32_peak": r["fraction_of_peak"],
+            "vs_hf": r["ratio"],
+            "time_vs_remat_none": r["cost_vs_none"],
+        }
+    for kind in ("unpacked", "packed") if packing else ():
+        found[f"ours, {kind}, real tokens"] = {
+            "tokens_per_s": packing[kind]["real_tokens_per_s"],
+            "examples": packing[kind]["examples"],
+        }
+    return found
+
+
+def train_record(args, peak: float, results, variants, packing, ratio: float) -> dict:
+    """This run as a benchmark record (bench/results/README.md)."""
+    ratios = {f"ours / Hugging Face, {r['length']} tokens": r["ratio"] for r in results}
+    ratios["ours / Hugging Face, geometric mean over lengths"] = ratio
+    if packing:
+        ratios["packed / unpacked, real tokens/s"] = packing["gain"]
+    return make_record(
+        "train",
+        f"Training step, mT5-small shape with {args.layers}+{args.layers} layers, "
+        "float32: ours against Hugging Face PyTorch",
+        unit="tokens/s",
+        primary="tokens_per_s",
+        variants=train_variants(results, variants, packing),
+        ratios=ratios,
+        args=vars(args),
+        matmul_peak_flops=peak,
+        details={"results": results, "variants": variants, "packing": packing},
+    )
 
 
 def main(argv=None) -> int:
@@ -351,23 +497,40 @@ def main(argv=None) -> int:
     from seahorse_metrics.model.config import get_config
 
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    config = get_config("mt5_small", dropout_rate=args.dropout, num_encoder_layers=args.layers,
-                        num_decoder_layers=args.layers)
+    config = get_config(
+        "mt5_small",
+        dropout_rate=args.dropout,
+        num_encoder_layers=args.layers,
+        num_decoder_layers=args.layers,
+    )
     print(machine_line())
-    print(f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
-          f"torch {torch.__version__} ({threads} threads)")
-    print(f"model: mT5-small shape with {args.layers}+{args.layers} layers, vocab {config.vocab_size}, "
-          f"float32, dropout {args.dropout}; "
-          f"targets {TARGET_LENGTH} tokens; {args.tokens_per_batch} input tokens per batch")
+    print(
+        f"machine: {threads} CPUs, jax {jax.__version__} {jax.devices()[0].platform}, "
+        f"torch {torch.__version__} ({threads} threads)"
+    )
+    print(
+        f"model: mT5-small shape with {args.layers}+{args.layers} layers, "
+        f"vocab {config.vocab_size}, "
+        f"float32, dropout {args.dropout}; "
+        f"targets {TARGET_LENGTH} tokens; {args.tokens_per_batch} input tokens per batch"
+    )
     peak_before = measure_matmul_peak(repeats=2 if args.quick else 5)
     params = random_params(config, seed=0)
     ours, hf = Ours(config, params), HuggingFace(config, params, threads)
     results = time_lengths(ours, hf, config, args)
     variants = time_variants(ours, hf, config, params, results, args) if args.variants else []
     del params
-    packing = (packing_comparison(ours, config, args.pack_length,
-                                  max(1, args.tokens_per_batch // args.pack_length), args.repeats)
-               if args.pack_length else None)
+    packing = (
+        packing_comparison(
+            ours,
+            config,
+            args.pack_length,
+            max(1, args.tokens_per_batch // args.pack_length),
+            args.repeats,
+        )
+        if args.pack_length
+        else None
+    )
     peak_after = peak_before if args.quick else measure_matmul_peak()
     peak = max(peak_before["peak"], peak_after["peak"])
     print_peak(peak, peak_before, peak_after)
@@ -378,10 +541,12 @@ def main(argv=None) -> int:
         print_variants(variants, peak)
     ratio = math.exp(np.mean([math.log(r["ratio"]) for r in results]))
     print(f"wall time {time.perf_counter() - wall:.0f} s")
+    record = train_record(args, peak, results, variants, packing, ratio)
+    write_record(record, args.results_dir, tag="quick" if args.quick else "")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"args": vars(args), "matmul_peak": peak, "results": results, "packing": packing,
-                       "variants": variants, "ratio": ratio}, handle, indent=2)
+        from seahorse_metrics.io.atomic import write_json_atomically
+
+        write_json_atomically(args.json, record)
     print(f"ratio: {ratio:.2f}x")
     return 0
 

@@ -1,4 +1,5 @@
 """Where the demo's data lives in the repository."""
+
 import os
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

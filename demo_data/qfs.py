@@ -1,6 +1,7 @@
 """Builds the bundled query-focused sample from the sample's English articles.
 
-    python -m demo_data.qfs       # from the repository root; writes seahorse_metrics/data/sample/qfs/qfs_sample.jsonl
+    python -m demo_data.qfs       # from the repository root; writes
+                                  # seahorse_metrics/data/sample/qfs/qfs_sample.jsonl
 
 SQuALITY- and KI-QFS-style data: one article, several questions, a summary
 per question, each rated. The articles are the synthetic xsum-style ones of
@@ -19,6 +20,7 @@ a metric that ignores the question cannot tell them apart. Output: one JSON
 object per line, `id, article_id, lang, question, premise, hypothesis,
 rating, construction`, byte-identical for the same input and seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +38,10 @@ QUESTIONS = {
     "resignation": (("resign",), "Who resigned, and after how many years?"),
     "protest": (("demonstrat", "protest", "marched"), "How many people protested, and where?"),
     "storm": (("storm",), "How many homes did the storm damage, and where?"),
-    "plant": (("plant", "factory"), "Which company opened a plant, and how many jobs will it bring?"),
+    "plant": (
+        ("plant", "factory"),
+        "Which company opened a plant, and how many jobs will it bring?",
+    ),
     "investment": (("invest",), "Which company will invest, and how much?"),
     "election": (("vote", "election"), "Who won the election, and with what share of the vote?"),
     "arrests": (("detained", "arrest"), "How many people were detained, and where?"),
@@ -59,7 +64,7 @@ def change_number(sentence: str, article: str, rng: random.Random) -> Optional[s
         return None
     value = int(match.group().replace(",", ""))
     present = {int(n.replace(",", "")) for n in _NUMBER.findall(article)}
-    percent = sentence[match.end():].startswith(" percent")
+    percent = sentence[match.end() :].startswith(" percent")
     if percent:  # A share of the vote stays one.
         candidates = [value + offset for offset in rng.sample((-12, -7, 7, 12), 4)]
     else:
@@ -69,7 +74,7 @@ def change_number(sentence: str, article: str, rng: random.Random) -> Optional[s
         return None
     new = usable[0]
     text = f"{new:,}" if "," in match.group() or new >= 1000 else str(new)
-    return sentence[:match.start()] + text + sentence[match.end():]
+    return sentence[: match.start()] + text + sentence[match.end() :]
 
 
 def article_rows(gem_id: str, article: str, rng: random.Random) -> list[dict]:
@@ -82,16 +87,29 @@ def article_rows(gem_id: str, article: str, rng: random.Random) -> list[dict]:
     if kind_a == kind_b:
         return []
     rows = []
-    for index, (kind, answer, other) in enumerate(((kind_a, answer_a, answer_b),
-                                                   (kind_b, answer_b, answer_a)), start=1):
+    for index, (kind, answer, other) in enumerate(
+        ((kind_a, answer_a, answer_b), (kind_b, answer_b, answer_a)), start=1
+    ):
         changed = change_number(answer, article, rng)
         if changed is None:
             return []
-        for construction, summary, rating in (("answer", answer, 1), ("other_question", other, 0),
-                                              ("changed_number", changed, 0)):
-            rows.append({"id": f"{gem_id}|q{index}|{construction}", "article_id": gem_id,
-                         "lang": "en", "question": QUESTIONS[kind][1], "premise": article,
-                         "hypothesis": summary, "rating": rating, "construction": construction})
+        for construction, summary, rating in (
+            ("answer", answer, 1),
+            ("other_question", other, 0),
+            ("changed_number", changed, 0),
+        ):
+            rows.append(
+                {
+                    "id": f"{gem_id}|q{index}|{construction}",
+                    "article_id": gem_id,
+                    "lang": "en",
+                    "question": QUESTIONS[kind][1],
+                    "premise": article,
+                    "hypothesis": summary,
+                    "rating": rating,
+                    "construction": construction,
+                }
+            )
     return rows
 
 
@@ -99,8 +117,10 @@ def build(articles_path: str, seed: int = 0, count: int = ARTICLES) -> list[dict
     """The rows of the first `count` English test articles that have two kinds of fact."""
     rng = random.Random(seed)
     with open(articles_path, encoding="utf-8") as handle:
-        articles = sorted((json.loads(line) for line in handle if line.strip()),
-                          key=lambda record: record["gem_id"])
+        articles = sorted(
+            (json.loads(line) for line in handle if line.strip()),
+            key=lambda record: record["gem_id"],
+        )
     rows: list[dict] = []
     used = 0
     for record in articles:
@@ -113,18 +133,25 @@ def build(articles_path: str, seed: int = 0, count: int = ARTICLES) -> list[dict
             rows.extend(new)
             used += 1
     if used < count:
-        raise ValueError(f"{articles_path}: only {used} English test articles with two kinds "
-                         f"of fact; need {count}")
+        raise ValueError(
+            f"{articles_path}: only {used} English test articles with two kinds "
+            f"of fact; need {count}"
+        )
     return rows
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m demo_data.qfs",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--sample_dir", default=SAMPLE_DIR,
-                        help="the bundled sample (articles are read from seahorse/articles.jsonl)")
-    parser.add_argument("--output", default=None,
-                        help="where to write (default: <sample_dir>/qfs/qfs_sample.jsonl)")
+    parser = argparse.ArgumentParser(
+        prog="python -m demo_data.qfs", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--sample_dir",
+        default=SAMPLE_DIR,
+        help="the bundled sample (articles are read from seahorse/articles.jsonl)",
+    )
+    parser.add_argument(
+        "--output", default=None, help="where to write (default: <sample_dir>/qfs/qfs_sample.jsonl)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rows = build(os.path.join(args.sample_dir, "seahorse", "articles.jsonl"), args.seed)

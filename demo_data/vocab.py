@@ -13,13 +13,14 @@ Unlike mT5 it is a BPE model: on this small, template-made corpus SentencePiece'
 unigram trainer stops at ~2.5k pieces and still splits frequent words into
 letters (names, Vietnamese syllables), which makes the demo's inputs ~45%
 longer and token comparisons harder. SentencePiece encodes and decodes both
-model types the same way, so nothing downstream depends on the choice. Training is single-threaded on a
-fixed sentence order, so re-running reproduces the same model bytes.
+model types the same way, so nothing downstream depends on the choice. Training is
+single-threaded on a fixed sentence order, so re-running reproduces the same model bytes.
 
 Usage, from the repository root:
   python -m demo_data.sample               # first: the sample text
   python -m demo_data.vocab [--vocab_size 6000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,12 +79,10 @@ def sample_sentences(sample_dir: str) -> list[str]:
     }
     for path in paths.values():
         if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"{path} is missing: run `python -m demo_data.sample` first.")
+            raise FileNotFoundError(f"{path} is missing: run `python -m demo_data.sample` first.")
     texts: list[str] = list(_jsonl_fields(paths["articles"], ["text"]))
     for split in ("train", "validation", "test"):
-        texts.extend(_tsv_column(os.path.join(sample_dir, "seahorse", f"{split}.tsv"),
-                                 "summary"))
+        texts.extend(_tsv_column(os.path.join(sample_dir, "seahorse", f"{split}.tsv"), "summary"))
     texts.extend(_csv_columns(paths["mface"], ["input", "summary"]))
     for path in sorted(glob.glob(os.path.join(sample_dir, "true", "*.csv"))):
         texts.extend(_csv_columns(path, ["grounding", "generated_text"]))
@@ -123,25 +122,35 @@ def check_vocab(model_bytes: bytes) -> None:
     """Raises ValueError unless `1` and `0` encode to distinct, non-bare first pieces."""
     processor = spm.SentencePieceProcessor(model_proto=model_bytes)
     if (processor.pad_id(), processor.eos_id(), processor.unk_id(), processor.bos_id()) != (
-            0, 1, 2, -1):
+        0,
+        1,
+        2,
+        -1,
+    ):
         raise ValueError("special ids are not the T5 ones (pad 0, eos 1, unk 2, no bos)")
     firsts = []
     for target in ("1", "0"):
         pieces = processor.encode(target, out_type=str)
         if not pieces or pieces[0] == "\u2581":
-            raise ValueError(f"{target!r} encodes as {pieces}: its first piece is a bare "
-                             "word boundary, so P(first piece) cannot tell 1 from 0")
+            raise ValueError(
+                f"{target!r} encodes as {pieces}: its first piece is a bare "
+                "word boundary, so P(first piece) cannot tell 1 from 0"
+            )
         firsts.append(pieces[0])
     if firsts[0] == firsts[1]:
         raise ValueError(f"'1' and '0' share the first piece {firsts[0]!r}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m demo_data.vocab",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m demo_data.vocab", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--sample_dir", default=SAMPLE_DIR)
-    parser.add_argument("--output", default=None,
-                        help="where to write the model (default: <sample_dir>/spiece.model)")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="where to write the model (default: <sample_dir>/spiece.model)",
+    )
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
     args = parser.parse_args(argv)
     model_bytes = train(sample_sentences(args.sample_dir), args.vocab_size)

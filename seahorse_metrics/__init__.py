@@ -11,7 +11,14 @@ tokenisation), `RemoteScorer` (the same calls against `seahorse-metrics
 serve`), and the `stats` package (statistics against human judgments).
 """
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time, `__getattr__`
+    from seahorse_metrics.scoring.scorer import MultiScorer
+    from seahorse_metrics.scoring.single import Scorer
+    from seahorse_metrics.serving.client import RemoteScorer
 
 _LAZY = {
     "Scorer": "seahorse_metrics.scoring.single",

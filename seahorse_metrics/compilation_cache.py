@@ -12,6 +12,7 @@ and `$XDG_CACHE_HOME/seahorse-metrics/jax` (default `~/.cache/...`).
 Library users call `enable()` themselves before their first compilation:
 importing this project never changes JAX's configuration.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,12 @@ def default_directory() -> str:
 
 def resolve_directory(directory: Optional[str] = None) -> Optional[str]:
     """The cache directory to use (see the module docstring), or None when off."""
-    chosen = (directory or os.environ.get(ENV_VAR) or os.environ.get("JAX_COMPILATION_CACHE_DIR")
-              or default_directory())
+    chosen = (
+        directory
+        or os.environ.get(ENV_VAR)
+        or os.environ.get("JAX_COMPILATION_CACHE_DIR")
+        or default_directory()
+    )
     return None if chosen.strip().lower() == OFF else chosen
 
 
@@ -67,9 +72,10 @@ def enable(directory: Optional[str] = None, enabled: bool = True) -> Optional[st
     try:
         os.makedirs(chosen, exist_ok=True)
     except OSError as error:
-        raise ValueError(f"cannot create the compilation cache directory {chosen} ({error}); "
-                         "pass another with --compilation_cache DIR, or --no_compilation_cache"
-                         ) from error
+        raise ValueError(
+            f"cannot create the compilation cache directory {chosen} ({error}); "
+            "pass another with --compilation_cache DIR, or --no_compilation_cache"
+        ) from error
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", chosen)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
@@ -80,15 +86,24 @@ def enable(directory: Optional[str] = None, enabled: bool = True) -> Optional[st
 
 def add_arguments(parser) -> None:
     """The `--compilation_cache` / `--no_compilation_cache` options of a command."""
-    parser.add_argument("--compilation_cache", default=None, metavar="DIR",
-                        help="Where compiled programs are kept for later runs (default: "
-                             f"${ENV_VAR}, else $JAX_COMPILATION_CACHE_DIR, else "
-                             "~/.cache/seahorse-metrics/jax).")
-    parser.add_argument("--no_compilation_cache", action="store_true",
-                        help="Do not read or write compiled programs on disk.")
+    parser.add_argument(
+        "--compilation_cache",
+        default=None,
+        metavar="DIR",
+        help="Where compiled programs are kept for later runs (default: "
+        f"${ENV_VAR}, else $JAX_COMPILATION_CACHE_DIR, else "
+        "~/.cache/seahorse-metrics/jax).",
+    )
+    parser.add_argument(
+        "--no_compilation_cache",
+        action="store_true",
+        help="Do not read or write compiled programs on disk.",
+    )
 
 
 def enable_from_args(args) -> Optional[str]:
     """`enable` as a command's parsed `add_arguments` options say."""
-    return enable(getattr(args, "compilation_cache", None),
-                  enabled=not getattr(args, "no_compilation_cache", False))
+    return enable(
+        getattr(args, "compilation_cache", None),
+        enabled=not getattr(args, "no_compilation_cache", False),
+    )

@@ -9,6 +9,7 @@ running command has it (an `evaluate` metric spec's `max_input_length` is
 no flag of `evaluate`: the keyword names it there); another spelling (a
 benchmark spec's options) is given as it is.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,8 @@ import contextvars
 from typing import Iterable, Iterator, Optional
 
 _COMMAND_FLAGS: contextvars.ContextVar[Optional[frozenset[str]]] = contextvars.ContextVar(
-    "seahorse_metrics_command_flags", default=None)
+    "seahorse_metrics_command_flags", default=None
+)
 
 
 def option(keyword: str, command_line: str) -> str:

@@ -12,6 +12,7 @@ shards are written whole under a temporary name and renamed (see
 
     follow_parent(launcher_pid, launcher_host)  # in the worker, e.g. in load_model
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,20 +50,30 @@ def follow_parent(parent_pid: int, parent_host: str, poll_seconds: float = POLL_
     Returns:
       Whether this process now follows `parent_pid`.
     """
-    if socket.gethostname() != parent_host or os.getpid() == parent_pid \
-            or os.getppid() != parent_pid:
+    if (
+        socket.gethostname() != parent_host
+        or os.getpid() == parent_pid
+        or os.getppid() != parent_pid
+    ):
         return False
     with _followed_lock:
         if parent_pid not in _followed:
             _followed.add(parent_pid)
-            threading.Thread(target=_watch, args=(parent_pid, poll_seconds), daemon=True,
-                             name=f"follow-parent-{parent_pid}").start()
+            threading.Thread(
+                target=_watch,
+                args=(parent_pid, poll_seconds),
+                daemon=True,
+                name=f"follow-parent-{parent_pid}",
+            ).start()
     return True
 
 
 def _watch(parent_pid: int, poll_seconds: float) -> None:
     while os.getppid() == parent_pid:
         time.sleep(poll_seconds)
-    logger.warning("The launcher (PID %d) has stopped; worker PID %d stops too (a rerun "
-                   "resumes)", parent_pid, os.getpid())
+    logger.warning(
+        "The launcher (PID %d) has stopped; worker PID %d stops too (a rerun resumes)",
+        parent_pid,
+        os.getpid(),
+    )
     os._exit(EXIT_PARENT_GONE)  # pylint: disable=protected-access

@@ -5,6 +5,7 @@
 
 The launch/ scripts call this module with `--multihost`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,19 +13,23 @@ import sys
 from typing import Optional, Sequence
 
 from seahorse_metrics.cli import logs, run_command
-from seahorse_metrics.cli.parsing import long_flags
 from seahorse_metrics.cli import train as train_cli
+from seahorse_metrics.cli.parsing import long_flags
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = train_cli.GinFlagParser(
-        prog="python -m seahorse_metrics.train", description=train_cli.__doc__,
+        prog="python -m seahorse_metrics.train",
+        description=train_cli.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     train_cli.add_arguments(parser)
     logs.add_arguments(parser)
-    parser.add_argument("--debug", action="store_true",
-                        help="On an error, show the Python traceback instead of one line.")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="On an error, show the Python traceback instead of one line.",
+    )
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.verbose)
     return run_command(train_cli.run, args, flags=long_flags(parser))

@@ -160,8 +160,10 @@ def test_the_documented_demo_tooling_commands_run(module):
     import subprocess
     import sys
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"python -m {module}" in readme
+    from test_readme import documents  # the README and the documentation's pages
+
+    text = "".join(pathlib.Path(path).read_text(encoding="utf-8") for path in documents())
+    assert f"python -m {module}" in text
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

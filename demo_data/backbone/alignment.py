@@ -27,6 +27,7 @@ alignments instead of discovering them from a few thousand ratings.
 Shuffling the article's sentences and giving the summary names and numbers of
 another summary keep the encoder comparing rather than remembering the pairs.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -38,9 +39,17 @@ from demo_data.backbone.texts import Texts, column_batch
 from demo_data.backbone.vocabulary import Vocabulary, text_words, words_of
 from demo_data.backbone.word_noise import word_noise_example
 
-ALIGNMENT_HEADS = ("in_premise", "in_lead", "in_hypothesis", "lead_position", "repeated",
-                   "unsupported_value", "noisy_word", "unsupported_share", "any_noisy_word")
-
+ALIGNMENT_HEADS = (
+    "in_premise",
+    "in_lead",
+    "in_hypothesis",
+    "lead_position",
+    "repeated",
+    "unsupported_value",
+    "noisy_word",
+    "unsupported_share",
+    "any_noisy_word",
+)
 
 
 def repeated_bigram_flags(body: Sequence[int]) -> list[int]:
@@ -56,13 +65,17 @@ def repeated_bigram_flags(body: Sequence[int]) -> list[int]:
     return flags
 
 
-
-
-def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_prefix: int,
-                      hypothesis_prefix: int, ends_sentence: np.ndarray, input_length: int,
-                      starts_word: np.ndarray, is_value: np.ndarray,
-                      noise_flags: Sequence[int] | None = None, wording_verdict: bool = False
-                      ) -> tuple[list[int], np.ndarray]:
+def alignment_example(
+    example: tuple[Sequence[int], Sequence[int]],
+    premise_prefix: int,
+    hypothesis_prefix: int,
+    ends_sentence: np.ndarray,
+    input_length: int,
+    starts_word: np.ndarray,
+    is_value: np.ndarray,
+    noise_flags: Sequence[int] | None = None,
+    wording_verdict: bool = False,
+) -> tuple[list[int], np.ndarray]:
     """A premise and its hypothesis as given, with the module docstring's
     per-piece labels; `noise_flags` are the hypothesis' `noisy_word` labels,
     and `wording_verdict` fills `any_noisy_word` from them.
@@ -79,16 +92,18 @@ def alignment_example(example: tuple[Sequence[int], Sequence[int]], premise_pref
     lead_end = stops[0] + 1 if stops else len(source)
     inputs = premise + list(hypothesis) + [1]
     labels = np.full((len(inputs), len(ALIGNMENT_HEADS)), -1, np.float32)
-    _label_premise(labels[premise_prefix:len(premise)], source, body, lead_end)
+    _label_premise(labels[premise_prefix : len(premise)], source, body, lead_end)
     start = len(premise) + hypothesis_prefix
-    _label_hypothesis(labels[start:start + len(body)], source, body, lead_end, starts_word,
-                      is_value)
-    _label_noise(labels[start:start + len(body)], noise_flags, wording_verdict)
+    _label_hypothesis(
+        labels[start : start + len(body)], source, body, lead_end, starts_word, is_value
+    )
+    _label_noise(labels[start : start + len(body)], noise_flags, wording_verdict)
     return inputs, labels
 
 
-def _label_premise(labels: np.ndarray, source: Sequence[int], body: Sequence[int],
-                   lead_end: int) -> None:
+def _label_premise(
+    labels: np.ndarray, source: Sequence[int], body: Sequence[int], lead_end: int
+) -> None:
     """The premise pieces' columns, in place: in_hypothesis, lead_position,
     repeated."""
     body_set = set(body)
@@ -97,8 +112,14 @@ def _label_premise(labels: np.ndarray, source: Sequence[int], body: Sequence[int
     labels[:, 4] = repeated_bigram_flags(source)
 
 
-def _label_hypothesis(labels: np.ndarray, source: Sequence[int], body: Sequence[int],
-                      lead_end: int, starts_word: np.ndarray, is_value: np.ndarray) -> None:
+def _label_hypothesis(
+    labels: np.ndarray,
+    source: Sequence[int],
+    body: Sequence[int],
+    lead_end: int,
+    starts_word: np.ndarray,
+    is_value: np.ndarray,
+) -> None:
     """The hypothesis pieces' columns, in place: in_premise, in_lead,
     repeated, unsupported_value and unsupported_share."""
     source_set, lead_set = set(source), set(source[:lead_end])
@@ -114,8 +135,9 @@ def _label_hypothesis(labels: np.ndarray, source: Sequence[int], body: Sequence[
     labels[:, 7] = np.mean(unsupported) if unsupported else 0.0
 
 
-def _label_noise(labels: np.ndarray, noise_flags: Sequence[int] | None,
-                 wording_verdict: bool) -> None:
+def _label_noise(
+    labels: np.ndarray, noise_flags: Sequence[int] | None, wording_verdict: bool
+) -> None:
     """The hypothesis pieces' noise columns, in place: noisy_word, and with
     `wording_verdict` any_noisy_word."""
     labels[:, 6] = list(noise_flags) if noise_flags is not None else 0
@@ -123,21 +145,27 @@ def _label_noise(labels: np.ndarray, noise_flags: Sequence[int] | None,
         labels[:, 8] = max(noise_flags or [0])
 
 
-def shuffle_sentences(premise: Sequence[int], prefix: int, ends_sentence: np.ndarray,
-                      rng: np.random.Generator) -> list[int]:
+def shuffle_sentences(
+    premise: Sequence[int], prefix: int, ends_sentence: np.ndarray, rng: np.random.Generator
+) -> list[int]:
     """The premise with its whole sentences in random order (an unfinished
     last one stays last), so that its lead is a different sentence."""
     source = list(premise[prefix:])
     stops = [i + 1 for i, piece in enumerate(source) if ends_sentence[piece]]
     sentences = [source[a:b] for a, b in zip([0] + stops[:-1], stops)]
-    rest = source[stops[-1]:] if stops else source
+    rest = source[stops[-1] :] if stops else source
     order = rng.permutation(len(sentences))
     return list(premise[:prefix]) + [p for k in order for p in sentences[k]] + rest
 
 
-def swap_values(hypothesis: Sequence[int], donor: Sequence[int], prefix: int,
-                starts_word: np.ndarray, is_value: np.ndarray, rng: np.random.Generator
-                ) -> list[int]:
+def swap_values(
+    hypothesis: Sequence[int],
+    donor: Sequence[int],
+    prefix: int,
+    starts_word: np.ndarray,
+    is_value: np.ndarray,
+    rng: np.random.Generator,
+) -> list[int]:
     """The hypothesis with one or two of its names and numbers replaced by
     those of another (donor) hypothesis, FactCC's entity swap across pairs."""
     body, other = list(hypothesis[prefix:]), list(donor[prefix:])
@@ -152,9 +180,13 @@ def swap_values(hypothesis: Sequence[int], donor: Sequence[int], prefix: int,
     return list(hypothesis[:prefix]) + body
 
 
-
-def batches(args, split_texts: Texts, corpus_texts: Texts, vocab: Vocabulary,
-            bigrams: tuple[WordPairs, dict] | None = None):
+def batches(
+    args,
+    split_texts: Texts,
+    corpus_texts: Texts,
+    vocab: Vocabulary,
+    bigrams: tuple[WordPairs, dict] | None = None,
+):
     """`batch_of(rng, size)` for `piece_stage.train_piece_stage`:
     `alignment_example` pairs of the train split, and `args.alignment_corpus`
     of the time of the corpus; `args.alignment_shuffle` of the premises have
@@ -163,17 +195,26 @@ def batches(args, split_texts: Texts, corpus_texts: Texts, vocab: Vocabulary,
     `args.alignment_noise` word noise at `args.alignment_noise_rates`
     (`word_noise_example`, or with `bigrams`, the grammar stage's
     `noisy_words` judged by `novel_pair_flags`)."""
+
     def batch_of(rng, size):
-        examples = [_example(rng, index, args, split_texts, corpus_texts, vocab, bigrams)
-                    for index in rng.integers(0, len(split_texts.pairs), size)]
+        examples = [
+            _example(rng, index, args, split_texts, corpus_texts, vocab, bigrams)
+            for index in rng.integers(0, len(split_texts.pairs), size)
+        ]
         return column_batch(examples, args.input_length)
 
     return batch_of
 
 
-def _example(rng: np.random.Generator, index: int, args, split_texts: Texts,
-             corpus_texts: Texts, vocab: Vocabulary, bigrams: tuple[WordPairs, dict] | None
-             ) -> tuple[list[int], np.ndarray]:
+def _example(
+    rng: np.random.Generator,
+    index: int,
+    args,
+    split_texts: Texts,
+    corpus_texts: Texts,
+    vocab: Vocabulary,
+    bigrams: tuple[WordPairs, dict] | None,
+) -> tuple[list[int], np.ndarray]:
     """One `alignment_example` of the pair `index` of the train split, or of
     a random corpus pair (see `batches`)."""
     texts = split_texts.pairs
@@ -185,18 +226,30 @@ def _example(rng: np.random.Generator, index: int, args, split_texts: Texts,
         premise = shuffle_sentences(premise, vocab.premise_prefix, vocab.ends_sentence, rng)
     if rng.random() < args.alignment_swap:
         donor = texts[rng.integers(len(texts))][1]
-        hypothesis = swap_values(hypothesis, donor, vocab.hypothesis_prefix, vocab.starts_word,
-                                 vocab.is_value, rng)
+        hypothesis = swap_values(
+            hypothesis, donor, vocab.hypothesis_prefix, vocab.starts_word, vocab.is_value, rng
+        )
     hypothesis, flags = _noisy_hypothesis(rng, hypothesis, args, vocab, bigrams)
-    return alignment_example((premise, hypothesis), vocab.premise_prefix,
-                             vocab.hypothesis_prefix, vocab.ends_sentence, args.input_length,
-                             vocab.starts_word, vocab.is_value, flags,
-                             wording_verdict=bigrams is not None)
+    return alignment_example(
+        (premise, hypothesis),
+        vocab.premise_prefix,
+        vocab.hypothesis_prefix,
+        vocab.ends_sentence,
+        args.input_length,
+        vocab.starts_word,
+        vocab.is_value,
+        flags,
+        wording_verdict=bigrams is not None,
+    )
 
 
-def _noisy_hypothesis(rng: np.random.Generator, hypothesis: Sequence[int], args,
-                      vocab: Vocabulary, bigrams: tuple[WordPairs, dict] | None
-                      ) -> tuple[list[int], list[int] | None]:
+def _noisy_hypothesis(
+    rng: np.random.Generator,
+    hypothesis: Sequence[int],
+    args,
+    vocab: Vocabulary,
+    bigrams: tuple[WordPairs, dict] | None,
+) -> tuple[list[int], list[int] | None]:
     """The hypothesis, `args.alignment_noise` of the time with word noise,
     and its `noisy_word` flags: with `bigrams`, every word of a pair the
     corpus never has, noise or not; without, the words the noise changed
@@ -211,7 +264,8 @@ def _noisy_hypothesis(rng: np.random.Generator, hypothesis: Sequence[int], args,
         body, flags = novel_pair_flags(words, pairs)
         return list(hypothesis[:prefix]) + body, flags
     if rng.random() < args.alignment_noise:
-        body, flags = word_noise_example(hypothesis[prefix:], rng, vocab.word_start,
-                                         vocab.similar, replace_rate, swap_rate)
+        body, flags = word_noise_example(
+            hypothesis[prefix:], rng, vocab.word_start, vocab.similar, replace_rate, swap_rate
+        )
         return list(hypothesis[:prefix]) + body[:-1], flags[:-1]
     return hypothesis, None

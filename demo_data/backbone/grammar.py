@@ -2,6 +2,7 @@
 pairs, which summary words make a word pair that the corpus never has, once a
 bigram generator has swapped words or put others in their place (ELECTRA with
 n-gram statistics in both roles), and whether the summary has any such word."""
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,9 @@ class WordPairs:
         return len(self.seen)
 
 
-def word_pairs(bodies: Sequence[Sequence[int]], starts_word: np.ndarray, pieces: Sequence[str]
-               ) -> tuple[WordPairs, dict[tuple[int, ...], list[tuple[int, ...]]]]:
+def word_pairs(
+    bodies: Sequence[Sequence[int]], starts_word: np.ndarray, pieces: Sequence[str]
+) -> tuple[WordPairs, dict[tuple[int, ...], list[tuple[int, ...]]]]:
     """The word pairs that `bodies` contain (their start and end marked by
     `EDGE`, numbers as `NUMBER`), and for each word of letters its
     substitutes: the other words of letters seen next to one of its
@@ -81,8 +83,13 @@ def word_pairs(bodies: Sequence[Sequence[int]], starts_word: np.ndarray, pieces:
     return pairs, substitutes
 
 
-def noisy_words(words: Sequence[tuple[int, ...]], rng: np.random.Generator, substitutes: dict,
-                replace_rate: float, swap_rate: float) -> list[tuple[int, ...]]:
+def noisy_words(
+    words: Sequence[tuple[int, ...]],
+    rng: np.random.Generator,
+    substitutes: dict,
+    replace_rate: float,
+    swap_rate: float,
+) -> list[tuple[int, ...]]:
     """`words` with a bigram generator's noise: word by word, a word trades
     places with the next one (`swap_rate`) or a substitute (`word_pairs`)
     takes its place (`replace_rate`)."""
@@ -101,8 +108,9 @@ def noisy_words(words: Sequence[tuple[int, ...]], rng: np.random.Generator, subs
     return words
 
 
-def novel_pair_flags(words: Sequence[tuple[int, ...]], pairs: WordPairs
-                     ) -> tuple[list[int], list[int]]:
+def novel_pair_flags(
+    words: Sequence[tuple[int, ...]], pairs: WordPairs
+) -> tuple[list[int], list[int]]:
     """The pieces of `words` and, for each, 1 when its word makes a word pair
     that `pairs` lacks with its neighbour on either side (the text's start
     and end count as `EDGE`), else 0."""
@@ -118,10 +126,17 @@ def novel_pair_flags(words: Sequence[tuple[int, ...]], pairs: WordPairs
 GRAMMAR_HEADS = ("novel_pair", "any_novel_pair")
 
 
-def grammar_example(example: tuple[Sequence[int], Sequence[int]], hypothesis_prefix: int,
-                    rng: np.random.Generator, starts_word: np.ndarray, pairs: WordPairs,
-                    substitutes: dict, input_length: int, replace_rate: float,
-                    swap_rate: float) -> tuple[list[int], np.ndarray]:
+def grammar_example(
+    example: tuple[Sequence[int], Sequence[int]],
+    hypothesis_prefix: int,
+    rng: np.random.Generator,
+    starts_word: np.ndarray,
+    pairs: WordPairs,
+    substitutes: dict,
+    input_length: int,
+    replace_rate: float,
+    swap_rate: float,
+) -> tuple[list[int], np.ndarray]:
     """A premise and a noisy hypothesis for the grammar stage, ELECTRA's
     replaced-token detection with a bigram model in both roles: the
     hypothesis gets `noisy_words` noise, and its pieces are labelled, one
@@ -139,8 +154,13 @@ def grammar_example(example: tuple[Sequence[int], Sequence[int]], hypothesis_pre
       len(GRAMMAR_HEADS)].
     """
     premise, hypothesis = example
-    words = noisy_words(text_words(hypothesis[hypothesis_prefix:], starts_word), rng, substitutes,
-                        replace_rate, swap_rate)
+    words = noisy_words(
+        text_words(hypothesis[hypothesis_prefix:], starts_word),
+        rng,
+        substitutes,
+        replace_rate,
+        swap_rate,
+    )
     body, flags = novel_pair_flags(words, pairs)
     keep = input_length - 1 - hypothesis_prefix
     body, flags = body[:keep], flags[:keep]
@@ -149,26 +169,35 @@ def grammar_example(example: tuple[Sequence[int], Sequence[int]], hypothesis_pre
     inputs = premise + list(hypothesis[:hypothesis_prefix]) + body + [1]
     labels = np.full((len(inputs), len(GRAMMAR_HEADS)), -1, np.float32)
     start = len(premise) + hypothesis_prefix
-    labels[start:start + len(body), 0] = flags
-    labels[start:start + len(body), 1] = max(flags, default=0)
+    labels[start : start + len(body), 0] = flags
+    labels[start : start + len(body), 1] = max(flags, default=0)
     return inputs, labels
 
 
-
-def corpus_word_pairs(tokenizer, corpus: Sequence[tuple[str, str]], corpus_texts: Texts,
-                      vocab: Vocabulary) -> tuple[WordPairs, dict]:
+def corpus_word_pairs(
+    tokenizer, corpus: Sequence[tuple[str, str]], corpus_texts: Texts, vocab: Vocabulary
+) -> tuple[WordPairs, dict]:
     """`word_pairs` of the corpus' articles and summaries, whole."""
     bodies = [tokenizer.encode(article) for article, _ in corpus]
-    bodies += [hypothesis[vocab.hypothesis_prefix:] for _, hypothesis in corpus_texts.pairs]
+    bodies += [hypothesis[vocab.hypothesis_prefix :] for _, hypothesis in corpus_texts.pairs]
     pairs, substitutes = word_pairs(bodies, vocab.starts_word, vocab.pieces)
-    logger.info("%d corpus pairs: %d word pairs, %d words with substitutes (median %d)",
-                len(corpus), len(pairs), len(substitutes),
-                int(np.median([len(v) for v in substitutes.values()])))
+    logger.info(
+        "%d corpus pairs: %d word pairs, %d words with substitutes (median %d)",
+        len(corpus),
+        len(pairs),
+        len(substitutes),
+        int(np.median([len(v) for v in substitutes.values()])),
+    )
     return pairs, substitutes
 
 
-def batches(args, corpus_texts: Texts, split_texts: Texts, vocab: Vocabulary,
-            bigrams: tuple[WordPairs, dict]):
+def batches(
+    args,
+    corpus_texts: Texts,
+    split_texts: Texts,
+    vocab: Vocabulary,
+    bigrams: tuple[WordPairs, dict],
+):
     """`batch_of(rng, size)` for `piece_stage.train_piece_stage`:
     `grammar_example` pairs, from the corpus, and `args.grammar_split` of the
     time from the train split (whose summaries bring their own errors),
@@ -183,9 +212,19 @@ def batches(args, corpus_texts: Texts, split_texts: Texts, vocab: Vocabulary,
         for _ in range(size):
             texts = split_texts.pairs if rng.random() < args.grammar_split else corpus_texts.pairs
             noisy = rng.random() < args.grammar_noise
-            examples.append(grammar_example(
-                texts[rng.integers(len(texts))], vocab.hypothesis_prefix, rng, vocab.starts_word,
-                pairs, substitutes, args.input_length, replace_rate * noisy, swap_rate * noisy))
+            examples.append(
+                grammar_example(
+                    texts[rng.integers(len(texts))],
+                    vocab.hypothesis_prefix,
+                    rng,
+                    vocab.starts_word,
+                    pairs,
+                    substitutes,
+                    args.input_length,
+                    replace_rate * noisy,
+                    swap_rate * noisy,
+                )
+            )
         return column_batch(examples, args.input_length)
 
     return batch_of

@@ -1,6 +1,7 @@
 """`python -m demo_data.backbone`: reads the sample's text, runs the encoder
 stages that have steps (matching, word noise, grammar, alignment, in this
 order), then the text objectives, and exports the backbone with its record."""
+
 from __future__ import annotations
 
 import argparse
@@ -37,13 +38,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = backbone_config(tokenizer.get_piece_size())
     vocab = vocabulary(tokenizer, config.vocab_size)
     split_texts = encode(tokenizer, read_train_text(args.sample_dir), args.input_length)
-    logger.info("%d train-split texts, %d-%d tokens; model %s", len(split_texts.whole),
-                min(map(len, split_texts.whole)), max(map(len, split_texts.whole)), config)
+    logger.info(
+        "%d train-split texts, %d-%d tokens; model %s",
+        len(split_texts.whole),
+        min(map(len, split_texts.whole)),
+        max(map(len, split_texts.whole)),
+        config,
+    )
     corpus_texts, bigrams = _corpus(args, tokenizer, vocab)
     model = EncoderDecoderModel(config)
     params = _initial_params(model, args)
-    params, stages = _encoder_stages(model, params, args, vocab, split_texts, corpus_texts,
-                                     bigrams)
+    params, stages = _encoder_stages(model, params, args, vocab, split_texts, corpus_texts, bigrams)
     export = functools.partial(export_hf, args.output, config, vocab_path=vocab_path)
     start = time.time()
     params, history = train_text(model, params, args, split_texts, vocab, export)
@@ -62,8 +67,9 @@ def _initial_params(model: EncoderDecoderModel, args: argparse.Namespace):
     return params
 
 
-def _corpus(args: argparse.Namespace, tokenizer, vocab: Vocabulary
-            ) -> tuple[Texts, tuple[grammar.WordPairs, dict] | None]:
+def _corpus(
+    args: argparse.Namespace, tokenizer, vocab: Vocabulary
+) -> tuple[Texts, tuple[grammar.WordPairs, dict] | None]:
     """The corpus' pairs and word pairs, when a stage reads them (else none)."""
     if not (args.grammar_steps or args.alignment_corpus or args.alignment_grammar):
         return Texts([], []), None
@@ -72,9 +78,15 @@ def _corpus(args: argparse.Namespace, tokenizer, vocab: Vocabulary
     return corpus_texts, grammar.corpus_word_pairs(tokenizer, corpus, corpus_texts, vocab)
 
 
-def _encoder_stages(model: EncoderDecoderModel, params, args: argparse.Namespace,
-                    vocab: Vocabulary, split_texts: Texts, corpus_texts: Texts,
-                    bigrams: tuple[grammar.WordPairs, dict] | None) -> tuple[dict, dict]:
+def _encoder_stages(
+    model: EncoderDecoderModel,
+    params,
+    args: argparse.Namespace,
+    vocab: Vocabulary,
+    split_texts: Texts,
+    corpus_texts: Texts,
+    bigrams: tuple[grammar.WordPairs, dict] | None,
+) -> tuple[dict, dict]:
     """Each encoder stage with steps, in order (`piece_stage`).
 
     Returns:
@@ -85,8 +97,9 @@ def _encoder_stages(model: EncoderDecoderModel, params, args: argparse.Namespace
         "matching": lambda: matching.batches(len(vocab.pieces)),
         "word_noise": lambda: word_noise.batches(args, split_texts.whole, vocab),
         "grammar": lambda: grammar.batches(args, corpus_texts, split_texts, vocab, bigrams),
-        "alignment": lambda: alignment.batches(args, split_texts, corpus_texts, vocab,
-                                               bigrams if args.alignment_grammar else None),
+        "alignment": lambda: alignment.batches(
+            args, split_texts, corpus_texts, vocab, bigrams if args.alignment_grammar else None
+        ),
     }
     stages: dict[str, dict] = {}
     for name, batches_of in batches.items():
@@ -94,6 +107,13 @@ def _encoder_stages(model: EncoderDecoderModel, params, args: argparse.Namespace
         steps = getattr(args, f"{name}_steps")
         if steps:
             params, stages[name] = train_piece_stage(
-                model, params, name, steps, getattr(args, f"{name}_learning_rate"),
-                batches_of(), args.batch_size, args.seed)
+                model,
+                params,
+                name,
+                steps,
+                getattr(args, f"{name}_learning_rate"),
+                batches_of(),
+                args.batch_size,
+                args.seed,
+            )
     return params, stages

@@ -2,6 +2,7 @@
 pieces, whether it occurs elsewhere in it. A tiny model does not learn to
 find equal pieces from text whose pairs differ by one piece, and every
 comparison of the later stages needs it."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -17,8 +18,9 @@ def elsewhere_labels(inputs: Sequence[int]) -> np.ndarray:
     return (counts[index] > 1).astype(np.int32)
 
 
-def matching_example(rng: np.random.Generator, pieces: int, length: int = 96
-                     ) -> tuple[list[int], np.ndarray]:
+def matching_example(
+    rng: np.random.Generator, pieces: int, length: int = 96
+) -> tuple[list[int], np.ndarray]:
     """A random sequence for the matching stage: `length - 1` distinct
     pieces (ids 10 to `pieces` - 1) and EOS, where 0-23 pieces are copied
     over others; each piece is labelled 1 when it occurs at another position
@@ -43,9 +45,11 @@ def matching_example(rng: np.random.Generator, pieces: int, length: int = 96
 def batches(pieces: int):
     """`batch_of(rng, size)` for `piece_stage.train_piece_stage`:
     `matching_example` sequences over the ids below `pieces`."""
+
     def batch_of(rng, size):
         examples = [matching_example(rng, pieces) for _ in range(size)]
         return np.array([inputs for inputs, _ in examples], np.int32), np.stack(
-            [labels for _, labels in examples])
+            [labels for _, labels in examples]
+        )
 
     return batch_of

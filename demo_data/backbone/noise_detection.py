@@ -19,6 +19,7 @@ only learns to compare pieces from strong signals (one repeated piece in a
 sentence is not enough to start), so a run starts strong and weakens to the
 lightest noise (`--noise_strength`).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -27,16 +28,29 @@ import numpy as np
 
 from demo_data.backbone.text_objectives import grounded_tokens
 
-NOISE_KINDS = ("replace_grounded", "swap_in_premise", "duplicate_span", "swap_words",
-               "replace_similar")
+NOISE_KINDS = (
+    "replace_grounded",
+    "swap_in_premise",
+    "duplicate_span",
+    "swap_words",
+    "replace_similar",
+)
 
 
-def detect_noise(example: tuple[Sequence[int], Sequence[int]],
-                 donor: tuple[Sequence[int], Sequence[int]], prefix: int,
-                 rng: np.random.Generator, word_start: np.ndarray, is_value: np.ndarray,
-                 similar: dict[int, list[int]], input_length: int, target_length: int,
-                 clean_rate: float = 0.3, kinds: Sequence[str] = NOISE_KINDS,
-                 strength: float = 0.0) -> tuple[list[int], list[int], list[int]]:
+def detect_noise(
+    example: tuple[Sequence[int], Sequence[int]],
+    donor: tuple[Sequence[int], Sequence[int]],
+    prefix: int,
+    rng: np.random.Generator,
+    word_start: np.ndarray,
+    is_value: np.ndarray,
+    similar: dict[int, list[int]],
+    input_length: int,
+    target_length: int,
+    clean_rate: float = 0.3,
+    kinds: Sequence[str] = NOISE_KINDS,
+    strength: float = 0.0,
+) -> tuple[list[int], list[int], list[int]]:
     """A noise-detection example (see the module docstring): the hypothesis
     gets one of `kinds` of noise at `strength`, or none (`clean_rate`); the
     target lists the pieces the noise put there (empty when clean), so the
@@ -68,11 +82,16 @@ def detect_noise(example: tuple[Sequence[int], Sequence[int]],
     room = max(0, input_length - 1 - len(noisy))
     inputs = list(premise[:room]) + noisy + [1]
     labels = [-1] * (len(inputs) - 1 - len(body)) + flags + [-1]
-    return inputs, noise[:target_length - 1] + [1], labels
+    return inputs, noise[: target_length - 1] + [1], labels
 
 
-def _value_pool(kind: str, premise: Sequence[int], donor: tuple[Sequence[int], Sequence[int]],
-                prefix: int, is_value: np.ndarray) -> list[int]:
+def _value_pool(
+    kind: str,
+    premise: Sequence[int],
+    donor: tuple[Sequence[int], Sequence[int]],
+    prefix: int,
+    is_value: np.ndarray,
+) -> list[int]:
     """The pieces `replace_grounded` or `swap_in_premise` put in: supported
     pieces of the donor that the premise lacks, or the premise's names and
     numbers."""
@@ -81,9 +100,16 @@ def _value_pool(kind: str, premise: Sequence[int], donor: tuple[Sequence[int], S
     return sorted({piece for piece in premise if is_value[piece]})
 
 
-def _replace_values(kind: str, premise: Sequence[int], body: list[int], flags: list[int],
-                    pool: Sequence[int], is_value: np.ndarray, rng: np.random.Generator,
-                    strength: float) -> list[int]:
+def _replace_values(
+    kind: str,
+    premise: Sequence[int],
+    body: list[int],
+    flags: list[int],
+    pool: Sequence[int],
+    is_value: np.ndarray,
+    rng: np.random.Generator,
+    strength: float,
+) -> list[int]:
     """`replace_grounded` and `swap_in_premise`: hypothesis pieces the premise
     contains (its names and numbers, for `swap_in_premise`) become pieces of
     `pool`; changes `body` and `flags` in place and returns the new pieces."""
@@ -103,22 +129,28 @@ def _replace_values(kind: str, premise: Sequence[int], body: list[int], flags: l
     return noise
 
 
-def _duplicate_span(body: list[int], flags: list[int], rng: np.random.Generator,
-                    strength: float) -> list[int]:
+def _duplicate_span(
+    body: list[int], flags: list[int], rng: np.random.Generator, strength: float
+) -> list[int]:
     """`duplicate_span`: a span repeated right after itself or at the end;
     changes `body` and `flags` in place and returns the copy."""
     longest = max(10, int(round(strength * len(body))))
     span = int(rng.integers(2, min(longest, len(body)) + 1))
     start = int(rng.integers(0, len(body) - span + 1))
-    copy = body[start:start + span]
+    copy = body[start : start + span]
     at = start + span if rng.random() < 0.5 else len(body)
     body[at:at] = copy
     flags[at:at] = [1] * span
     return copy
 
 
-def _swap_words(body: list[int], flags: list[int], rng: np.random.Generator,
-                word_start: np.ndarray, strength: float) -> list[int]:
+def _swap_words(
+    body: list[int],
+    flags: list[int],
+    rng: np.random.Generator,
+    word_start: np.ndarray,
+    strength: float,
+) -> list[int]:
     """`swap_words`: adjacent words trade places; changes `body` and `flags`
     in place and returns the pieces of the swapped words."""
     starts = [i for i in range(len(body)) if word_start[body[i]]] + [len(body)]
@@ -134,15 +166,23 @@ def _swap_words(body: list[int], flags: list[int], rng: np.random.Generator,
     return noise
 
 
-def _replace_similar(body: list[int], flags: list[int], rng: np.random.Generator,
-                     similar: dict[int, list[int]], strength: float) -> list[int]:
+def _replace_similar(
+    body: list[int],
+    flags: list[int],
+    rng: np.random.Generator,
+    similar: dict[int, list[int]],
+    strength: float,
+) -> list[int]:
     """`replace_similar`: words become other inflections (`similar_pieces`);
     changes `body` and `flags` in place and returns the new pieces."""
     positions = [i for i, piece in enumerate(body) if piece in similar]
     count = max(1, int(round(strength * len(positions))))
     noise = []
-    for position in sorted(rng.choice(positions, min(count, len(positions)), replace=False)
-                           ) if positions else []:
+    for position in (
+        sorted(rng.choice(positions, min(count, len(positions)), replace=False))
+        if positions
+        else []
+    ):
         options = similar[body[position]]
         body[position] = int(options[rng.integers(len(options))])
         flags[position] = 1

@@ -1,4 +1,5 @@
 """`pretraining.json`: what a run did, written beside the backbone it made."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,14 +12,19 @@ import numpy as np
 
 def objective(args: argparse.Namespace) -> str:
     """The stages and objectives that ran, joined by `+`, in their order."""
-    return "+".join(name for name, used in (
-        ("matching", args.matching_steps > 0),
-        ("word_noise", args.word_noise_steps > 0),
-        ("grammar", args.grammar_steps > 0),
-        ("alignment", args.alignment_steps > 0),
-        ("span_corruption", args.steps > 0 and args.detect_rate + args.replace_rate < 1),
-        ("grounded_replacement", args.replace_rate > 0),
-        ("noise_detection", args.detect_rate > 0)) if used)
+    return "+".join(
+        name
+        for name, used in (
+            ("matching", args.matching_steps > 0),
+            ("word_noise", args.word_noise_steps > 0),
+            ("grammar", args.grammar_steps > 0),
+            ("alignment", args.alignment_steps > 0),
+            ("span_corruption", args.steps > 0 and args.detect_rate + args.replace_rate < 1),
+            ("grounded_replacement", args.replace_rate > 0),
+            ("noise_detection", args.detect_rate > 0),
+        )
+        if used
+    )
 
 
 def _rounded(value: float) -> float | None:
@@ -31,10 +37,14 @@ def _text_fields(args: argparse.Namespace, history: list, used_corpus: bool) -> 
     return {
         "init": args.init,
         "data": "sample train split text (articles + summaries)"
-                + (" and corpus pairs" if used_corpus else "") + ", no ratings",
-        "steps": args.steps, "batch_size": args.batch_size,
-        "input_length": args.input_length, "target_length": args.target_length,
-        "learning_rate": args.learning_rate, "seed": args.seed,
+        + (" and corpus pairs" if used_corpus else "")
+        + ", no ratings",
+        "steps": args.steps,
+        "batch_size": args.batch_size,
+        "input_length": args.input_length,
+        "target_length": args.target_length,
+        "learning_rate": args.learning_rate,
+        "seed": args.seed,
         "final_loss": _rounded(final[0]),
         "final_token_accuracy": _rounded(final[1]),
         "final_discriminator_loss": _rounded(final[2]),
@@ -66,22 +76,33 @@ def _stage_fields(args: argparse.Namespace, stages: dict[str, dict]) -> dict:
     }
 
 
-def write_record(args: argparse.Namespace, stages: dict[str, dict], history: list,
-                 used_corpus: bool, start: float) -> None:
+def write_record(
+    args: argparse.Namespace,
+    stages: dict[str, dict],
+    history: list,
+    used_corpus: bool,
+    start: float,
+) -> None:
     """Writes `pretraining.json` into `args.output`: the settings, each
     stage's record (`stages`, by name; empty when it did not run), the text
     objectives' final averages over `history`, the seconds since `start`,
     and a continued run's `init_record`, the record of the run it started
     from."""
-    record = {"objective": objective(args), "noise_density": 0.15, "mean_span": 3.0,
-              "replace_rate": args.replace_rate, "detect_rate": args.detect_rate,
-              "noise_strength": list(args.noise_strength), "rtd_weight": args.rtd_weight,
-              "matching_steps": args.matching_steps,
-              "matching_learning_rate": args.matching_learning_rate,
-              **_text_fields(args, history, used_corpus),
-              "matching": stages["matching"],
-              **_stage_fields(args, stages),
-              "seconds": round(time.time() - start)}
+    record = {
+        "objective": objective(args),
+        "noise_density": 0.15,
+        "mean_span": 3.0,
+        "replace_rate": args.replace_rate,
+        "detect_rate": args.detect_rate,
+        "noise_strength": list(args.noise_strength),
+        "rtd_weight": args.rtd_weight,
+        "matching_steps": args.matching_steps,
+        "matching_learning_rate": args.matching_learning_rate,
+        **_text_fields(args, history, used_corpus),
+        "matching": stages["matching"],
+        **_stage_fields(args, stages),
+        "seconds": round(time.time() - start),
+    }
     init_record = os.path.join(args.init, "pretraining.json") if args.init else ""
     if os.path.exists(init_record):
         with open(init_record, encoding="utf-8") as handle:

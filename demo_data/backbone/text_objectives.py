@@ -1,5 +1,6 @@
 """The sequence-to-sequence text objectives' noise: T5's span corruption and
 grounded-token replacement (noise detection is `noise_detection`)."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,29 +8,36 @@ from typing import Sequence
 import numpy as np
 
 
-def span_corrupt(ids: Sequence[int], rng: np.random.Generator, vocab_size: int,
-                 noise_density: float = 0.15, mean_span: float = 3.0
-                 ) -> tuple[list[int], list[int]]:
+def span_corrupt(
+    ids: Sequence[int],
+    rng: np.random.Generator,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    mean_span: float = 3.0,
+) -> tuple[list[int], list[int]]:
     """T5 span corruption of one token sequence (without EOS): returns
     (inputs, targets), both ending in EOS (id 1)."""
     length = len(ids)
     noise = max(1, int(round(length * noise_density)))
     num_spans = max(1, int(round(noise / mean_span)))
     # Random span lengths that sum to `noise`, and random gaps between them.
-    cuts = (np.sort(rng.choice(np.arange(1, noise), num_spans - 1, replace=False))
-            if num_spans > 1 else [])
+    cuts = (
+        np.sort(rng.choice(np.arange(1, noise), num_spans - 1, replace=False))
+        if num_spans > 1
+        else []
+    )
     span_lengths = np.diff(np.concatenate([[0], cuts, [noise]])).astype(int)
     keep = length - noise
     gaps = np.sort(rng.choice(np.arange(0, keep + 1), num_spans, replace=True))
     inputs, targets, position, kept = [], [], 0, 0
     for k, (gap, span) in enumerate(zip(gaps, span_lengths)):
         take = int(gap) - kept
-        inputs += list(ids[position:position + take])
+        inputs += list(ids[position : position + take])
         position += take
         kept += take
         sentinel = vocab_size - 1 - k
         inputs.append(sentinel)
-        targets += [sentinel] + list(ids[position:position + span])
+        targets += [sentinel] + list(ids[position : position + span])
         position += int(span)
     inputs += list(ids[position:])
     return inputs + [1], targets + [1]
@@ -42,9 +50,13 @@ def grounded_tokens(premise: Sequence[int], hypothesis: Sequence[int], prefix: i
     return [i for i in range(prefix, len(hypothesis)) if hypothesis[i] in seen]
 
 
-def swap_grounded(example: tuple[Sequence[int], Sequence[int]],
-                  donor: tuple[Sequence[int], Sequence[int]], prefix: int,
-                  rng: np.random.Generator, rate: float = 0.15) -> tuple[list[int], list[int]]:
+def swap_grounded(
+    example: tuple[Sequence[int], Sequence[int]],
+    donor: tuple[Sequence[int], Sequence[int]],
+    prefix: int,
+    rng: np.random.Generator,
+    rate: float = 0.15,
+) -> tuple[list[int], list[int]]:
     """Grounded-token replacement: about `rate` of the hypothesis tokens that
     the premise supports are replaced by supported tokens of another (donor)
     pair, the premise does not contain; the target is the original

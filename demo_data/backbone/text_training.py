@@ -1,6 +1,7 @@
 """The text objectives' training: span corruption, grounded-token
 replacement and noise detection, sequence to sequence on the train split's
 pairs, with ELECTRA's per-piece discriminator as an option."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ from demo_data.backbone.vocabulary import Vocabulary
 logger = logging.getLogger("demo_data.backbone")
 
 
-def train_text(model, params, args: argparse.Namespace, split_texts: Texts, vocab: Vocabulary,
-               export: Callable) -> tuple[dict, list[tuple[float, float, float]]]:
+def train_text(
+    model, params, args: argparse.Namespace, split_texts: Texts, vocab: Vocabulary, export: Callable
+) -> tuple[dict, list[tuple[float, float, float]]]:
     """`args.steps` AdamW steps (warm-up and cosine decay) of the text
     objectives on `split_texts`; `export(params)` every `args.export_every`
     steps. The discriminator's head (a projection of the encoder's outputs
@@ -34,12 +36,17 @@ def train_text(model, params, args: argparse.Namespace, split_texts: Texts, voca
       discriminator loss) per step.
     """
     warmup = min(100, args.steps // 10)
-    schedule = optax.warmup_cosine_decay_schedule(0.0, args.learning_rate, warmup,
-                                                  max(args.steps, 1), args.learning_rate * 0.1)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, args.learning_rate, warmup, max(args.steps, 1), args.learning_rate * 0.1
+    )
     optimizer = optax.adamw(schedule, weight_decay=1e-4)
-    trained = {"backbone": params,
-               "discriminator": {"w": np.zeros(model.config.d_model, np.float32),
-                                 "b": np.zeros((), np.float32)}}
+    trained = {
+        "backbone": params,
+        "discriminator": {
+            "w": np.zeros(model.config.d_model, np.float32),
+            "b": np.zeros((), np.float32),
+        },
+    }
     opt_state = optimizer.init(trained)
     train_step = _step(model, optimizer, args.rtd_weight)
     rng = np.random.default_rng(args.seed)
@@ -53,9 +60,14 @@ def train_text(model, params, args: argparse.Namespace, split_texts: Texts, voca
             if (step + 1) % 100 == 0:
                 recent = np.mean(history[-100:], axis=0)
                 bar.set_postfix(loss=f"{recent[0]:.3f}", acc=f"{recent[1]:.3f}")
-                logger.info("step %d loss %.3f token accuracy %.3f discriminator loss %.3f "
-                            "(%.0f s)", step + 1, recent[0], recent[1], recent[2],
-                            time.time() - start)
+                logger.info(
+                    "step %d loss %.3f token accuracy %.3f discriminator loss %.3f (%.0f s)",
+                    step + 1,
+                    recent[0],
+                    recent[1],
+                    recent[2],
+                    time.time() - start,
+                )
             if args.export_every and (step + 1) % args.export_every == 0 and step + 1 < args.steps:
                 export(jax.device_get(params))
     return params, history
@@ -64,6 +76,7 @@ def train_text(model, params, args: argparse.Namespace, split_texts: Texts, voca
 def _step(model, optimizer, rtd_weight: float) -> Callable:
     """The jitted train_step(trained, opt_state, batch): the model's loss,
     plus `rtd_weight` times the discriminator's masked cross-entropy."""
+
     def objective(trained, batch):
         loss, aux = model.loss(trained["backbone"], batch)
         if rtd_weight:
@@ -72,8 +85,9 @@ def _step(model, optimizer, rtd_weight: float) -> Callable:
             logits = encoded @ head["w"] + head["b"]
             labels = batch["noise_labels"]
             mask = (labels >= 0).astype(jnp.float32)
-            bce = optax.sigmoid_binary_cross_entropy(logits,
-                                                     jnp.maximum(labels, 0).astype(jnp.float32))
+            bce = optax.sigmoid_binary_cross_entropy(
+                logits, jnp.maximum(labels, 0).astype(jnp.float32)
+            )
             rtd = (bce * mask).sum() / jnp.maximum(mask.sum(), 1.0)
             loss = loss + rtd_weight * rtd
         else:
@@ -89,8 +103,14 @@ def _step(model, optimizer, rtd_weight: float) -> Callable:
     return train_step
 
 
-def _batch(rng: np.random.Generator, step: int, args: argparse.Namespace, split_texts: Texts,
-           vocab: Vocabulary, vocab_size: int) -> dict[str, np.ndarray]:
+def _batch(
+    rng: np.random.Generator,
+    step: int,
+    args: argparse.Namespace,
+    split_texts: Texts,
+    vocab: Vocabulary,
+    vocab_size: int,
+) -> dict[str, np.ndarray]:
     """One batch of the text objectives for `step` (noise detection's
     strength follows the step)."""
     chosen = rng.integers(0, len(split_texts.whole), args.batch_size)
@@ -101,15 +121,25 @@ def _batch(rng: np.random.Generator, step: int, args: argparse.Namespace, split_
         "encoder_input_tokens": pad([i for i, _, _ in examples], args.input_length),
         "decoder_target_tokens": targets,
         "decoder_input_tokens": np.concatenate(
-            [np.zeros((len(targets), 1), np.int32), targets[:, :-1]], axis=1),
-        "noise_labels": pad([[-1] * len(i) if labels is None else labels
-                             for i, _, labels in examples], args.input_length, fill=-1),
+            [np.zeros((len(targets), 1), np.int32), targets[:, :-1]], axis=1
+        ),
+        "noise_labels": pad(
+            [[-1] * len(i) if labels is None else labels for i, _, labels in examples],
+            args.input_length,
+            fill=-1,
+        ),
     }
 
 
-def _example(rng: np.random.Generator, index: int, args: argparse.Namespace, split_texts: Texts,
-             vocab: Vocabulary, vocab_size: int, strength: float
-             ) -> tuple[list[int], list[int], list[int] | None]:
+def _example(
+    rng: np.random.Generator,
+    index: int,
+    args: argparse.Namespace,
+    split_texts: Texts,
+    vocab: Vocabulary,
+    vocab_size: int,
+    strength: float,
+) -> tuple[list[int], list[int], list[int] | None]:
     """(inputs, targets, noise labels or None) of the pair `index`: noise
     detection (`args.detect_rate` of the time), grounded-token replacement
     (`args.replace_rate`) or span corruption."""
@@ -119,9 +149,19 @@ def _example(rng: np.random.Generator, index: int, args: argparse.Namespace, spl
     draw = rng.random()
     if draw < args.detect_rate:
         donor = pairs[rng.integers(len(split_texts.whole))]
-        return detect_noise(pairs[index], donor, prefix, rng, vocab.word_start, vocab.is_value,
-                            vocab.similar, args.input_length, args.target_length,
-                            strength=strength, kinds=args.noise_kinds)
+        return detect_noise(
+            pairs[index],
+            donor,
+            prefix,
+            rng,
+            vocab.word_start,
+            vocab.is_value,
+            vocab.similar,
+            args.input_length,
+            args.target_length,
+            strength=strength,
+            kinds=args.noise_kinds,
+        )
     if draw < args.detect_rate + args.replace_rate:
         donor = pairs[rng.integers(len(split_texts.whole))]
         return swap_grounded(pairs[index], donor, prefix, rng) + (None,)

@@ -1,5 +1,6 @@
 """The text the backbone learns from: the sample's train split and its
 unlabelled corpus, read, cut into pieces, and padded into batches."""
+
 from __future__ import annotations
 
 import csv
@@ -23,8 +24,9 @@ def read_train_text(sample_dir: str) -> list[tuple[str, str]]:
             record = json.loads(line)
             articles[record["gem_id"]] = record["text"]
     pairs = []
-    with open(os.path.join(sample_dir, "seahorse", "train.tsv"), encoding="utf-8",
-              newline="") as handle:
+    with open(
+        os.path.join(sample_dir, "seahorse", "train.tsv"), encoding="utf-8", newline=""
+    ) as handle:
         for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
             pairs.append((articles[row["gem_id"]], row["summary"]))
     return pairs
@@ -44,8 +46,10 @@ def read_corpus(sample_dir: str) -> list[tuple[str, str]]:
                 except (json.JSONDecodeError, KeyError, TypeError) as error:
                     raise ValueError(f"{path}:{number}: not a corpus record ({error!r})") from error
     except (OSError, EOFError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: unreadable after line {number} ({error!r}); regenerate it with "
-                         "python -m demo_data.sample") from error
+        raise ValueError(
+            f"{path}: unreadable after line {number} ({error!r}); regenerate it with "
+            "python -m demo_data.sample"
+        ) from error
     return pairs
 
 
@@ -60,15 +64,18 @@ class Texts:
     pairs: list[tuple[list[int], list[int]]]
 
 
-def encode(tokenizer, article_summary_pairs: Sequence[tuple[str, str]],
-           input_length: int) -> Texts:
+def encode(tokenizer, article_summary_pairs: Sequence[tuple[str, str]], input_length: int) -> Texts:
     """The pairs' pieces, whole and in two parts (`Texts`)."""
     budget = input_length - RESERVED_PIECES
-    whole = [tokenizer.encode(f"premise: {article} hypothesis: {summary}")[-budget:]
-             for article, summary in article_summary_pairs]
-    parts = [(tokenizer.encode(f"premise: {article}"), tokenizer.encode(f"hypothesis: {summary}"))
-             for article, summary in article_summary_pairs]
-    pairs = [(premise[:budget - len(hypothesis)], hypothesis) for premise, hypothesis in parts]
+    whole = [
+        tokenizer.encode(f"premise: {article} hypothesis: {summary}")[-budget:]
+        for article, summary in article_summary_pairs
+    ]
+    parts = [
+        (tokenizer.encode(f"premise: {article}"), tokenizer.encode(f"hypothesis: {summary}"))
+        for article, summary in article_summary_pairs
+    ]
+    pairs = [(premise[: budget - len(hypothesis)], hypothesis) for premise, hypothesis in parts]
     return Texts(whole, pairs)
 
 
@@ -77,16 +84,17 @@ def pad(rows: Sequence[Sequence[int]], length: int, fill: int = 0) -> np.ndarray
     out = np.full((len(rows), length), fill, np.int32)
     for i, row in enumerate(rows):
         row = row[:length]
-        out[i, :len(row)] = row
+        out[i, : len(row)] = row
     return out
 
 
-def column_batch(examples: Sequence[tuple[Sequence[int], np.ndarray]], length: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def column_batch(
+    examples: Sequence[tuple[Sequence[int], np.ndarray]], length: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Examples with labels in columns ([pieces, columns]) as one batch:
     tokens padded to `length`, and labels [batch, length, columns] with -1
     where there is no piece."""
     labels = np.full((len(examples), length, examples[0][1].shape[1]), -1, np.float32)
     for row, (_, columns) in enumerate(examples):
-        labels[row, :len(columns)] = columns[:length]
+        labels[row, : len(columns)] = columns[:length]
     return pad([inputs for inputs, _ in examples], length), labels

@@ -1,6 +1,7 @@
 """What the stages need to know of the vocabulary's pieces: which start a
 word, end a sentence, start a name or number, or are another inflection of
 each other, as tables over piece ids."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,29 +17,43 @@ def similar_pieces(pieces: Sequence[str]) -> dict[int, list[int]]:
     for index, piece in enumerate(pieces):
         if piece.startswith("\u2581") and len(piece) >= 4:
             groups.setdefault(piece[:4], []).append(index)
-    return {index: [other for other in group if other != index]
-            for group in groups.values() if len(group) > 1 for index in group}
+    return {
+        index: [other for other in group if other != index]
+        for group in groups.values()
+        if len(group) > 1
+        for index in group
+    }
 
 
 def value_pieces(pieces: Sequence[str]) -> np.ndarray:
     """Which pieces start a name or a number (capitalised or a digit)."""
-    return np.array([piece.startswith("\u2581") and len(piece) > 1
-                     and (piece[1].isupper() or piece[1].isdigit()) for piece in pieces], bool)
+    return np.array(
+        [
+            piece.startswith("\u2581")
+            and len(piece) > 1
+            and (piece[1].isupper() or piece[1].isdigit())
+            for piece in pieces
+        ],
+        bool,
+    )
 
 
 def sentence_ends(pieces: Sequence[str]) -> np.ndarray:
     """Which pieces end a sentence: a full stop, alone or after a quote or a
     sign, not the dot of a number (`3.` in `3.700`)."""
-    return np.array([piece.endswith(".") and not piece.rstrip(".")[-1:].isdigit()
-                     for piece in pieces], bool)
+    return np.array(
+        [piece.endswith(".") and not piece.rstrip(".")[-1:].isdigit() for piece in pieces], bool
+    )
 
 
 def word_boundaries(pieces: Sequence[str]) -> np.ndarray:
     """Which pieces start a word: those that start with the word marker, and
     punctuation (a piece without a letter or digit), a word of its own, so
     that `Logistics,` is the word `Logistics` and `,`."""
-    return np.array([piece.startswith("\u2581") or not any(c.isalnum() for c in piece)
-                     for piece in pieces], bool)
+    return np.array(
+        [piece.startswith("\u2581") or not any(c.isalnum() for c in piece) for piece in pieces],
+        bool,
+    )
 
 
 def words_of(body: Sequence[int], starts_word: np.ndarray) -> list[tuple[int, int]]:
@@ -73,7 +88,7 @@ def vocabulary(tokenizer, vocab_size: int) -> Vocabulary:
 
     def table(values) -> np.ndarray:
         over_ids = np.zeros(vocab_size, bool)
-        over_ids[:len(pieces)] = values
+        over_ids[: len(pieces)] = values
         return over_ids
 
     return Vocabulary(
@@ -84,4 +99,5 @@ def vocabulary(tokenizer, vocab_size: int) -> Vocabulary:
         starts_word=table(word_boundaries(pieces)),
         ends_sentence=table(sentence_ends(pieces)),
         is_value=table(value_pieces(pieces)),
-        similar=similar_pieces(pieces))
+        similar=similar_pieces(pieces),
+    )

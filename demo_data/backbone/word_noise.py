@@ -1,5 +1,6 @@
 """The word-noise stage: which words of a train-split text were swapped with
 their neighbour or turned into another inflection, many per text."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,9 +11,14 @@ from demo_data.backbone.texts import pad
 from demo_data.backbone.vocabulary import Vocabulary
 
 
-def word_noise_example(ids: Sequence[int], rng: np.random.Generator, word_start: np.ndarray,
-                       similar: dict[int, list[int]], replace_rate: float = 0.3,
-                       swap_rate: float = 0.1) -> tuple[list[int], list[int]]:
+def word_noise_example(
+    ids: Sequence[int],
+    rng: np.random.Generator,
+    word_start: np.ndarray,
+    similar: dict[int, list[int]],
+    replace_rate: float = 0.3,
+    swap_rate: float = 0.1,
+) -> tuple[list[int], list[int]]:
     """A text for the word-noise stage, ELECTRA's replaced-token detection
     with a rule in place of the generator, and heavy: word by word, a word
     trades places with the next one (`swap_rate`; both are labelled), or,
@@ -52,10 +58,15 @@ def batches(args, texts: Sequence[Sequence[int]], vocab: Vocabulary):
     replace_rate, swap_rate = args.word_noise_rates
 
     def batch_of(rng, size):
-        examples = [word_noise_example(texts[i], rng, vocab.word_start, vocab.similar,
-                                       replace_rate, swap_rate)
-                    for i in rng.integers(0, len(texts), size)]
-        return (pad([inputs for inputs, _ in examples], args.input_length),
-                pad([labels for _, labels in examples], args.input_length, fill=-1))
+        examples = [
+            word_noise_example(
+                texts[i], rng, vocab.word_start, vocab.similar, replace_rate, swap_rate
+            )
+            for i in rng.integers(0, len(texts), size)
+        ]
+        return (
+            pad([inputs for inputs, _ in examples], args.input_length),
+            pad([labels for _, labels in examples], args.input_length, fill=-1),
+        )
 
     return batch_of

@@ -1,4 +1,5 @@
 """Articles: short template news, a lead fact and a few further facts."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -69,12 +70,18 @@ class ValuePool:
             self.orgs.add(value)
         return value
 
-    def person(self, frame: str, gender: Optional[str] = None, role: Optional[str] = None,
-               keep: bool = True) -> Person:
+    def person(
+        self,
+        frame: str,
+        gender: Optional[str] = None,
+        role: Optional[str] = None,
+        keep: bool = True,
+    ) -> Person:
         gender = gender or self.rng.choice("mf")
         given = self.rng.choice([g for g in self.pack["given"][gender] if g not in self.given])
         surname = self.rng.choice(
-            [s for s in self.pack["surnames"] if _surname_key(s) not in self.surnames])
+            [s for s in self.pack["surnames"] if _surname_key(s) not in self.surnames]
+        )
         if keep:
             self.given.add(given)
             self.surnames.add(_surname_key(surname))
@@ -101,8 +108,12 @@ class ValuePool:
         )
 
 
-def make_article(rng: random.Random, lang: str, pool: Optional[ValuePool] = None,
-                 n_sentences: Optional[int] = None) -> tuple[Article, ValuePool]:
+def make_article(
+    rng: random.Random,
+    lang: str,
+    pool: Optional[ValuePool] = None,
+    n_sentences: Optional[int] = None,
+) -> tuple[Article, ValuePool]:
     """A short news article: a lead fact and 2-3 further facts, one sentence each.
 
     All sentences come from the same frame pool, so only its position tells

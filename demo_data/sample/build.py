@@ -1,5 +1,6 @@
 """Every file of the sample from a seed, and the command line that writes them
 (`python -m demo_data.sample`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,17 +13,26 @@ from demo_data.paths import SAMPLE_DIR
 from demo_data.sample.corpus import CORPUS_PAIRS_PER_LANG, make_corpus
 from demo_data.sample.mface import MFACE_COLUMNS, make_mface
 from demo_data.sample.ratings import make_ratings
-from demo_data.sample.seahorse import (SEAHORSE_SPLITS, TSV_HEADER, GemIds, make_seahorse_split,
-                                       split_stats)
+from demo_data.sample.seahorse import (
+    SEAHORSE_SPLITS,
+    TSV_HEADER,
+    GemIds,
+    make_seahorse_split,
+    split_stats,
+)
 from demo_data.sample.true import TRUE_SETS, make_true_set
 from demo_data.sample.writers import csv_text, jsonl_text, tsv_text, write_sample
 
 DESCRIPTION = "Generates the bundled SYNTHETIC sample in `seahorse_metrics/data/sample/`."
 
 
-def build_sample(seed: int, split_rows: dict[str, int], mface_docs_per_lang: int = 12,
-                 ratings_rows: int = 200,
-                 corpus_pairs_per_lang: int = CORPUS_PAIRS_PER_LANG) -> dict[str, str | bytes]:
+def build_sample(
+    seed: int,
+    split_rows: dict[str, int],
+    mface_docs_per_lang: int = 12,
+    ratings_rows: int = 200,
+    corpus_pairs_per_lang: int = CORPUS_PAIRS_PER_LANG,
+) -> dict[str, str | bytes]:
     """Every file of the sample: {relative path: content}. Pure function of its args."""
 
     def rng_for(part: str) -> random.Random:
@@ -38,7 +48,8 @@ def build_sample(seed: int, split_rows: dict[str, int], mface_docs_per_lang: int
         stats["seahorse"][split] = split_stats(rows)
         all_articles.update(articles)
     files["seahorse/articles.jsonl"] = jsonl_text(
-        {"gem_id": g, "text": all_articles[g]} for g in sorted(all_articles))
+        {"gem_id": g, "text": all_articles[g]} for g in sorted(all_articles)
+    )
     mface_rows, stats["mface"] = make_mface(rng_for("mface"), mface_docs_per_lang)
     files["mface/mface_sample.csv"] = csv_text(MFACE_COLUMNS, mface_rows)
     stats["true"] = {}
@@ -67,8 +78,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Writes every file of the sample for `--seed` into `--output_dir`."""
     args = parse_args(argv)
-    split_rows = {"train": args.train_rows, "validation": args.validation_rows,
-                  "test": args.test_rows}
+    split_rows = {
+        "train": args.train_rows,
+        "validation": args.validation_rows,
+        "test": args.test_rows,
+    }
     files = build_sample(args.seed, split_rows)
     write_sample(args.output_dir, files)
     total = sum(len(c if isinstance(c, bytes) else c.encode("utf-8")) for c in files.values())

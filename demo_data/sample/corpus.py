@@ -1,4 +1,5 @@
 """Unlabelled article-summary pairs (the summarisation datasets' train split)."""
+
 from __future__ import annotations
 
 import random
@@ -9,12 +10,12 @@ from demo_data.sample.seahorse import LANG_WEIGHTS
 from demo_data.sample.stats import count
 from demo_data.sample.systems import SYSTEM_ERROR_RATES
 
-
 # What a journalist's summary gets wrong, per question: never incomprehensible
 # or ungrammatical, otherwise as often repetitive, unfaithful, off the lead or
 # padded as the sample's references.
-CORPUS_ERROR_RATES = (0.0,) + SYSTEM_ERROR_RATES["reference"][1:2] + (0.0,) + \
-    SYSTEM_ERROR_RATES["reference"][3:]
+CORPUS_ERROR_RATES = (
+    (0.0,) + SYSTEM_ERROR_RATES["reference"][1:2] + (0.0,) + SYSTEM_ERROR_RATES["reference"][3:]
+)
 CORPUS_PAIRS_PER_LANG = 1500
 
 
@@ -31,7 +32,16 @@ def make_corpus(rng: random.Random, pairs_per_lang: int) -> tuple[list[dict], di
             corrupt = [rng.random() < p for p in CORPUS_ERROR_RATES]
             summary = draw_summary(rng, article, pool, corrupt)
             applied.extend(summary.corruptions)
-            records.append({"id": f"{lang}-train-{index}", "lang": lang, "text": article.text,
-                            "summary": summary.text})
-    return records, {"pairs": len(records), "langs": count(r["lang"] for r in records),
-                     "corruptions": count(applied)}
+            records.append(
+                {
+                    "id": f"{lang}-train-{index}",
+                    "lang": lang,
+                    "text": article.text,
+                    "summary": summary.text,
+                }
+            )
+    return records, {
+        "pairs": len(records),
+        "langs": count(r["lang"] for r in records),
+        "corruptions": count(applied),
+    }

@@ -1,5 +1,6 @@
 """Summaries and their corruptions: each "No" on a question is caused by one
 corruption of an otherwise good summary (see `make_summary`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +11,14 @@ from typing import Sequence
 from demo_data.sample.articles import Article, ValuePool
 from demo_data.sample.facts import Fact
 from demo_data.sample.languages import LANGS
-from demo_data.sample.templates import (TEMPLATE_RE, Segment, capitalise, join_segments, render,
-                                        template_slots)
+from demo_data.sample.templates import (
+    TEMPLATE_RE,
+    Segment,
+    capitalise,
+    join_segments,
+    render,
+    template_slots,
+)
 
 QUESTION_COUNT = 6
 Q4_TWO_SWAPS = 0.6  # share of unfaithful summaries with two wrong values, not one
@@ -50,10 +57,13 @@ def _break_agreement(rng: random.Random, segments: list[Segment]) -> bool:
 
 def _swap_adjacent_words(rng: random.Random, text: str) -> str:
     words = text.split(" ")
-    candidates = [i for i in range(len(words) - 2)
-                  if words[i] != words[i + 1]
-                  and not re.search(r"[.,;:]$", words[i]) and not re.search(r"[.,;:]$",
-                                                                          words[i + 1])]
+    candidates = [
+        i
+        for i in range(len(words) - 2)
+        if words[i] != words[i + 1]
+        and not re.search(r"[.,;:]$", words[i])
+        and not re.search(r"[.,;:]$", words[i + 1])
+    ]
     i = rng.choice(candidates or list(range(len(words) - 1)))
     words[i], words[i + 1] = words[i + 1], words[i]
     return " ".join(words)
@@ -70,9 +80,9 @@ def _stutter(rng: random.Random, sentence: str) -> str:
     words = sentence.split(" ")
     span = rng.randint(min(3, len(words) - 1), max(1, min(6, len(words) - 2)))
     start = rng.randint(0, len(words) - 1 - span)
-    copy = [w.rstrip(",;:") for w in words[start:start + span]]
+    copy = [w.rstrip(",;:") for w in words[start : start + span]]
     copies = copy * rng.choice((1, 2))
-    return " ".join(words[:start + span] + copies + words[start + span:])
+    return " ".join(words[: start + span] + copies + words[start + span :])
 
 
 def _foreign_words() -> dict[str, list[str]]:
@@ -94,7 +104,7 @@ _FOREIGN = _foreign_words()
 def _scramble_letters(rng: random.Random, word: str) -> str:
     """Shuffles a word's inner letters ("Plioce hvae aetrserd"), keeping punctuation."""
     core = word.rstrip(".,;:")
-    tail = word[len(core):]
+    tail = word[len(core) :]
     if len(core) < 4:
         return word
     inner = list(core[1:-1])
@@ -133,7 +143,7 @@ def _incomprehensible(rng: random.Random, lang: str, text: str) -> tuple[str, st
         kept = words[:keep]
         kept[-1] = kept[-1].rstrip(".,;:")
         if len(kept[-1]) >= 4:
-            kept[-1] = kept[-1][:max(2, len(kept[-1]) // 2)]
+            kept[-1] = kept[-1][: max(2, len(kept[-1]) // 2)]
         return " ".join(kept), kind
     others = [code for code in sorted(_FOREIGN) if code != lang]
     garbled = []
@@ -147,8 +157,9 @@ def _incomprehensible(rng: random.Random, lang: str, text: str) -> tuple[str, st
     return " ".join(garbled), kind
 
 
-def _swap_values(rng: random.Random, pool: ValuePool, fact: Fact, template: str,
-                 applied: list[str]) -> Fact:
+def _swap_values(
+    rng: random.Random, pool: ValuePool, fact: Fact, template: str, applied: list[str]
+) -> Fact:
     """Q4: one or two of the values the template mentions, replaced by unused ones."""
     swappable = sorted(template_slots(template) & {"person", "place", "org", "num"})
     n_swaps = 2 if (len(swappable) > 1 and rng.random() < Q4_TWO_SWAPS) else 1
@@ -172,8 +183,9 @@ def _ungrammatical(rng: random.Random, segments: list[Segment], applied: list[st
     return _swap_adjacent_words(rng, body) if word_swap else body
 
 
-def _pad(rng: random.Random, pack: dict, article: Article, base_index: int, body: str,
-         applied: list[str]) -> tuple[str, list[str]]:
+def _pad(
+    rng: random.Random, pack: dict, article: Article, base_index: int, body: str, applied: list[str]
+) -> tuple[str, list[str]]:
     """Q6: one or two kinds of padding; returns the main sentence and extra ones."""
     kinds = ["sentence", "extra_fact"]
     kinds += [k for k in ("prefix", "suffix") if pack["fillers"][k]]
@@ -191,8 +203,9 @@ def _pad(rng: random.Random, pack: dict, article: Article, base_index: int, body
             index = rng.choice([i for i in range(1, len(article.facts)) if i != base_index])
             detail = article.facts[index]
             template = rng.choice(pack["frames"][detail.frame]["summary"])
-            extra_sentences.insert(0, capitalise(
-                join_segments(render(pack, template, detail)), article.lang))
+            extra_sentences.insert(
+                0, capitalise(join_segments(render(pack, template, detail)), article.lang)
+            )
     return body, extra_sentences
 
 
@@ -207,8 +220,9 @@ def _repeat(rng: random.Random, sentences: list[str], applied: list[str]) -> Non
         applied.append("q2:phrase")
 
 
-def make_summary(rng: random.Random, article: Article, pool: ValuePool,
-                 corrupt: Sequence[bool]) -> Summary:
+def make_summary(
+    rng: random.Random, article: Article, pool: ValuePool, corrupt: Sequence[bool]
+) -> Summary:
     """A summary with the requested corruptions (corrupt[q - 1] for question q).
 
     Corruptions are applied in a fixed order: the fact summarised (Q5), the
@@ -244,8 +258,9 @@ def make_summary(rng: random.Random, article: Article, pool: ValuePool,
 MAX_SUMMARY_CHARS = 240
 
 
-def draw_summary(rng: random.Random, article: Article, pool: ValuePool,
-                 corrupt: Sequence[bool]) -> Summary:
+def draw_summary(
+    rng: random.Random, article: Article, pool: ValuePool, corrupt: Sequence[bool]
+) -> Summary:
     """`make_summary`, redrawn while the text is longer than MAX_SUMMARY_CHARS."""
     for _ in range(20):
         summary = make_summary(rng, article, pool, corrupt)

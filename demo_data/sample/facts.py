@@ -1,9 +1,9 @@
 """News events: the frames an article's facts come from, and a fact's values."""
+
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
-
 
 FRAMES = ("invest", "protest", "factory", "election", "arrest", "storm", "resign")
 

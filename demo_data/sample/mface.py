@@ -1,5 +1,6 @@
 """The mFACE-format sample: min/avg/max of three raters per question, with
 ROUGE and a word-support score."""
+
 from __future__ import annotations
 
 import random
@@ -10,9 +11,15 @@ from demo_data.sample.corruptions import make_summary
 from demo_data.sample.stats import count
 from demo_data.sample.systems import draw_corruptions
 
-
-XLSUM_NAMES = {"en": "english", "es": "spanish", "ru": "russian", "tr": "turkish",
-               "vi": "vietnamese", "fr": "french", "pt": "portuguese"}
+XLSUM_NAMES = {
+    "en": "english",
+    "es": "spanish",
+    "ru": "russian",
+    "tr": "turkish",
+    "vi": "vietnamese",
+    "fr": "french",
+    "pt": "portuguese",
+}
 
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
@@ -38,13 +45,36 @@ def word_support(article: str, summary: str) -> float:
     return sum(w in article_words for w in words) / max(1, len(words))
 
 
-MFACE_COLUMNS = ("id", "doc_id", "lang", "split", "input", "summary", "system",
-                 "q1_min", "q1_avg", "q1_max", "q2_min", "q2_avg", "q2_max",
-                 "q3_min", "q3_avg", "q3_max", "rouge1", "rouge2", "rougeL",
-                 "e2e_nli_logprob", "e2e_nli_score")
+MFACE_COLUMNS = (
+    "id",
+    "doc_id",
+    "lang",
+    "split",
+    "input",
+    "summary",
+    "system",
+    "q1_min",
+    "q1_avg",
+    "q1_max",
+    "q2_min",
+    "q2_avg",
+    "q2_max",
+    "q3_min",
+    "q3_avg",
+    "q3_max",
+    "rouge1",
+    "rouge2",
+    "rougeL",
+    "e2e_nli_logprob",
+    "e2e_nli_score",
+)
 MFACE_LANGS = ("en", "es", "ru", "tr", "vi", "fr", "pt")
-MFACE_SYSTEMS = {"human": "reference", "mt5_xxl": "mt5_xxl",
-                 "palm_finetuned": "palm_finetuned", "palm_1shot": "palm_1shot"}
+MFACE_SYSTEMS = {
+    "human": "reference",
+    "mt5_xxl": "mt5_xxl",
+    "palm_finetuned": "palm_finetuned",
+    "palm_1shot": "palm_1shot",
+}
 MFACE_RATERS = 3
 MFACE_RATER_NOISE = 0.1
 
@@ -65,20 +95,34 @@ def make_mface(rng: random.Random, docs_per_lang: int) -> tuple[list[list[str]],
             split = "validation" if d % 3 == 0 else "test"
             systems = sorted(MFACE_SYSTEMS)
             rng.shuffle(systems)
-            for system in sorted(systems[:rng.choice((2, 3, 4))]):
+            for system in sorted(systems[: rng.choice((2, 3, 4))]):
                 corrupt = draw_corruptions(rng, MFACE_SYSTEMS[system])
                 summary = make_summary(rng, article, pool, corrupt)
                 labels = summary.labels
                 scores = scorer.score(article.text, summary.text)
                 support = word_support(article.text, summary.text)
-                rows.append([f"{doc_id}-{system}", doc_id, XLSUM_NAMES[lang], split,
-                             article.text, summary.text, system]
-                            + _rater_stats(rng, labels[0]) + _rater_stats(rng, labels[3])
-                            + _rater_stats(rng, labels[5])
-                            + [f"{scores[k].fmeasure:.4f}" for k in ("rouge1", "rouge2", "rougeL")]
-                            + [f"{_log(support):.4f}", f"{support:.4f}"])
-    stats = {"rows": len(rows), "docs": len({r[1] for r in rows}),
-             "langs": count(r[2] for r in rows), "systems": count(r[6] for r in rows)}
+                rows.append(
+                    [
+                        f"{doc_id}-{system}",
+                        doc_id,
+                        XLSUM_NAMES[lang],
+                        split,
+                        article.text,
+                        summary.text,
+                        system,
+                    ]
+                    + _rater_stats(rng, labels[0])
+                    + _rater_stats(rng, labels[3])
+                    + _rater_stats(rng, labels[5])
+                    + [f"{scores[k].fmeasure:.4f}" for k in ("rouge1", "rouge2", "rougeL")]
+                    + [f"{_log(support):.4f}", f"{support:.4f}"]
+                )
+    stats = {
+        "rows": len(rows),
+        "docs": len({r[1] for r in rows}),
+        "langs": count(r[2] for r in rows),
+        "systems": count(r[6] for r in rows),
+    }
     return rows, stats
 
 

@@ -1,9 +1,9 @@
 """What the templates cannot spell out: Turkish case suffixes, Russian noun
 forms after a number, and each language's thousands separator."""
+
 from __future__ import annotations
 
 from typing import Sequence
-
 
 _TR_BACK, _TR_FRONT = "aıou", "eiöü"
 _TR_VOICELESS = "çfhkpsşt"
@@ -36,8 +36,9 @@ def tr_case(word: str, case: str) -> str:
     elif case == "dat":
         suffix = ("y" if ends_in_vowel else "") + ("a" if back else "e")
     elif case == "gen":
-        four_way = {"a": "ı", "ı": "ı", "o": "u", "u": "u", "e": "i", "i": "i", "ö": "ü",
-                    "ü": "ü"}[vowel]
+        four_way = {"a": "ı", "ı": "ı", "o": "u", "u": "u", "e": "i", "i": "i", "ö": "ü", "ü": "ü"}[
+            vowel
+        ]
         suffix = ("n" if ends_in_vowel else "") + four_way + "n"
     else:
         raise ValueError(f"unknown Turkish case {case!r}")

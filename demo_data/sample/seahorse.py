@@ -1,4 +1,5 @@
 """The SEAHORSE-format sample: rated rows of three splits and their articles."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,8 @@ def rate(rng: random.Random, labels: Sequence[bool]) -> list[str]:
 
 
 TSV_HEADER = ("gem_id", "worker_lang", "summary", "model") + tuple(
-    f"question{q}" for q in range(1, QUESTION_COUNT + 1))
+    f"question{q}" for q in range(1, QUESTION_COUNT + 1)
+)
 SEAHORSE_SPLITS = ("train", "validation", "test")
 LANG_WEIGHTS = {"en": 0.2, "de": 0.16, "es": 0.16, "ru": 0.16, "tr": 0.16, "vi": 0.16}
 
@@ -76,18 +78,19 @@ class GemIds:
                 return gem_id
 
 
-def make_seahorse_split(rng: random.Random, gem_ids: GemIds, n_rows: int
-                        ) -> tuple[list[SampleRow], dict[str, str]]:
+def make_seahorse_split(
+    rng: random.Random, gem_ids: GemIds, n_rows: int
+) -> tuple[list[SampleRow], dict[str, str]]:
     """Rows of one split (several systems per article) and the split's articles."""
     rows: list[SampleRow] = []
     articles: dict[str, str] = {}
     langs = sorted(LANG_WEIGHTS)
     while len(rows) < n_rows:
-        lang = rng.choices(langs, weights=[LANG_WEIGHTS[l] for l in langs])[0]
+        lang = rng.choices(langs, weights=[LANG_WEIGHTS[name] for name in langs])[0]
         article, pool = make_article(rng, lang)
         gem_id = gem_ids.new(lang)
         articles[gem_id] = article.text
-        for system in draw_systems(rng, lang)[:n_rows - len(rows)]:
+        for system in draw_systems(rng, lang)[: n_rows - len(rows)]:
             summary = draw_summary(rng, article, pool, draw_corruptions(rng, system))
             rows.append(SampleRow(gem_id, lang, system, summary, rate(rng, summary.labels)))
     rng.shuffle(rows)

@@ -1,4 +1,5 @@
 """Counts for `stats.json`."""
+
 from __future__ import annotations
 
 from typing import Iterable

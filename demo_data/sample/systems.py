@@ -1,9 +1,9 @@
 """The summarisation systems of the sample and how often each one fails each
 question."""
+
 from __future__ import annotations
 
 import random
-
 
 # Probability that each system's summary is corrupted on Q1..Q6. Weaker systems
 # fail more often; references are fluent but often unfaithful (as XSum's are).
@@ -18,9 +18,16 @@ SYSTEM_ERROR_RATES = {
     "palm_finetuned": (0.08, 0.10, 0.15, 0.40, 0.38, 0.45),
 }
 ENGLISH_ONLY_SYSTEMS = ("t5_base", "t5_base_250")
-SYSTEM_WEIGHTS = {"reference": 1.0, "t5_base": 1.0, "t5_base_250": 0.6, "mt5_small": 1.0,
-                  "mt5_small_250": 0.6, "mt5_xxl": 1.0, "palm_1shot": 1.0,
-                  "palm_finetuned": 1.0}
+SYSTEM_WEIGHTS = {
+    "reference": 1.0,
+    "t5_base": 1.0,
+    "t5_base_250": 0.6,
+    "mt5_small": 1.0,
+    "mt5_small_250": 0.6,
+    "mt5_xxl": 1.0,
+    "palm_1shot": 1.0,
+    "palm_finetuned": 1.0,
+}
 
 
 def draw_corruptions(rng: random.Random, system: str) -> tuple[bool, ...]:
@@ -28,8 +35,7 @@ def draw_corruptions(rng: random.Random, system: str) -> tuple[bool, ...]:
 
 
 def draw_systems(rng: random.Random, lang: str) -> list[str]:
-    names = [s for s in sorted(SYSTEM_ERROR_RATES)
-             if lang == "en" or s not in ENGLISH_ONLY_SYSTEMS]
+    names = [s for s in sorted(SYSTEM_ERROR_RATES) if lang == "en" or s not in ENGLISH_ONLY_SYSTEMS]
     k = rng.choice((2, 3, 3, 4))
     chosen: list[str] = []
     while len(chosen) < k:

@@ -12,6 +12,7 @@ Templates start lower-case unless the first word is a name or a German noun;
 the sentence is capitalised after rendering (so filler prefixes can precede
 it).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,7 +93,7 @@ def render(pack: dict, template: str, fact: Fact) -> list[Segment]:
     pos = 0
     for match in TEMPLATE_RE.finditer(template):
         if match.start() > pos:
-            segments.append(Segment(template[pos:match.start()]))
+            segments.append(Segment(template[pos : match.start()]))
         fixed, gendered, slot = match.groups()
         if fixed is not None:
             good, *bad = fixed.split("|")

@@ -1,5 +1,6 @@
 """The TRUE-format sample: English grounding/generated_text pairs, label 1 =
 consistent."""
+
 from __future__ import annotations
 
 import random
@@ -7,10 +8,13 @@ import random
 from demo_data.sample.articles import Article, make_article
 from demo_data.sample.corruptions import make_summary
 
-
 # name -> (rows, probability a summary is unfaithful, multi-sentence share)
-TRUE_SETS = {"frank": (200, 0.45, 0.2), "summeval": (150, 0.35, 0.8),
-             "qags_x": (120, 0.5, 0.0), "paws": (160, 0.5, 0.0)}
+TRUE_SETS = {
+    "frank": (200, 0.45, 0.2),
+    "summeval": (150, 0.35, 0.8),
+    "qags_x": (120, 0.5, 0.0),
+    "paws": (160, 0.5, 0.0),
+}
 
 
 def make_true_set(rng: random.Random, name: str) -> tuple[list[list[str]], dict]:
@@ -27,8 +31,14 @@ def make_true_set(rng: random.Random, name: str) -> tuple[list[list[str]], dict]
             pair = make_summary(rng, Article("en", article.facts[:2], lead), pool, corrupt)
             rows.append([lead, pair.text, str(int(not unfaithful))])
             continue
-        corrupt = (False, False, rng.random() < 0.1, unfaithful, rng.random() < 0.3,
-                   rng.random() < p_verbose)
+        corrupt = (
+            False,
+            False,
+            rng.random() < 0.1,
+            unfaithful,
+            rng.random() < 0.3,
+            rng.random() < p_verbose,
+        )
         summary = make_summary(rng, article, pool, corrupt)
         rows.append([article.text, summary.text, str(int(not unfaithful))])
     return rows, {"rows": len(rows), "consistent": sum(r[2] == "1" for r in rows)}

@@ -1,4 +1,5 @@
 """The sample's file formats as text, and writing each file atomically."""
+
 from __future__ import annotations
 
 import csv

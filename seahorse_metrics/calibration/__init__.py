@@ -1,4 +1,4 @@
-"""Calibration: maps from scores to probabilities, decision thresholds, and how calibrated scores are.
+"""Calibration: maps from scores to probabilities, decision thresholds, how calibrated scores are.
 
 * `maps`: temperature, Platt and isotonic maps, their file
   (`calibration.json`), and `calibrated_fields`, the one place every runner

@@ -18,6 +18,7 @@ The maps and their file (`calibration.json`) are `calibration.maps`; how
 calibrated scores are, `calibration.measures`; `score --calibration FILE`
 and `Scorer.load(..., calibration=FILE)` apply them (`calibration.maps.calibrated_fields`).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -25,8 +26,12 @@ from typing import Sequence
 import numpy as np
 
 from seahorse_metrics import stats
-from seahorse_metrics.calibration.maps import (CalibrationMap, check_method, check_probabilities,
-                                               score_logits)
+from seahorse_metrics.calibration.maps import (
+    CalibrationMap,
+    check_method,
+    check_probabilities,
+    score_logits,
+)
 
 DEFAULT_METHOD = "temperature"
 # log T is searched in [-_LOG_T_BOUND, _LOG_T_BOUND].
@@ -58,8 +63,9 @@ def fit_temperature(labels, scores) -> CalibrationMap:
         # -[y log s(x) + (1-y) log(1 - s(x))] = logaddexp(0, x) - y x.
         return float(np.mean(np.logaddexp(0.0, scaled) - y * scaled))
 
-    found = minimize_scalar(log_loss, bounds=(-_LOG_T_BOUND, _LOG_T_BOUND), method="bounded",
-                            options={"xatol": 1e-8})
+    found = minimize_scalar(
+        log_loss, bounds=(-_LOG_T_BOUND, _LOG_T_BOUND), method="bounded", options={"xatol": 1e-8}
+    )
     return CalibrationMap("temperature", {"temperature": float(np.exp(found.x))}, len(values))
 
 
@@ -72,10 +78,15 @@ def fit_platt(labels, scores) -> CalibrationMap:
     model = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000)  # No penalty.
     model.fit(score_logits(values)[:, None], y.astype(int))
     if model.coef_[0, 0] < 0:  # A map must keep the scores' order (`calibration` refuses it).
-        raise stats.UndefinedStatistic("the labels fall as the scores rise (a Platt slope of "
-                                       f"{model.coef_[0, 0]:.3g}); no map keeps their order")
-    return CalibrationMap("platt", {"slope": float(model.coef_[0, 0]),
-                                    "intercept": float(model.intercept_[0])}, len(values))
+        raise stats.UndefinedStatistic(
+            "the labels fall as the scores rise (a Platt slope of "
+            f"{model.coef_[0, 0]:.3g}); no map keeps their order"
+        )
+    return CalibrationMap(
+        "platt",
+        {"slope": float(model.coef_[0, 0]), "intercept": float(model.intercept_[0])},
+        len(values),
+    )
 
 
 def fit_isotonic(labels, scores) -> CalibrationMap:
@@ -86,8 +97,11 @@ def fit_isotonic(labels, scores) -> CalibrationMap:
     y = _binary_labels(labels, values)
     model = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
     model.fit(values, y)
-    return CalibrationMap("isotonic", {"x": model.X_thresholds_.tolist(),
-                                       "y": model.y_thresholds_.tolist()}, len(values))
+    return CalibrationMap(
+        "isotonic",
+        {"x": model.X_thresholds_.tolist(), "y": model.y_thresholds_.tolist()},
+        len(values),
+    )
 
 
 _FITTERS = {"temperature": fit_temperature, "platt": fit_platt, "isotonic": fit_isotonic}
@@ -117,8 +131,9 @@ def bind_specs(specs: Sequence[str], names: Sequence[str]) -> dict[str, list[str
         name, sep, rest = spec.partition("=")
         if sep and ":" not in name:
             if name not in names:
-                raise ValueError(f"--calibrate_on {spec}: no metric named {name!r} in this run "
-                                 f"({list(names)})")
+                raise ValueError(
+                    f"--calibrate_on {spec}: no metric named {name!r} in this run ({list(names)})"
+                )
             own.setdefault(name, []).append(rest)
         else:
             shared.append(spec)

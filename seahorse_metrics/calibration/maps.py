@@ -25,6 +25,7 @@ metric::
 This package sits below `scoring` and `evaluation` (numpy only), so both
 read the same maps.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,13 +60,16 @@ def check_probabilities(scores, what: str) -> np.ndarray:
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{what}: NaN or infinite scores cannot be calibrated")
     if values.size and (values.min() < 0.0 or values.max() > 1.0):
-        raise ValueError(f"{what}: scores must be probabilities in [0, 1] (got "
-                         f"{values.min():.4g} to {values.max():.4g})")
+        raise ValueError(
+            f"{what}: scores must be probabilities in [0, 1] (got "
+            f"{values.min():.4g} to {values.max():.4g})"
+        )
     return values
 
 
-def refuse_unknown_metrics(given: Iterable[str], names: Sequence[str], source: Optional[str],
-                           what: str, hint: str) -> None:
+def refuse_unknown_metrics(
+    given: Iterable[str], names: Sequence[str], source: Optional[str], what: str, hint: str
+) -> None:
     """Raises ValueError naming the metrics in `given` that are not among
     `names` (this run's), the file they came from (`source`), what it holds
     for them (`what`: "calibration maps", "thresholds") and how to fix it
@@ -73,8 +77,10 @@ def refuse_unknown_metrics(given: Iterable[str], names: Sequence[str], source: O
     unknown = sorted(set(given) - set(names))
     if unknown:
         where = f"{source}: " if source else ""
-        raise ValueError(f"{where}{what} for unknown metric(s) {unknown}; the metrics of this "
-                         f"run are {list(names)} ({hint})")
+        raise ValueError(
+            f"{where}{what} for unknown metric(s) {unknown}; the metrics of this "
+            f"run are {list(names)} ({hint})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,26 +145,42 @@ class CalibrationSet:
         Raises:
           ValueError: naming the unknown metrics and the file.
         """
-        refuse_unknown_metrics(self.metrics, names, self.source, "calibration maps",
-                               "name them NAME=SPEC, or fit maps for these metrics with "
-                               "`evaluate --calibrate_on`")
+        refuse_unknown_metrics(
+            self.metrics,
+            names,
+            self.source,
+            "calibration maps",
+            "name them NAME=SPEC, or fit maps for these metrics with `evaluate --calibrate_on`",
+        )
 
     def to_dict(self) -> dict:
-        return {"format": CALIBRATION_FORMAT, "method": self.method,
-                "fitted_on": {k: list(v) for k, v in self.fitted_on.items()},
-                "metrics": {name: m.to_dict() for name, m in self.metrics.items()}}
+        return {
+            "format": CALIBRATION_FORMAT,
+            "method": self.method,
+            "fitted_on": {k: list(v) for k, v in self.fitted_on.items()},
+            "metrics": {name: m.to_dict() for name, m in self.metrics.items()},
+        }
 
 
-_PARAMETERS = {"temperature": ("temperature",), "platt": ("slope", "intercept"),
-               "isotonic": ("x", "y")}
+_PARAMETERS = {
+    "temperature": ("temperature",),
+    "platt": ("slope", "intercept"),
+    "isotonic": ("x", "y"),
+}
 
 
 def _kind(value) -> str:
     """The JSON kind of a value, for messages."""
     if isinstance(value, bool):
         return "true/false"
-    return {type(None): "null", str: "a string", list: "an array", dict: "an object",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "null",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _number(value, where: str, field: str) -> float:
@@ -177,17 +199,21 @@ def _number(value, where: str, field: str) -> float:
 def _numbers(value, where: str, field: str) -> list[float]:
     """A non-empty JSON array of finite numbers."""
     if not isinstance(value, list) or not value:
-        raise ValueError(f"{where}: {field} must be a non-empty array of numbers, got "
-                         f"{_kind(value) if value != [] else 'an empty array'}")
+        raise ValueError(
+            f"{where}: {field} must be a non-empty array of numbers, got "
+            f"{_kind(value) if value != [] else 'an empty array'}"
+        )
     return [_number(item, where, f"{field}[{index}]") for index, item in enumerate(value)]
 
 
 def _non_decreasing(values: list[float], where: str, field: str) -> None:
     for index in range(1, len(values)):
         if values[index] < values[index - 1]:
-            raise ValueError(f"{where}: {field} must not decrease, but {field}[{index}]="
-                             f"{values[index]:.6g} < {field}[{index - 1}]={values[index - 1]:.6g}"
-                             " (a calibration map keeps the order of the scores)")
+            raise ValueError(
+                f"{where}: {field} must not decrease, but {field}[{index}]="
+                f"{values[index]:.6g} < {field}[{index - 1}]={values[index - 1]:.6g}"
+                " (a calibration map keeps the order of the scores)"
+            )
 
 
 def _map_parameters(method: str, parameters, where: str) -> dict:
@@ -197,26 +223,33 @@ def _map_parameters(method: str, parameters, where: str) -> dict:
         raise ValueError(f"{where}: {method} needs parameters {list(needed)}")
     unknown = sorted(set(parameters) - set(needed))
     if unknown:
-        raise ValueError(f"{where}: unknown parameter(s) {unknown} of a {method} map "
-                         f"(it has {list(needed)})")
+        raise ValueError(
+            f"{where}: unknown parameter(s) {unknown} of a {method} map (it has {list(needed)})"
+        )
     if method == "isotonic":
         x = _numbers(parameters["x"], where, "parameters.x")
         y = _numbers(parameters["y"], where, "parameters.y")
         if len(x) != len(y):
-            raise ValueError(f"{where}: parameters.x and parameters.y must be equally long "
-                             f"(got {len(x)} and {len(y)})")
+            raise ValueError(
+                f"{where}: parameters.x and parameters.y must be equally long "
+                f"(got {len(x)} and {len(y)})"
+            )
         _non_decreasing(x, where, "parameters.x")
         _non_decreasing(y, where, "parameters.y")
         if y[0] < 0.0 or y[-1] > 1.0:
-            raise ValueError(f"{where}: parameters.y must be probabilities in [0, 1] (got "
-                             f"{y[0]:.6g} to {y[-1]:.6g})")
+            raise ValueError(
+                f"{where}: parameters.y must be probabilities in [0, 1] (got "
+                f"{y[0]:.6g} to {y[-1]:.6g})"
+            )
         return {"x": x, "y": y}
     values = {k: _number(parameters[k], where, f"parameters.{k}") for k in needed}
     if method == "temperature" and values["temperature"] <= 0:
         raise ValueError(f"{where}: the temperature must be positive")
     if method == "platt" and values["slope"] < 0:
-        raise ValueError(f"{where}: parameters.slope must be >= 0 (a negative slope reverses "
-                         "the order of the scores)")
+        raise ValueError(
+            f"{where}: parameters.slope must be >= 0 (a negative slope reverses "
+            "the order of the scores)"
+        )
     return values
 
 
@@ -225,8 +258,10 @@ def _map_from_dict(entry, where: str) -> CalibrationMap:
         raise ValueError(f"{where}: expected an object with a 'method' in {METHODS}")
     n = entry.get("n", 0)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"{where}: n (items fitted on) must be a whole number >= 0, got "
-                         f"{_kind(n) if not isinstance(n, int) or isinstance(n, bool) else n}")
+        raise ValueError(
+            f"{where}: n (items fitted on) must be a whole number >= 0, got "
+            f"{_kind(n) if not isinstance(n, int) or isinstance(n, bool) else n}"
+        )
     parameters = _map_parameters(entry["method"], entry.get("parameters"), where)
     return CalibrationMap(entry["method"], parameters, n)
 
@@ -236,10 +271,10 @@ def _fitted_on(value, where: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(
-            isinstance(specs, list) and all(isinstance(spec, str) for spec in specs)
-            for specs in value.values()):
-        raise ValueError(f"{where}: fitted_on must map each metric to an array of benchmark "
-                         "specs")
+        isinstance(specs, list) and all(isinstance(spec, str) for spec in specs)
+        for specs in value.values()
+    ):
+        raise ValueError(f"{where}: fitted_on must map each metric to an array of benchmark specs")
     return {name: list(specs) for name, specs in value.items()}
 
 
@@ -256,19 +291,27 @@ def calibration_from_dict(data: Mapping, source: Optional[str] = None) -> Calibr
         `source`, the metric and the field.
     """
     where = source or "calibration"
-    if (isinstance(data, Mapping) and data.get("format") != CALIBRATION_FORMAT
-            and isinstance(data.get("calibration"), Mapping)):
+    if (
+        isinstance(data, Mapping)
+        and data.get("format") != CALIBRATION_FORMAT
+        and isinstance(data.get("calibration"), Mapping)
+    ):
         data = data["calibration"]  # A report.json.
     if not isinstance(data, Mapping) or data.get("format") != CALIBRATION_FORMAT:
-        raise ValueError(f"{where}: not a calibration file (format {CALIBRATION_FORMAT!r}) nor "
-                         "a report.json with calibration maps; write one with "
-                         "`evaluate --calibrate_on SPEC`")
+        raise ValueError(
+            f"{where}: not a calibration file (format {CALIBRATION_FORMAT!r}) nor "
+            "a report.json with calibration maps; write one with "
+            "`evaluate --calibrate_on SPEC`"
+        )
     entries = data.get("metrics")
     if entries is not None and not isinstance(entries, Mapping):
-        raise ValueError(f"{where}: metrics must be an object of metric name -> map, got "
-                         f"{_kind(entries)}")
-    metrics = {name: _map_from_dict(entry, f"{where}: metric {name!r}")
-               for name, entry in (entries or {}).items()}
+        raise ValueError(
+            f"{where}: metrics must be an object of metric name -> map, got {_kind(entries)}"
+        )
+    metrics = {
+        name: _map_from_dict(entry, f"{where}: metric {name!r}")
+        for name, entry in (entries or {}).items()
+    }
     if not metrics:
         raise ValueError(f"{where}: holds no calibration maps")
     method = data.get("method", "")
@@ -298,11 +341,14 @@ def read_calibration_map(path: str, metric: Optional[str] = None) -> Calibration
     if metric is None and len(calibration.metrics) == 1:
         return next(iter(calibration.metrics.values()))
     if metric is None:
-        raise ValueError(f"{path} holds calibration maps for {sorted(calibration.metrics)}; "
-                         "name the one to use (calibration_metric=)")
+        raise ValueError(
+            f"{path} holds calibration maps for {sorted(calibration.metrics)}; "
+            "name the one to use (calibration_metric=)"
+        )
     if metric not in calibration.metrics:
-        raise ValueError(f"{path}: no calibration map for {metric!r} (it has "
-                         f"{sorted(calibration.metrics)})")
+        raise ValueError(
+            f"{path}: no calibration map for {metric!r} (it has {sorted(calibration.metrics)})"
+        )
     return calibration.metrics[metric]
 
 
@@ -319,9 +365,11 @@ def maps_for(path: str, names: Sequence[str]) -> dict[str, CalibrationMap]:
     calibration.check_metrics(names)
     missing = [name for name in names if name not in calibration.metrics]
     if missing:
-        raise ValueError(f"{path}: no calibration map for {missing} (it has "
-                         f"{sorted(calibration.metrics)}); name the checkpoints as the "
-                         "evaluated metrics (NAME=DIR)")
+        raise ValueError(
+            f"{path}: no calibration map for {missing} (it has "
+            f"{sorted(calibration.metrics)}); name the checkpoints as the "
+            "evaluated metrics (NAME=DIR)"
+        )
     return {name: calibration.metrics[name] for name in names}
 
 
@@ -331,10 +379,12 @@ def calibrated_value(calibration_map: CalibrationMap, score: float) -> float:
     return float(calibration_map.apply([min(max(float(score), 0.0), 1.0)])[0])
 
 
-def calibrated_fields(scores: Mapping[str, float],
-                      maps: Mapping[str, CalibrationMap]) -> dict[str, float]:
+def calibrated_fields(
+    scores: Mapping[str, float], maps: Mapping[str, CalibrationMap]
+) -> dict[str, float]:
     """`<column>_calibrated` -> calibrated probability for each score column
     with a map: what every runner adds beside the raw score."""
-    return {column + CALIBRATED_SUFFIX: calibrated_value(calibration_map, scores[column])
-            for column, calibration_map in maps.items()}
-
+    return {
+        column + CALIBRATED_SUFFIX: calibrated_value(calibration_map, scores[column])
+        for column, calibration_map in maps.items()
+    }

@@ -14,6 +14,7 @@ reported, under two names:
 
 report.html explains both where it shows them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,9 @@ def _bin_edges(n: int, n_bins: int) -> np.ndarray:
 def _ece_of_rows(labels_BxN: np.ndarray, scores_BxN: np.ndarray, n_bins: int) -> np.ndarray:
     """ECE of each row (one set of items per row), bins by score within a row."""
     order_BxN = np.argsort(scores_BxN, axis=1, kind="stable")
-    gap_BxN = (np.take_along_axis(scores_BxN, order_BxN, axis=1)
-               - np.take_along_axis(labels_BxN, order_BxN, axis=1))
+    gap_BxN = np.take_along_axis(scores_BxN, order_BxN, axis=1) - np.take_along_axis(
+        labels_BxN, order_BxN, axis=1
+    )
     cumulative = np.concatenate([np.zeros((len(gap_BxN), 1)), np.cumsum(gap_BxN, axis=1)], axis=1)
     edges = _bin_edges(scores_BxN.shape[1], n_bins)
     per_bin = cumulative[:, edges[1:]] - cumulative[:, edges[:-1]]
@@ -64,8 +66,9 @@ def ece_equal_mass(labels, scores, n_bins: int = DEFAULT_BINS) -> float:
 
 def brier_score(labels, scores) -> float:
     """Mean squared difference between score and 0/1 label."""
-    return float(np.mean(np.square(np.asarray(scores, np.float64)
-                                   - np.asarray(labels, np.float64))))
+    return float(
+        np.mean(np.square(np.asarray(scores, np.float64) - np.asarray(labels, np.float64)))
+    )
 
 
 def reliability(labels, scores, n_bins: int = DEFAULT_BINS) -> dict:
@@ -74,14 +77,22 @@ def reliability(labels, scores, n_bins: int = DEFAULT_BINS) -> dict:
     values = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     bins = equal_mass_bins(values, n_bins)
-    return {"mean_score": [float(values[b].mean()) for b in bins],
-            "positive_rate": [float(y[b].mean()) for b in bins],
-            "count": [int(len(b)) for b in bins]}
+    return {
+        "mean_score": [float(values[b].mean()) for b in bins],
+        "positive_rate": [float(y[b].mean()) for b in bins],
+        "count": [int(len(b)) for b in bins],
+    }
 
 
-def ece_estimate(labels, scores, *, n_bins: int = DEFAULT_BINS,
-                 n_resamples: int = stats.DEFAULT_RESAMPLES,
-                 confidence: float = stats.DEFAULT_CONFIDENCE, seed: int = 0) -> stats.Estimate:
+def ece_estimate(
+    labels,
+    scores,
+    *,
+    n_bins: int = DEFAULT_BINS,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    confidence: float = stats.DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> stats.Estimate:
     """ECE with a bias-corrected percentile bootstrap interval (items
     resampled with replacement, bins recomputed on each resample; the draws
     shifted by their mean's excess over the estimate)."""
@@ -101,8 +112,9 @@ def ece_estimate(labels, scores, *, n_bins: int = DEFAULT_BINS,
     return stats.Estimate("ece", value, low, high, len(values), n_resamples, confidence)
 
 
-def _bias_corrected_interval(draws: np.ndarray, value: float,
-                             confidence: float) -> tuple[float, float]:
+def _bias_corrected_interval(
+    draws: np.ndarray, value: float, confidence: float
+) -> tuple[float, float]:
     """The percentile interval of the draws, shifted by the bootstrap bias.
 
     A resample repeats items, which adds noise that an absolute error only
@@ -138,26 +150,47 @@ class CalibrationCell:
     reliability: dict
 
     def to_dict(self) -> dict:
-        return {"metric": self.metric, "benchmark": self.benchmark, "method": self.method,
-                "n": self.n, "ece": {k: v.to_dict() for k, v in self.ece.items()},
-                "brier": dict(self.brier), "reliability": dict(self.reliability)}
+        return {
+            "metric": self.metric,
+            "benchmark": self.benchmark,
+            "method": self.method,
+            "n": self.n,
+            "ece": {k: v.to_dict() for k, v in self.ece.items()},
+            "brier": dict(self.brier),
+            "reliability": dict(self.reliability),
+        }
 
 
-def calibration_cell(metric: str, benchmark: str, calibration_map: CalibrationMap, labels,
-                     scores, *, n_bins: int = DEFAULT_BINS,
-                     n_resamples: int = stats.DEFAULT_RESAMPLES,
-                     confidence: float = stats.DEFAULT_CONFIDENCE,
-                     seed: int = 0) -> CalibrationCell:
+def calibration_cell(
+    metric: str,
+    benchmark: str,
+    calibration_map: CalibrationMap,
+    labels,
+    scores,
+    *,
+    n_bins: int = DEFAULT_BINS,
+    n_resamples: int = stats.DEFAULT_RESAMPLES,
+    confidence: float = stats.DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> CalibrationCell:
     """ECE (with interval), Brier score and reliability data before and after the map."""
     raw = check_probabilities(scores, f"metric {metric} on {benchmark}")
     versions = {"before": raw, "after": calibration_map.apply(raw)}
     y = np.asarray(labels, dtype=np.float64)
     return CalibrationCell(
-        metric, benchmark, calibration_map.method, len(raw),
-        ece={k: ece_estimate(y, v, n_bins=n_bins, n_resamples=n_resamples,
-                             confidence=confidence, seed=seed) for k, v in versions.items()},
+        metric,
+        benchmark,
+        calibration_map.method,
+        len(raw),
+        ece={
+            k: ece_estimate(
+                y, v, n_bins=n_bins, n_resamples=n_resamples, confidence=confidence, seed=seed
+            )
+            for k, v in versions.items()
+        },
         brier={k: brier_score(y, v) for k, v in versions.items()},
-        reliability={k: reliability(y, v, n_bins) for k, v in versions.items()})
+        reliability={k: reliability(y, v, n_bins) for k, v in versions.items()},
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,5 +241,6 @@ def equal_width_reliability(labels, scores, n_bins: int = DEFAULT_BINS) -> Equal
     mean_score = score_sum[filled] / count[filled]
     rate = pos_sum[filled] / count[filled]
     ece = float(np.sum(count[filled] * np.abs(mean_score - rate)) / n)
-    return EqualWidthReliability(edges.tolist(), mean_score.tolist(), rate.tolist(),
-                                 count[filled].tolist(), ece)
+    return EqualWidthReliability(
+        edges.tolist(), mean_score.tolist(), rate.tolist(), count[filled].tolist(), ece
+    )

@@ -28,6 +28,7 @@ per-dataset columns of LLM-AggreFact)::
      "metrics": {"q4": {"threshold": 0.41, "value": 0.78, "n": 30420,
                         "benchmarks": {}}}}
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,11 +61,14 @@ def check_probability_threshold(value, what: str) -> float:
       ValueError: naming `what`, for anything but a number in [0, 1].
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"{what} must be a number in [0, 1], got {value!r} "
-                         f"({type(value).__name__})")
+        raise ValueError(
+            f"{what} must be a number in [0, 1], got {value!r} ({type(value).__name__})"
+        )
     if not 0.0 <= float(value) <= 1.0:  # NaN fails too
-        raise ValueError(f"{what} must be a number in [0, 1] (scores are probabilities; a "
-                         f"score at or above it counts as yes), got {value!r}")
+        raise ValueError(
+            f"{what} must be a number in [0, 1] (scores are probabilities; a "
+            f"score at or above it counts as yes), got {value!r}"
+        )
     return float(value)
 
 
@@ -97,17 +101,20 @@ def check_objective(objective: str) -> Optional[float]:
         return None
     if objective.startswith(_PRECISION_PREFIX):
         try:
-            recall = float(objective[len(_PRECISION_PREFIX):])
+            recall = float(objective[len(_PRECISION_PREFIX) :])
         except ValueError:
             recall = None
         if recall is not None and 0.0 < recall <= 1.0:
             return recall
-    raise ValueError(f"unknown threshold objective {objective!r}; choose balanced_accuracy, f1 "
-                     "or precision@R with R in (0, 1], e.g. precision@0.9")
+    raise ValueError(
+        f"unknown threshold objective {objective!r}; choose balanced_accuracy, f1 "
+        "or precision@R with R in (0, 1], e.g. precision@0.9"
+    )
 
 
-def _objective_values(objective: str, true_pos: np.ndarray, false_pos: np.ndarray,
-                      n_pos: int, n_neg: int) -> np.ndarray:
+def _objective_values(
+    objective: str, true_pos: np.ndarray, false_pos: np.ndarray, n_pos: int, n_neg: int
+) -> np.ndarray:
     """The objective at every cut, from the counts of predicted-yes items."""
     recall = true_pos / n_pos
     if objective == "balanced_accuracy":
@@ -184,7 +191,8 @@ class ThresholdSet:
                 return tuned.threshold, None
             return self.metrics[metric].threshold, (
                 f"no tuning benchmark named {benchmark}: the threshold tuned on all tuning "
-                "items is used")
+                "items is used"
+            )
         return self.metrics[metric].threshold, None
 
     def check_metrics(self, names: Sequence[str]) -> None:
@@ -193,30 +201,42 @@ class ThresholdSet:
         Raises:
           ValueError: naming the unknown metrics and the file.
         """
-        refuse_unknown_metrics(self.metrics, names, self.source, "thresholds",
-                               "name them with NAME=SPEC")
+        refuse_unknown_metrics(
+            self.metrics, names, self.source, "thresholds", "name them with NAME=SPEC"
+        )
 
     def to_dict(self) -> dict:
         return {
-            "format": THRESHOLDS_FORMAT, "objective": self.objective, "scope": self.scope,
+            "format": THRESHOLDS_FORMAT,
+            "objective": self.objective,
+            "scope": self.scope,
             "tuned_on": list(self.tuned_on),
-            "metrics": {name: dict(tuned.to_dict(), benchmarks={
-                benchmark: t.to_dict()
-                for benchmark, t in self.per_benchmark.get(name, {}).items()})
-                for name, tuned in self.metrics.items()},
+            "metrics": {
+                name: dict(
+                    tuned.to_dict(),
+                    benchmarks={
+                        benchmark: t.to_dict()
+                        for benchmark, t in self.per_benchmark.get(name, {}).items()
+                    },
+                )
+                for name, tuned in self.metrics.items()
+            },
         }
 
 
 def _tuned(entry, where: str) -> TunedThreshold:
     threshold = entry.get("threshold") if isinstance(entry, Mapping) else None
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-        raise ValueError(f"{where}: expected an object with a numeric 'threshold', got "
-                         f"{threshold!r}")
+        raise ValueError(
+            f"{where}: expected an object with a numeric 'threshold', got {threshold!r}"
+        )
     threshold = float(threshold)
     if not np.isfinite(threshold):
         raise ValueError(f"{where}: the threshold {threshold} is not finite")
     value = entry.get("value")
-    return TunedThreshold(threshold, None if value is None else float(value), int(entry.get("n", 0)))
+    return TunedThreshold(
+        threshold, None if value is None else float(value), int(entry.get("n", 0))
+    )
 
 
 def thresholds_from_dict(data: Mapping, source: Optional[str] = None) -> ThresholdSet:
@@ -227,24 +247,36 @@ def thresholds_from_dict(data: Mapping, source: Optional[str] = None) -> Thresho
       ValueError: for another format or a malformed entry (naming `source`).
     """
     where = source or "thresholds"
-    if isinstance(data, Mapping) and data.get("format") != THRESHOLDS_FORMAT and isinstance(
-            data.get("thresholds"), Mapping):
+    if (
+        isinstance(data, Mapping)
+        and data.get("format") != THRESHOLDS_FORMAT
+        and isinstance(data.get("thresholds"), Mapping)
+    ):
         data = data["thresholds"]  # A report.json.
     if not isinstance(data, Mapping) or data.get("format") != THRESHOLDS_FORMAT:
-        raise ValueError(f"{where}: not a thresholds file (format {THRESHOLDS_FORMAT!r}) nor a "
-                         "report.json with tuned thresholds; write one with "
-                         "`evaluate --tune_threshold_on SPEC`")
+        raise ValueError(
+            f"{where}: not a thresholds file (format {THRESHOLDS_FORMAT!r}) nor a "
+            "report.json with tuned thresholds; write one with "
+            "`evaluate --tune_threshold_on SPEC`"
+        )
     metrics, per_benchmark = {}, {}
     for name, entry in dict(data.get("metrics") or {}).items():
         metrics[name] = _tuned(entry, f"{where}: metric {name!r}")
         per_benchmark[name] = {
             benchmark: _tuned(value, f"{where}: metric {name!r}, benchmark {benchmark!r}")
-            for benchmark, value in dict(entry.get("benchmarks") or {}).items()}
+            for benchmark, value in dict(entry.get("benchmarks") or {}).items()
+        }
     scope = data.get("scope", "metric")
     if scope not in SCOPES:
         raise ValueError(f"{where}: unknown scope {scope!r}; expected one of {SCOPES}")
-    return ThresholdSet(str(data.get("objective", "balanced_accuracy")), scope,
-                        list(data.get("tuned_on") or []), metrics, per_benchmark, source)
+    return ThresholdSet(
+        str(data.get("objective", "balanced_accuracy")),
+        scope,
+        list(data.get("tuned_on") or []),
+        metrics,
+        per_benchmark,
+        source,
+    )
 
 
 def read_thresholds(path: str) -> ThresholdSet:
@@ -281,8 +313,13 @@ def read_decision_thresholds(value: Optional[str], names: Sequence[str]) -> dict
     thresholds = read_thresholds(value)
     missing = [name for name in names if name not in thresholds.metrics]
     if missing:
-        raise ValueError(f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
-                         " name the checkpoints as the evaluated metrics (NAME=DIR)")
-    return {name: check_probability_threshold(thresholds.metrics[name].threshold,
-                                              f"{value}: the threshold of {name!r}")
-            for name in names}
+        raise ValueError(
+            f"{value}: no threshold for {missing} (it has {sorted(thresholds.metrics)});"
+            " name the checkpoints as the evaluated metrics (NAME=DIR)"
+        )
+    return {
+        name: check_probability_threshold(
+            thresholds.metrics[name].threshold, f"{value}: the threshold of {name!r}"
+        )
+        for name in names
+    }

@@ -11,18 +11,29 @@ left randomly initialised. Loading goes tensor by tensor into the requested
 dtype and placement (`checkpoints.streaming`): the host never holds a second
 copy of the model.
 """
+
 from __future__ import annotations
 
 import os
 from typing import Any, Optional
 
 from seahorse_metrics.checkpoints.hf import checked_hf_config, export_hf, is_hf_dir, load_hf
-from seahorse_metrics.checkpoints.orbax_io import (checked_config, find_checkpoint_dir, is_ours,
-                                                   load_ours, save_checkpoint)
+from seahorse_metrics.checkpoints.orbax_io import (
+    checked_config,
+    find_checkpoint_dir,
+    is_ours,
+    load_ours,
+    save_checkpoint,
+)
 from seahorse_metrics.checkpoints.params import CheckpointError
 from seahorse_metrics.checkpoints.streaming import Convert
-from seahorse_metrics.checkpoints.t5x import (config_from_shapes, find_step_dir, is_t5x, load_t5x,
-                                              stored_t5x_tensors)
+from seahorse_metrics.checkpoints.t5x import (
+    config_from_shapes,
+    find_step_dir,
+    is_t5x,
+    load_t5x,
+    stored_t5x_tensors,
+)
 from seahorse_metrics.model.config import T5Config
 
 FORMATS = ("ours", "hf", "t5x")
@@ -46,11 +57,13 @@ def detect_format(path: str) -> str:
         f"{path} is not a checkpoint: expected seahorse_config.json + params/ (ours), "
         "config.json + model.safetensors / pytorch_model.bin / flax_model.msgpack (Hugging Face), "
         "or a T5X checkpoint: the 'checkpoint' msgpack file or Orbax's state/ (directly or "
-        "in checkpoint_<step>/)")
+        "in checkpoint_<step>/)"
+    )
 
 
-def load_checkpoint(path: str, dtype: Optional[str] = None, mesh: Any = None,
-                    convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
+def load_checkpoint(
+    path: str, dtype: Optional[str] = None, mesh: Any = None, convert: Optional[Convert] = None
+) -> tuple[T5Config, dict]:
     """Loads any supported checkpoint, tensor by tensor.
 
     Args:
@@ -96,5 +109,12 @@ def checkpoint_config(path: str) -> T5Config:
     return config_from_shapes(stored_t5x_tensors(step_dir), step_dir)
 
 
-__all__ = ["CheckpointError", "FORMATS", "checkpoint_config", "detect_format", "export_hf",
-           "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CheckpointError",
+    "FORMATS",
+    "checkpoint_config",
+    "detect_format",
+    "export_hf",
+    "load_checkpoint",
+    "save_checkpoint",
+]

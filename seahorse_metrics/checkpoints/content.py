@@ -20,6 +20,7 @@ mtime or inode differ is hashed again. Earlier versions kept the cache as
 hidden files are no part of the digest, and `export` replaces an export
 holding one.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,8 +59,11 @@ def _files(directory: str) -> list[str]:
     found = []
     for root, folders, names in os.walk(directory):
         folders[:] = sorted(f for f in folders if not f.startswith("."))
-        found += [os.path.relpath(os.path.join(root, name), directory)
-                  for name in names if not name.startswith(".")]
+        found += [
+            os.path.relpath(os.path.join(root, name), directory)
+            for name in names
+            if not name.startswith(".")
+        ]
     return sorted(found)
 
 
@@ -75,11 +79,13 @@ def _read_cache(path: str, directory: str) -> dict:
 def _write_cache(path: str, directory: str, files: dict) -> None:
     """Writes the cache atomically; silently skipped where it cannot be."""
     try:
-        write_json_atomically(path, {"directory": os.path.realpath(directory), "files": files},
-                              sort_keys=True)
+        write_json_atomically(
+            path, {"directory": os.path.realpath(directory), "files": files}, sort_keys=True
+        )
     except OSError:
-        logger.debug("%s is not writable: the checkpoint digest is not cached",
-                     os.path.dirname(path))
+        logger.debug(
+            "%s is not writable: the checkpoint digest is not cached", os.path.dirname(path)
+        )
 
 
 def file_entries(directory: str) -> list[dict]:
@@ -87,8 +93,13 @@ def file_entries(directory: str) -> list[dict]:
     (or of the one file `directory` names), hashing only what changed."""
     if os.path.isfile(directory):
         stat = os.stat(directory)
-        return [{"name": os.path.basename(directory), "size": stat.st_size,
-                 "sha256": _file_hash(directory)}]
+        return [
+            {
+                "name": os.path.basename(directory),
+                "size": stat.st_size,
+                "sha256": _file_hash(directory),
+            }
+        ]
     cache = cache_path(directory)
     cached, fresh, entries = _read_cache(cache, directory), {}, []
     for name in _files(directory):
@@ -105,7 +116,7 @@ def file_entries(directory: str) -> list[dict]:
 
 
 def content_digest(path: str) -> str:
-    """"sha256:<hex>" over the names, sizes and hashes of a checkpoint's files.
+    """ "sha256:<hex>" over the names, sizes and hashes of a checkpoint's files.
 
     Raises:
       FileNotFoundError: if `path` does not exist.

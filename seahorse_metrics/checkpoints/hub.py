@@ -13,6 +13,7 @@ settings all apply: a cached snapshot is used without the network, and only
 the files a checkpoint needs are downloaded (safetensors weights when the
 repository has them, else PyTorch or Flax ones).
 """
+
 from __future__ import annotations
 
 import logging
@@ -85,13 +86,19 @@ def _best_of_run(path: str) -> str:
 def _has_weights(directory: str) -> bool:
     from seahorse_metrics.checkpoints.hf import WEIGHT_FILES
 
-    return any(name in WEIGHT_FILES or name.endswith(".safetensors") for name in os.listdir(directory))
+    return any(
+        name in WEIGHT_FILES or name.endswith(".safetensors") for name in os.listdir(directory)
+    )
 
 
 def _snapshot(spec: str, repo: str, revision, patterns: list[str]) -> str:
     import huggingface_hub
     from huggingface_hub import constants
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     try:
         return huggingface_hub.snapshot_download(repo, revision=revision, allow_patterns=patterns)

@@ -18,6 +18,7 @@ A training run's `MODEL_DIR` holds `checkpoints/` (`RUN_CHECKPOINTS_DIR`) and
 `best/` (`BEST_DIR`). `checkpoint_names` is the one rule that names
 checkpoints given without a name (output columns, metric names).
 """
+
 from __future__ import annotations
 
 import os
@@ -95,8 +96,9 @@ def questions_path(checkpoint_path: str) -> Optional[str]:
     return _own_or_parent(checkpoint_path, QUESTIONS_FILE)
 
 
-def write_question_prefixes(directory: str, questions: QuestionPrefixes,
-                            texts: Optional[Sequence[str]] = None) -> str:
+def write_question_prefixes(
+    directory: str, questions: QuestionPrefixes, texts: Optional[Sequence[str]] = None
+) -> str:
     """Writes `questions.json` into `directory` (atomically); returns its path."""
     path = os.path.join(directory, QUESTIONS_FILE)
     write_json_atomically(path, questions.to_json(texts), newline=True)
@@ -134,8 +136,7 @@ def checkpoint_names(specs: Union[Mapping[str, str], Sequence[str], str]) -> dic
             if not sep or os.path.exists(spec) or not name:
                 name, path = "", spec
             if name in named:
-                raise ValueError(f"two checkpoints would write column {name!r}; name them "
-                                 "NAME=DIR")
+                raise ValueError(f"two checkpoints would write column {name!r}; name them NAME=DIR")
             named[name or _unnamed(path, len(specs), named)] = path
     if not named:
         raise ValueError("no checkpoints given")
@@ -155,8 +156,10 @@ def column_names(metrics: Sequence[str], questions: Mapping[str, Any]) -> list[s
         if name not in questions:
             columns.append(name)
             continue
-        columns += [question if name == SINGLE_NAME else f"{name}_{question}"
-                    for question in questions[name].names]
+        columns += [
+            question if name == SINGLE_NAME else f"{name}_{question}"
+            for question in questions[name].names
+        ]
     repeated = sorted({c for c in columns if columns.count(c) > 1})
     if repeated:
         raise ValueError(f"two metrics would write column(s) {repeated}; name them apart")
@@ -167,8 +170,9 @@ def metric_columns(checkpoints: Mapping[str, str]) -> list[str]:
     """The output columns of named checkpoints (`column_names`), each
     multi-question one found by its `questions.json`."""
     questions = {name: question_prefixes(path) for name, path in checkpoints.items()}
-    return column_names(list(checkpoints), {name: found for name, found in questions.items()
-                                            if found is not None})
+    return column_names(
+        list(checkpoints), {name: found for name, found in questions.items() if found is not None}
+    )
 
 
 def _unnamed(path: str, count: int, taken: Mapping[str, str]) -> str:

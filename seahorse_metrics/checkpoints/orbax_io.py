@@ -8,6 +8,7 @@ Layout of one checkpoint directory::
 `save_checkpoint(..., step=N)` writes that into `<dir>/checkpoint_N/`, and
 loading a directory that holds such step directories picks the latest one.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,16 +19,28 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
-                                                 check_layer_claims, check_params, flatten,
-                                                 numpy_dtype, reading, unflatten)
-from seahorse_metrics.checkpoints.streaming import (Convert, converted, param_shardings, release,
-                                                   trim_heap)
+from seahorse_metrics.checkpoints.params import (
+    CheckpointError,
+    check_config_values,
+    check_layer_claims,
+    check_params,
+    flatten,
+    numpy_dtype,
+    reading,
+    unflatten,
+)
+from seahorse_metrics.checkpoints.readers import read_json_object
+from seahorse_metrics.checkpoints.streaming import (
+    Convert,
+    converted,
+    param_shardings,
+    release,
+    trim_heap,
+)
 from seahorse_metrics.checkpoints.t5x_orbax import checked_arrays
-from seahorse_metrics.model.config import T5Config
 from seahorse_metrics.io.atomic import write_json_atomically
 from seahorse_metrics.io.json_files import read_json_or_none
-from seahorse_metrics.checkpoints.readers import read_json_object
+from seahorse_metrics.model.config import T5Config
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +59,12 @@ def find_checkpoint_dir(path: str) -> Optional[str]:
         return path
     if not os.path.isdir(path):
         return None
-    steps = sorted(int(m.group(1)) for name in os.listdir(path)
-                   for m in [_STEP_DIR.match(name)]
-                   if m and os.path.isfile(os.path.join(path, name, CONFIG_FILE)))
+    steps = sorted(
+        int(m.group(1))
+        for name in os.listdir(path)
+        for m in [_STEP_DIR.match(name)]
+        if m and os.path.isfile(os.path.join(path, name, CONFIG_FILE))
+    )
     return os.path.join(path, f"checkpoint_{steps[-1]}") if steps else None
 
 
@@ -57,8 +73,9 @@ def is_ours(path: str) -> bool:
     return find_checkpoint_dir(path) is not None
 
 
-def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
-                    step: Optional[int] = None) -> str:
+def save_checkpoint(
+    directory: str, config: T5Config, params: Mapping[str, Any], step: Optional[int] = None
+) -> str:
     """Saves `params` and `config`; returns the checkpoint directory written.
 
     Args:
@@ -75,9 +92,15 @@ def save_checkpoint(directory: str, config: T5Config, params: Mapping[str, Any],
     import orbax.checkpoint as ocp
 
     check_params(config, flatten(params), "params to save")
-    target = os.path.abspath(directory if step is None else os.path.join(directory, f"checkpoint_{int(step)}"))
-    if os.path.exists(os.path.join(target, CONFIG_FILE)) or os.path.exists(os.path.join(target, PARAMS_DIR)):
-        raise FileExistsError(f"{target} already holds a checkpoint; choose another directory or step")
+    target = os.path.abspath(
+        directory if step is None else os.path.join(directory, f"checkpoint_{int(step)}")
+    )
+    if os.path.exists(os.path.join(target, CONFIG_FILE)) or os.path.exists(
+        os.path.join(target, PARAMS_DIR)
+    ):
+        raise FileExistsError(
+            f"{target} already holds a checkpoint; choose another directory or step"
+        )
     os.makedirs(target, exist_ok=True)
     checkpointer = ocp.PyTreeCheckpointer()
     checkpointer.save(os.path.join(target, PARAMS_DIR), params)
@@ -123,8 +146,9 @@ def _reading_params(params_dir: str):
     return reading(params_dir, "parameter database (manifest.ocdbt and the d/ data files)")
 
 
-def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None,
-              convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
+def load_ours(
+    path: str, dtype: Optional[str] = None, mesh: Any = None, convert: Optional[Convert] = None
+) -> tuple[T5Config, dict]:
     """Loads our checkpoint (or the latest step under `path`).
 
     Orbax restores each array straight into the requested dtype and, with a
@@ -152,7 +176,9 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None,
     # directory and then finds no metadata; hand it an absolute path.
     params_dir = os.path.abspath(os.path.join(checkpoint_dir, PARAMS_DIR))
     if not os.path.isdir(params_dir):
-        raise FileNotFoundError(f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing")
+        raise FileNotFoundError(
+            f"{checkpoint_dir}: the Orbax parameter directory {PARAMS_DIR}/ is missing"
+        )
     checkpointer = ocp.PyTreeCheckpointer()
     with _reading_params(params_dir):
         stored = flatten(checkpointer.metadata(params_dir).item_metadata.tree)
@@ -166,27 +192,39 @@ def load_ours(path: str, dtype: Optional[str] = None, mesh: Any = None,
         start = time.perf_counter()
         if convert is None:
             params = checkpointer.restore(
-                params_dir, args=ocp.args.PyTreeRestore(restore_args=unflatten(restore_args)))
+                params_dir, args=ocp.args.PyTreeRestore(restore_args=unflatten(restore_args))
+            )
         else:
-            params = unflatten(_restore_converted(checkpointer, params_dir, stored, restore_args,
-                                                  convert))
-    logger.info("loaded %s as %s in %.1f s", checkpoint_dir, target.name, time.perf_counter() - start)
+            params = unflatten(
+                _restore_converted(checkpointer, params_dir, stored, restore_args, convert)
+            )
+    logger.info(
+        "loaded %s as %s in %.1f s", checkpoint_dir, target.name, time.perf_counter() - start
+    )
     return config, params
 
 
-def _restore_args(config: T5Config, stored: Mapping[str, Any], target: np.dtype,
-                  mesh: Any) -> dict[str, Any]:
+def _restore_args(
+    config: T5Config, stored: Mapping[str, Any], target: np.dtype, mesh: Any
+) -> dict[str, Any]:
     """{flat name: Orbax restore args}: host numpy arrays, or arrays sharded on `mesh`."""
     import orbax.checkpoint as ocp
 
     if mesh is None:
         return {name: ocp.RestoreArgs(restore_type=np.ndarray, dtype=target) for name in stored}
-    return {name: ocp.ArrayRestoreArgs(sharding=sharding, dtype=target)
-            for name, sharding in param_shardings(config, mesh).items()}
+    return {
+        name: ocp.ArrayRestoreArgs(sharding=sharding, dtype=target)
+        for name, sharding in param_shardings(config, mesh).items()
+    }
 
 
-def _restore_converted(checkpointer: Any, params_dir: str, stored: Mapping[str, Any],
-                       restore_args: Mapping[str, Any], convert: Convert) -> dict[str, Any]:
+def _restore_converted(
+    checkpointer: Any,
+    params_dir: str,
+    stored: Mapping[str, Any],
+    restore_args: Mapping[str, Any],
+    convert: Convert,
+) -> dict[str, Any]:
     """The flat parameters restored one at a time, each converted before the
     next is read (about 10 ms a call here; a layer at a time held 1.5x as
     much memory above the converted parameters).
@@ -201,9 +239,14 @@ def _restore_converted(checkpointer: Any, params_dir: str, stored: Mapping[str, 
     unreturned = 0
     try:
         for name in sorted(stored):
-            part = checkpointer.restore(params_dir, args=ocp.args.PyTreeRestore(
-                item=unflatten({name: stored[name]}),
-                restore_args=unflatten({name: restore_args[name]}), partial_restore=True))
+            part = checkpointer.restore(
+                params_dir,
+                args=ocp.args.PyTreeRestore(
+                    item=unflatten({name: stored[name]}),
+                    restore_args=unflatten({name: restore_args[name]}),
+                    partial_restore=True,
+                ),
+            )
             array = flatten(part)[name]
             unreturned += array.nbytes
             placed.update(converted(name, array, convert))

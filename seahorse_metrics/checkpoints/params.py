@@ -1,5 +1,6 @@
 """Checks of loaded parameter trees against the network's expected shapes,
 and of the reads themselves (`reading` names a damaged file)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -41,7 +42,8 @@ def reading(path: str, what: str = "file") -> Iterator[None]:
         detail = " ".join(str(error).split())[:300] or type(error).__name__
         raise CheckpointError(
             f"{path}: cannot read this checkpoint {what} ({type(error).__name__}: {detail}); it "
-            "is damaged or incomplete (a copy or download cut short?): copy it again") from error
+            "is damaged or incomplete (a copy or download cut short?): copy it again"
+        ) from error
 
 
 def expected_shapes(config: T5Config) -> dict[str, tuple[int, ...]]:
@@ -83,12 +85,18 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     return tree
 
 
-_JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,),
-               "Optional[str]": (str, type(None))}
+_JSON_TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "Optional[str]": (str, type(None)),
+}
 
 
-def check_config_values(values: Mapping[str, Any], source: str,
-                        names: Optional[Mapping[str, str]] = None) -> None:
+def check_config_values(
+    values: Mapping[str, Any], source: str, names: Optional[Mapping[str, str]] = None
+) -> None:
     """Raises unless every value a config file gives has its field's JSON
     type: a number of layers or a vocabulary size written as the string
     "6144" is refused here, in one line, rather than deep in the network.
@@ -102,16 +110,22 @@ def check_config_values(values: Mapping[str, Any], source: str,
     Raises:
       CheckpointError: naming the file, the key and the value.
     """
-    fields = {field.name: getattr(field.type, "__name__", str(field.type))
-              for field in dataclasses.fields(T5Config)}
+    fields = {
+        field.name: getattr(field.type, "__name__", str(field.type))
+        for field in dataclasses.fields(T5Config)
+    }
     for key, value in values.items():
         field = key if names is None else names.get(key)
         expected = _JSON_TYPES.get(fields.get(field, ""))
         if expected is None or (value is None and names is not None):  # HF defaults a null
             continue
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
-            kind = {"int": "a whole number", "float": "a number", "bool": "true or false",
-                    "str": "a string"}.get(fields[field], "a string or null")
+            kind = {
+                "int": "a whole number",
+                "float": "a number",
+                "bool": "true or false",
+                "str": "a string",
+            }.get(fields[field], "a string or null")
             raise CheckpointError(f"{source}: {key} is {json.dumps(value)}, not {kind}")
 
 
@@ -124,9 +138,13 @@ def _layers_present(names: Iterable[str], pattern: "re.Pattern[str]") -> int:
 _OUR_LAYER = {stack: re.compile(rf"^{stack}/layers_(\d+)/") for stack in ("encoder", "decoder")}
 
 
-def check_layer_claims(config: T5Config, names: Iterable[str], source: str,
-                       fields: tuple[str, str] = ("num_encoder_layers", "num_decoder_layers"),
-                       patterns: Optional[Mapping[str, "re.Pattern[str]"]] = None) -> None:
+def check_layer_claims(
+    config: T5Config,
+    names: Iterable[str],
+    source: str,
+    fields: tuple[str, str] = ("num_encoder_layers", "num_decoder_layers"),
+    patterns: Optional[Mapping[str, "re.Pattern[str]"]] = None,
+) -> None:
     """Raises if the config claims more or fewer layers than the checkpoint's
     tensors hold, before anything is built from the claim (tracing a network
     of 10^9 layers would take the machine's memory).
@@ -145,35 +163,53 @@ def check_layer_claims(config: T5Config, names: Iterable[str], source: str,
     names = list(names)
     patterns = patterns or _OUR_LAYER
     for (stack, pattern), field, claimed in zip(
-            patterns.items(), fields, (config.num_encoder_layers, config.num_decoder_layers)):
+        patterns.items(), fields, (config.num_encoder_layers, config.num_decoder_layers)
+    ):
         present = _layers_present(names, pattern)
         if claimed != present:
-            raise CheckpointError(f"{source}: {field}={claimed}, but the checkpoint's tensors "
-                                  f"hold {present} {stack} layers")
+            raise CheckpointError(
+                f"{source}: {field}={claimed}, but the checkpoint's tensors "
+                f"hold {present} {stack} layers"
+            )
 
 
-_SIZE_FIELDS = ("vocab_size", "d_model", "d_ff", "num_heads", "d_kv",
-                "relative_attention_num_buckets")
+_SIZE_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "d_ff",
+    "num_heads",
+    "d_kv",
+    "relative_attention_num_buckets",
+)
 
 
 def config_sizes(config: T5Config, shape: Iterable[int] = ()) -> str:
     """The config's sizes a reader needs beside a shape: those equal to one of
     `shape`'s dimensions (all sizes when none is), e.g. "vocab_size=1000, d_model=32"."""
     dims = set(shape)
-    named = [f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS
-             if getattr(config, name) in dims]
+    named = [
+        f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS if getattr(config, name) in dims
+    ]
     return ", ".join(named or [f"{name}={getattr(config, name)}" for name in _SIZE_FIELDS])
 
 
-def shape_mismatch(source: str, name: str, stored: tuple, expected: tuple,
-                   config: T5Config, config_name: str = "the config") -> "CheckpointError":
+def shape_mismatch(
+    source: str,
+    name: str,
+    stored: tuple,
+    expected: tuple,
+    config: T5Config,
+    config_name: str = "the config",
+) -> "CheckpointError":
     """The error of a stored tensor whose shape the config does not call for,
     both shapes in the stored tensor's orientation, naming only the config's
     sizes that differ (a whole `T5Config` ran to 700 characters)."""
     stored, expected = tuple(stored), tuple(expected)
     differing = [want for have, want in zip(stored, expected) if have != want] or expected
-    return CheckpointError(f"{source}: {name} has shape {stored}, but {config_name} "
-                           f"({config_sizes(config, differing)}) calls for {expected}")
+    return CheckpointError(
+        f"{source}: {name} has shape {stored}, but {config_name} "
+        f"({config_sizes(config, differing)}) calls for {expected}"
+    )
 
 
 def _listed(names: list[str], most: int = 3) -> str:
@@ -202,7 +238,8 @@ def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None
             + (f"missing {_listed(missing)}" if missing else "")
             + ("; " if missing and unknown else "")
             + (f"unknown {_listed(unknown)}" if unknown else "")
-            + ". Check that the checkpoint is a T5 model of the configured size and variant.")
+            + ". Check that the checkpoint is a T5 model of the configured size and variant."
+        )
     for name, shape in expected.items():
         value = flat[name]
         if tuple(value.shape) != shape:
@@ -210,7 +247,8 @@ def check_params(config: T5Config, flat: Mapping[str, Any], source: str) -> None
         if np.dtype(value.dtype).name not in _FLOAT_KINDS:
             raise CheckpointError(
                 f"{source}: parameter {name} has dtype {value.dtype}, expected a float type "
-                f"({', '.join(_FLOAT_KINDS)})")
+                f"({', '.join(_FLOAT_KINDS)})"
+            )
 
 
 def numpy_dtype(name: Any) -> np.dtype:

@@ -12,6 +12,7 @@ A sharded checkpoint's index (`*.index.json`) is checked against the shards
 before anything is read: a missing or unreadable shard, or a tensor the index
 places in a shard that does not hold it, is an error naming the file.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,9 +29,18 @@ logger = logging.getLogger(__name__)
 
 StoredTensors = dict[str, StoredTensor]
 
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-                       "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
-                       "BOOL": "bool"}
+_SAFETENSORS_DTYPES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
 
 
 def read_json_object(path: str) -> dict[str, Any]:
@@ -64,21 +74,25 @@ def safetensors_tensors(path: str) -> StoredTensors:
     # A cut-short or foreign file: safetensors raises its own SafetensorError.
     with reading(path, "safetensors file"):
         with safe_open(path, framework="np") as handle:
-            entries = {key: (tuple(handle.get_slice(key).get_shape()), handle.get_slice(key).get_dtype())
-                       for key in handle.keys()}
+            entries = {
+                key: (tuple(handle.get_slice(key).get_shape()), handle.get_slice(key).get_dtype())
+                for key in handle.keys()
+            }
 
     def reader(name: str) -> Callable[[Index], np.ndarray]:
         def read(index: Index) -> np.ndarray:
             with safe_open(path, framework="np") as handle:
                 return handle.get_slice(name)[index]
+
         return read
 
     tensors = {}
     for name, (shape, code) in entries.items():
         if code not in _SAFETENSORS_DTYPES:
             raise CheckpointError(f"{path}: tensor {name} has dtype {code}, which cannot be read")
-        tensors[name] = StoredTensor(name, path, shape, numpy_dtype(_SAFETENSORS_DTYPES[code]),
-                                     reader(name))
+        tensors[name] = StoredTensor(
+            name, path, shape, numpy_dtype(_SAFETENSORS_DTYPES[code]), reader(name)
+        )
     return tensors
 
 
@@ -104,12 +118,17 @@ class TorchFiles:
         tensors = {}
         for name, tensor in self.state(path).items():
             if not isinstance(tensor, torch.Tensor):
-                raise CheckpointError(f"{path}: entry {name} is a {type(tensor).__name__}, not a tensor")
+                raise CheckpointError(
+                    f"{path}: entry {name} is a {type(tensor).__name__}, not a tensor"
+                )
             dtype = str(tensor.dtype).replace("torch.", "")
             if dtype not in _SAFETENSORS_DTYPES.values():
-                raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}, which cannot be read")
-            tensors[name] = StoredTensor(name, path, tuple(tensor.shape), numpy_dtype(dtype),
-                                         self._reader(path, name))
+                raise CheckpointError(
+                    f"{path}: tensor {name} has dtype {dtype}, which cannot be read"
+                )
+            tensors[name] = StoredTensor(
+                name, path, tuple(tensor.shape), numpy_dtype(dtype), self._reader(path, name)
+            )
         return tensors
 
     def _reader(self, path: str, name: str) -> Callable[[Index], np.ndarray]:
@@ -120,6 +139,7 @@ class TorchFiles:
             if block.dtype == torch.bfloat16:  # numpy has no bfloat16: reinterpret the bits
                 return block.contiguous().view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
             return block.numpy()
+
         return read
 
 
@@ -129,7 +149,8 @@ def _torch_load(path: str) -> dict:
     except ImportError as error:
         raise CheckpointError(
             f"{path} is a PyTorch pickle; install torch to read it, or convert the "
-            "directory to model.safetensors") from error
+            "directory to model.safetensors"
+        ) from error
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} is missing")
     try:
@@ -137,12 +158,18 @@ def _torch_load(path: str) -> dict:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except RuntimeError as error:
         if "mmap can only be used" not in str(error):
-            raise CheckpointError(f"{path}: not a readable PyTorch weight file ({error}); if it "
-                                  f"is damaged or incomplete, copy it again") from error
+            raise CheckpointError(
+                f"{path}: not a readable PyTorch weight file ({error}); if it "
+                f"is damaged or incomplete, copy it again"
+            ) from error
     except Exception as error:  # pickle, zip and weights_only errors
-        raise CheckpointError(f"{path}: not a readable PyTorch weight file ({error}); if it is "
-                              "damaged or incomplete, copy it again") from error
-    logger.info("%s predates torch's zip format and cannot be memory-mapped; reading it whole", path)
+        raise CheckpointError(
+            f"{path}: not a readable PyTorch weight file ({error}); if it is "
+            "damaged or incomplete, copy it again"
+        ) from error
+    logger.info(
+        "%s predates torch's zip format and cannot be memory-mapped; reading it whole", path
+    )
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
@@ -175,7 +202,9 @@ def flax_msgpack_tensors(path: str) -> StoredTensors:
 
 
 # ------------------------------------------------------------------- shards
-def sharded_tensors(index_path: str, shard_tensors: Callable[[str], StoredTensors]) -> StoredTensors:
+def sharded_tensors(
+    index_path: str, shard_tensors: Callable[[str], StoredTensors]
+) -> StoredTensors:
     """The tensors of every shard an index (`model.safetensors.index.json`,
     `pytorch_model.bin.index.json`) names, checked against its weight map.
 
@@ -185,8 +214,11 @@ def sharded_tensors(index_path: str, shard_tensors: Callable[[str], StoredTensor
         tensor in a shard that does not hold it, or two shards hold one name.
     """
     weight_map = read_json_object(index_path).get("weight_map")
-    if not isinstance(weight_map, dict) or not weight_map or not all(
-            isinstance(v, str) for v in weight_map.values()):
+    if (
+        not isinstance(weight_map, dict)
+        or not weight_map
+        or not all(isinstance(v, str) for v in weight_map.values())
+    ):
         raise CheckpointError(f"{index_path}: no 'weight_map' of tensor name -> shard file")
     directory = os.path.dirname(index_path)
     files = sorted(set(weight_map.values()))
@@ -197,11 +229,15 @@ def sharded_tensors(index_path: str, shard_tensors: Callable[[str], StoredTensor
     for name in files:
         for tensor_name, tensor in shard_tensors(os.path.join(directory, name)).items():
             if tensor_name in tensors:
-                raise CheckpointError(f"{index_path}: tensor {tensor_name} is in both "
-                                      f"{os.path.basename(tensors[tensor_name].path)} and {name}")
+                raise CheckpointError(
+                    f"{index_path}: tensor {tensor_name} is in both "
+                    f"{os.path.basename(tensors[tensor_name].path)} and {name}"
+                )
             tensors[tensor_name] = tensor
     for tensor_name, name in weight_map.items():
         if tensor_name not in tensors or tensors[tensor_name].path != os.path.join(directory, name):
-            raise CheckpointError(f"{index_path} places tensor {tensor_name} in {name}, which "
-                                  "does not hold it; the index and the shards do not match")
+            raise CheckpointError(
+                f"{index_path} places tensor {tensor_name} in {name}, which "
+                "does not hold it; the index and the shards do not match"
+            )
     return tensors

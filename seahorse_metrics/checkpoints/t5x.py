@@ -23,6 +23,7 @@ the config is derived from the parameter shapes (heads from the relative
 bias table; T5 v1.0 from `mlp/wi` and the missing `decoder/logits_dense`),
 with the mT5 defaults for what shapes do not tell.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,10 +34,19 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints import zarr_chunks
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_params, numpy_dtype,
-                                                 unflatten)
-from seahorse_metrics.checkpoints.streaming import (Convert, ParamSource, StoredTensor,
-                                                    materialise, param_shardings)
+from seahorse_metrics.checkpoints.params import (
+    CheckpointError,
+    check_params,
+    numpy_dtype,
+    unflatten,
+)
+from seahorse_metrics.checkpoints.streaming import (
+    Convert,
+    ParamSource,
+    StoredTensor,
+    materialise,
+    param_shardings,
+)
 from seahorse_metrics.checkpoints.t5x_orbax import is_orbax_step_dir, stored_orbax_tensors
 from seahorse_metrics.checkpoints.t5x_scanned import is_scanned, unscanned_tensors
 from seahorse_metrics.model.config import T5Config
@@ -141,14 +151,16 @@ def _relative_array_path(spec: Mapping[str, Any], name: str) -> str:
     raise CheckpointError(f"parameter {name}: TensorStore spec without a path: {spec}")
 
 
-def _open_zarr(step_dir: str, relative_path: str, name: str,
-               expected_shape: Optional[tuple[int, ...]]) -> StoredTensor:
+def _open_zarr(
+    step_dir: str, relative_path: str, name: str, expected_shape: Optional[tuple[int, ...]]
+) -> StoredTensor:
     import tensorstore as ts
 
     if relative_path.startswith("gs://") or os.path.isabs(relative_path):
         raise CheckpointError(
             f"parameter {name}: array path {relative_path!r} is not relative to the checkpoint; "
-            "copy the checkpoint locally (T5X writes relative paths)")
+            "copy the checkpoint locally (T5X writes relative paths)"
+        )
     array_dir = os.path.join(step_dir, relative_path)
     if not os.path.isdir(array_dir):
         raise FileNotFoundError(f"parameter {name}: array directory {array_dir} is missing")
@@ -157,13 +169,21 @@ def _open_zarr(step_dir: str, relative_path: str, name: str,
     try:
         store = ts.open(spec, open=True, read=True).result()
     except Exception as error:  # tensorstore raises ValueError/RuntimeError subtypes
-        raise CheckpointError(f"parameter {name}: cannot open zarr array {array_dir}: {error}") from error
+        raise CheckpointError(
+            f"parameter {name}: cannot open zarr array {array_dir}: {error}"
+        ) from error
     if expected_shape is not None and tuple(store.shape) != tuple(expected_shape):
         raise CheckpointError(
             f"parameter {name}: zarr array {array_dir} has shape {tuple(store.shape)}, the "
-            f"msgpack says {tuple(expected_shape)}")
-    return StoredTensor(name, array_dir, tuple(store.shape), np.dtype(store.dtype.numpy_dtype),
-                        lambda index: store[index].read().result())
+            f"msgpack says {tuple(expected_shape)}"
+        )
+    return StoredTensor(
+        name,
+        array_dir,
+        tuple(store.shape),
+        np.dtype(store.dtype.numpy_dtype),
+        lambda index: store[index].read().result(),
+    )
 
 
 def _check_zarr_dir(array_dir: str, name: str) -> None:
@@ -177,8 +197,10 @@ def _check_zarr_dir(array_dir: str, name: str) -> None:
             metadata = json.load(handle)
         itemsize = numpy_dtype(metadata["dtype"]).itemsize
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"parameter {name}: {metadata_path} is missing or unreadable "
-                              f"({error}); copy the checkpoint again") from error
+        raise CheckpointError(
+            f"parameter {name}: {metadata_path} is missing or unreadable "
+            f"({error}); copy the checkpoint again"
+        ) from error
     chunk_sizes = {}
     for root, _, files in os.walk(array_dir):
         for file_name in files:
@@ -186,8 +208,13 @@ def _check_zarr_dir(array_dir: str, name: str) -> None:
             if not key.startswith("."):
                 chunk_sizes[key] = os.path.getsize(os.path.join(root, file_name))
     zarr_chunks.check_chunks(name, array_dir, metadata, chunk_sizes)
-    zarr_chunks.check_claimed_bytes(name, array_dir, zarr_chunks.claimed_bytes(metadata, itemsize),
-                                    sum(chunk_sizes.values()), zarr_chunks.compressor_of(metadata))
+    zarr_chunks.check_claimed_bytes(
+        name,
+        array_dir,
+        zarr_chunks.claimed_bytes(metadata, itemsize),
+        sum(chunk_sizes.values()),
+        zarr_chunks.compressor_of(metadata),
+    )
 
 
 def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
@@ -195,10 +222,14 @@ def _stored_tensor(step_dir: str, name: str, leaf: Any) -> StoredTensor:
         return StoredTensor.in_memory(name, os.path.join(step_dir, MSGPACK_FILE), leaf)
     if _is_tensorstore_spec(leaf):
         shape = leaf.get("metadata", {}).get("shape")
-        return _open_zarr(step_dir, _relative_array_path(leaf, name), name,
-                          tuple(shape) if shape is not None else None)
+        return _open_zarr(
+            step_dir,
+            _relative_array_path(leaf, name),
+            name,
+            tuple(shape) if shape is not None else None,
+        )
     if isinstance(leaf, str) and leaf.startswith(_PLACEHOLDER):
-        return _open_zarr(step_dir, leaf[len(_PLACEHOLDER):], name, None)
+        return _open_zarr(step_dir, leaf[len(_PLACEHOLDER) :], name, None)
     raise CheckpointError(f"parameter {name}: unsupported leaf of type {type(leaf).__name__}")
 
 
@@ -208,7 +239,9 @@ def stored_t5x_tensors(step_dir: str) -> dict[str, StoredTensor]:
     arrays, and TensorStore arrays opened (not read). Scanned layers
     (scalable_t5) are given per layer, under the unscanned names
     (`t5x_scanned`)."""
-    if not _is_msgpack_checkpoint(os.path.join(step_dir, MSGPACK_FILE)) and is_orbax_step_dir(step_dir):
+    if not _is_msgpack_checkpoint(os.path.join(step_dir, MSGPACK_FILE)) and is_orbax_step_dir(
+        step_dir
+    ):
         tensors = stored_orbax_tensors(step_dir)
     else:
         flat_target = _flatten_target(_read_msgpack_target(step_dir))
@@ -230,6 +263,7 @@ def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
       CheckpointError: if the tree is not a T5 encoder-decoder (e.g. an
         encoder-only model).
     """
+
     def shape_of(name: str) -> tuple[int, ...]:
         if name not in flat:
             raise CheckpointError(f"{source}: missing parameter {name}")
@@ -238,37 +272,55 @@ def config_from_shapes(flat: Mapping[str, Any], source: str) -> T5Config:
     if not any(name.startswith("decoder/") for name in flat):
         raise CheckpointError(
             f"{source}: no decoder/ parameters: an encoder-only model; a SEAHORSE or NLI metric "
-            "needs the decoder to read P(\"1\")")
+            'needs the decoder to read P("1")'
+        )
     vocab_size, d_model = shape_of("token_embedder/embedding")
     per_layer_bias = "encoder/layers_0/relpos_bias/rel_embedding" in flat
-    num_heads, num_buckets = shape_of("encoder/layers_0/relpos_bias/rel_embedding" if per_layer_bias
-                                      else "encoder/relpos_bias/rel_embedding")
+    num_heads, num_buckets = shape_of(
+        "encoder/layers_0/relpos_bias/rel_embedding"
+        if per_layer_bias
+        else "encoder/relpos_bias/rel_embedding"
+    )
     inner = shape_of("encoder/layers_0/attention/query/kernel")[1]
     feed_forward = "relu" if "encoder/layers_0/mlp/wi/kernel" in flat else "gated-gelu"
-    d_ff = shape_of("encoder/layers_0/mlp/" + ("wi" if feed_forward == "relu" else "wi_0")
-                    + "/kernel")[1]
+    d_ff = shape_of(
+        "encoder/layers_0/mlp/" + ("wi" if feed_forward == "relu" else "wi_0") + "/kernel"
+    )[1]
     if inner % num_heads:
         raise CheckpointError(
-            f"{source}: attention width {inner} is not a multiple of the {num_heads} heads")
-    return T5Config(vocab_size=vocab_size, d_model=d_model, d_kv=inner // num_heads, d_ff=d_ff,
-                    num_heads=num_heads, num_encoder_layers=_count_layers(flat, "encoder", source),
-                    num_decoder_layers=_count_layers(flat, "decoder", source),
-                    relative_attention_num_buckets=num_buckets, feed_forward_proj=feed_forward,
-                    tie_word_embeddings="decoder/logits_dense/kernel" not in flat,
-                    relative_bias_per_layer=per_layer_bias)
+            f"{source}: attention width {inner} is not a multiple of the {num_heads} heads"
+        )
+    return T5Config(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        d_kv=inner // num_heads,
+        d_ff=d_ff,
+        num_heads=num_heads,
+        num_encoder_layers=_count_layers(flat, "encoder", source),
+        num_decoder_layers=_count_layers(flat, "decoder", source),
+        relative_attention_num_buckets=num_buckets,
+        feed_forward_proj=feed_forward,
+        tie_word_embeddings="decoder/logits_dense/kernel" not in flat,
+        relative_bias_per_layer=per_layer_bias,
+    )
 
 
 def _count_layers(flat: Mapping[str, np.ndarray], stack: str, source: str) -> int:
-    indices = {int(m.group(1)) for name in flat
-               if name.startswith(stack + "/")
-               for m in [_LAYER.match(name.split("/")[1])] if m}
+    indices = {
+        int(m.group(1))
+        for name in flat
+        if name.startswith(stack + "/")
+        for m in [_LAYER.match(name.split("/")[1])]
+        if m
+    }
     if indices != set(range(len(indices))):
         raise CheckpointError(f"{source}: {stack} layers {sorted(indices)} are not contiguous")
     return len(indices)
 
 
-def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None,
-             convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
+def load_t5x(
+    path: str, dtype: Optional[str] = None, mesh: Any = None, convert: Optional[Convert] = None
+) -> tuple[T5Config, dict]:
     """Loads a T5X checkpoint (model dir -> latest step, or a step dir) tensor
     by tensor; each TensorStore array is read in blocks (only the box a device
     owns, with a mesh).
@@ -284,7 +336,8 @@ def load_t5x(path: str, dtype: Optional[str] = None, mesh: Any = None,
     if step_dir is None:
         raise FileNotFoundError(
             f"{path}: no T5X checkpoint (neither a '{MSGPACK_FILE}' msgpack file, nor Orbax's "
-            "state/, nor checkpoint_<step>/ directories holding one)")
+            "state/, nor checkpoint_<step>/ directories holding one)"
+        )
     logger.info("Reading T5X checkpoint %s", step_dir)
     tensors = stored_t5x_tensors(step_dir)
     config = config_from_shapes(tensors, step_dir)
@@ -305,13 +358,21 @@ ADAFACTOR_SLOTS = ("v_row", "v_col", "v", "m")
 # for the logical axes of T5 parameters: row and column axes are factored (a
 # parameter with both; T5X's `set_param_axes` leaves one without either
 # unfactored), `layers` (scanned layers) is a batch axis each layer keeps apart.
-_FACTOR_RULES = {"vocab": "column", "embed": "row", "mlp": "column", "heads": "column",
-                 "kv": "column", "joined_kv": "column", "relpos_buckets": "none",
-                 "layers": "batch"}
+_FACTOR_RULES = {
+    "vocab": "column",
+    "embed": "row",
+    "mlp": "column",
+    "heads": "column",
+    "kv": "column",
+    "joined_kv": "column",
+    "relpos_buckets": "none",
+    "layers": "batch",
+}
 
 
-def _factored_dims(shape: tuple[int, ...],
-                   axes: Optional[tuple[str, ...]]) -> Optional[tuple[tuple[int, ...], ...]]:
+def _factored_dims(
+    shape: tuple[int, ...], axes: Optional[tuple[str, ...]]
+) -> Optional[tuple[tuple[int, ...], ...]]:
     """(row dims, column dims) T5X's Adafactor factors a parameter over, or
     None (not factored). By its logical axes' rules where T5X uses them
     (parameters of rank above 2, or with a batch axis); else by T5X's
@@ -329,9 +390,12 @@ def _factored_dims(shape: tuple[int, ...],
     return (int(sorted_dims[-2]),), (int(sorted_dims[-1]),)
 
 
-def adafactor_initial_state(shape: tuple[int, ...], factored: bool = True,
-                            momentum: bool = False,
-                            axes: Optional[tuple[str, ...]] = None) -> dict[str, np.ndarray]:
+def adafactor_initial_state(
+    shape: tuple[int, ...],
+    factored: bool = True,
+    momentum: bool = False,
+    axes: Optional[tuple[str, ...]] = None,
+) -> dict[str, np.ndarray]:
     """The state T5X's Adafactor starts a parameter of `shape` from (all zeros).
 
     A factored second moment keeps `v_row` (the shape without the column
@@ -359,8 +423,11 @@ def adafactor_initial_state(shape: tuple[int, ...], factored: bool = True,
     return state
 
 
-def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: int,
-                            param_axes: Optional[Mapping[str, tuple[str, ...]]] = None) -> dict:
+def initial_optimizer_state(
+    param_shapes: Mapping[str, tuple[int, ...]],
+    step: int,
+    param_axes: Optional[Mapping[str, tuple[str, ...]]] = None,
+) -> dict:
     """The `state` half of a T5X checkpoint that T5X's default (strict) restore
     accepts for an Adafactor model: `{"step": step, "param_states": {...}}`,
     each parameter's Adafactor slots as T5X initialises them.
@@ -378,7 +445,8 @@ def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: i
         for parent in parents:
             node = node.setdefault(parent, {})
         node[leaf] = adafactor_initial_state(
-            tuple(shape), axes=None if param_axes is None else param_axes[name])
+            tuple(shape), axes=None if param_axes is None else param_axes[name]
+        )
     return {"step": np.int32(step), "param_states": param_states}
 
 
@@ -387,7 +455,8 @@ def initial_optimizer_state(param_shapes: Mapping[str, tuple[int, ...]], step: i
 # (`@seqio.SentencePieceVocabulary()`) is bound through this parameter.
 T5X_CONFIG_FILE = "config.gin"
 _SENTENCEPIECE_BINDING = re.compile(
-    r"SentencePieceVocabulary\.sentencepiece_model_file\s*=\s*(['\"])(.+?)\1")
+    r"SentencePieceVocabulary\.sentencepiece_model_file\s*=\s*(['\"])(.+?)\1"
+)
 
 
 def run_vocabulary(path: str) -> tuple[Optional[str], Optional[str]]:
@@ -425,8 +494,12 @@ def run_vocabulary(path: str) -> tuple[Optional[str], Optional[str]]:
 def missing_vocabulary_message(path: str) -> str:
     """What to do when no vocabulary is found for the checkpoint `path`."""
     _, why_not = run_vocabulary(path)
-    looked = (f"no spiece.model in {path} or the directory above it, and no T5X "
-              f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY")
-    vocab = option("vocab=PATH (Scorer.load, or checkpoint:DIR,vocab=PATH in an evaluate "
-                   "metric spec)", "--vocab PATH")
+    looked = (
+        f"no spiece.model in {path} or the directory above it, and no T5X "
+        f"{T5X_CONFIG_FILE} there naming the model's VOCABULARY"
+    )
+    vocab = option(
+        "vocab=PATH (Scorer.load, or checkpoint:DIR,vocab=PATH in an evaluate metric spec)",
+        "--vocab PATH",
+    )
     return f"{why_not or looked}; pass the SentencePiece model: {vocab}"

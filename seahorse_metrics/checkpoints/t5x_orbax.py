@@ -18,6 +18,7 @@ stored and the data files must hold bytes enough for the shapes claimed
 (`zarr_chunks`): a checkpoint cut short is an error naming the array and the
 chunk, never zeros.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,7 +43,7 @@ def is_orbax_step_dir(path: str) -> bool:
 
 
 def _tree_paths(metadata_path: str) -> tuple[dict[str, tuple[str, ...]], Mapping[str, Any]]:
-    """{"target.a.b": ("target", "a", "b")} for every leaf `_METADATA` lists, and the file's dict."""
+    """{"target.a.b": ("target", "a", "b")} for every leaf `_METADATA` lists; the file's dict."""
     with reading(metadata_path, "Orbax metadata"):
         with open(metadata_path, encoding="utf-8") as handle:
             metadata = json.load(handle)
@@ -86,13 +87,18 @@ class _ArrayStore:
                 with reading(self.state_dir, f"array {array}"):
                     value = self.kvstore.read(f"{array}/{file_name}").result().value
                     return json.loads(value)
-        raise CheckpointError(f"parameter {name}: {self.state_dir} holds no array {array} (no "
-                              ".zarray); the checkpoint is incomplete: copy it again")
+        raise CheckpointError(
+            f"parameter {name}: {self.state_dir} holds no array {array} (no "
+            ".zarray); the checkpoint is incomplete: copy it again"
+        )
 
     def stored_bytes(self) -> int:
         """Bytes of every data file under `state/`."""
-        return sum(os.path.getsize(os.path.join(root, name))
-                   for root, _, names in os.walk(self.state_dir) for name in names)
+        return sum(
+            os.path.getsize(os.path.join(root, name))
+            for root, _, names in os.walk(self.state_dir)
+            for name in names
+        )
 
     def open(self, array: str, zarr3: bool):
         import tensorstore as ts
@@ -102,12 +108,14 @@ class _ArrayStore:
             kvstore["path"] = array + "/"
         else:
             kvstore = {"driver": "file", "path": os.path.join(self.state_dir, array) + os.sep}
-        return ts.open({"driver": "zarr3" if zarr3 else "zarr", "kvstore": kvstore},
-                       open=True, read=True).result()
+        return ts.open(
+            {"driver": "zarr3" if zarr3 else "zarr", "kvstore": kvstore}, open=True, read=True
+        ).result()
 
 
-def checked_arrays(directory: str, prefix: tuple[str, ...] = ()) -> tuple[
-        "_ArrayStore", bool, dict[str, tuple[tuple[str, ...], dict[str, Any], np.dtype]]]:
+def checked_arrays(
+    directory: str, prefix: tuple[str, ...] = ()
+) -> tuple["_ArrayStore", bool, dict[str, tuple[tuple[str, ...], dict[str, Any], np.dtype]]]:
     """The arrays of an Orbax PyTree directory whose tree path starts with
     `prefix`, once every chunk of each is known to be stored and the data
     files hold bytes enough for the shapes claimed (`zarr_chunks`).
@@ -121,16 +129,20 @@ def checked_arrays(directory: str, prefix: tuple[str, ...] = ()) -> tuple[
         shapes the stored bytes cannot hold.
     """
     paths, metadata = _tree_paths(os.path.join(directory, METADATA_FILE))
-    arrays = {array: keys for array, keys in paths.items()
-              if keys[:len(prefix)] == prefix and _is_array(metadata, keys)}
+    arrays = {
+        array: keys
+        for array, keys in paths.items()
+        if keys[: len(prefix)] == prefix and _is_array(metadata, keys)
+    }
     store = _ArrayStore(directory, bool(metadata.get("use_ocdbt", True)))
     stores_fill = bool(metadata.get("store_array_data_equal_to_fill_value", False))
     checked, claimed, compressors = {}, 0, set()
     for array, keys in sorted(arrays.items()):
         name = "/".join(keys)
         array_metadata = store.metadata(array, name)
-        zarr_chunks.check_chunks(name, f"{directory} ({array})", array_metadata,
-                                 store.chunk_keys(array), stores_fill)
+        zarr_chunks.check_chunks(
+            name, f"{directory} ({array})", array_metadata, store.chunk_keys(array), stores_fill
+        )
         dtype = _array_dtype(array_metadata, name)
         claimed += zarr_chunks.claimed_bytes(array_metadata, dtype.itemsize)
         compressors.add(zarr_chunks.compressor_of(array_metadata))
@@ -138,8 +150,9 @@ def checked_arrays(directory: str, prefix: tuple[str, ...] = ()) -> tuple[
     if checked:
         # One cap for the database: OCDBT packs many arrays' chunks into one file.
         widest = max(compressors, key=lambda codec: zarr_chunks.max_expansion(codec) or np.inf)
-        zarr_chunks.check_claimed_bytes("/".join(prefix) or "parameters", directory, claimed,
-                                        store.stored_bytes(), widest)
+        zarr_chunks.check_claimed_bytes(
+            "/".join(prefix) or "parameters", directory, claimed, store.stored_bytes(), widest
+        )
     return store, bool(metadata.get("use_zarr3", False)), checked
 
 
@@ -147,8 +160,14 @@ def _is_array(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
     """Whether `_METADATA` records the leaf as an array (not a string or an empty node)."""
     tree = metadata.get("tree_metadata", {})
     entry = tree.get(str(keys)) or next(
-        (value for value in tree.values() if isinstance(value, dict) and tuple(
-            str(part.get("key")) for part in value.get("key_metadata", [])) == keys), {})
+        (
+            value
+            for value in tree.values()
+            if isinstance(value, dict)
+            and tuple(str(part.get("key")) for part in value.get("key_metadata", [])) == keys
+        ),
+        {},
+    )
     value_type = (entry.get("value_metadata") or {}).get("value_type", "jax.Array")
     return value_type in ("jax.Array", "np.ndarray", "scalar")
 
@@ -181,8 +200,14 @@ def _array_dtype(metadata: Mapping[str, Any], name: str) -> np.dtype:
         raise CheckpointError(f"parameter {name}: unreadable dtype {dtype!r}") from error
 
 
-def _stored(store: _ArrayStore, array: str, zarr3: bool, name: str, dtype: np.dtype,
-            metadata: Mapping[str, Any]) -> StoredTensor:
+def _stored(
+    store: _ArrayStore,
+    array: str,
+    zarr3: bool,
+    name: str,
+    dtype: np.dtype,
+    metadata: Mapping[str, Any],
+) -> StoredTensor:
     shape, _, _, _ = zarr_chunks.chunk_grid(metadata)
     opened: list = []
 

@@ -30,6 +30,7 @@ with `T5Config.relative_bias_per_layer`.
 `relative_bias_per_layer` network's parameters in this layout, and their
 logical axes (which T5X's Adafactor factors by).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,11 +45,17 @@ from seahorse_metrics.model.config import T5Config
 
 _STACKS = ("encoder", "decoder")
 _RELPOS = "relpos_bias/rel_embedding"
-_LAYER_NORM_SCALE = {"encoder": "pre_attention_layer_norm/scale",
-                     "decoder": "pre_self_attention_layer_norm/scale"}
+_LAYER_NORM_SCALE = {
+    "encoder": "pre_attention_layer_norm/scale",
+    "decoder": "pre_self_attention_layer_norm/scale",
+}
 # How a layer's axes (without `layers`) join into the unscanned ones.
-_JOINED_HEADS = {"query": ((0,), (1, 2)), "key": ((0,), (1, 2)), "value": ((0,), (1, 2)),
-                 "out": ((0, 1), (2,))}
+_JOINED_HEADS = {
+    "query": ((0,), (1, 2)),
+    "key": ((0,), (1, 2)),
+    "value": ((0,), (1, 2)),
+    "out": ((0, 1), (2,)),
+}
 # T5X's `param_scan_axis` default, where it writes the `layers` axis.
 SCAN_AXIS = 1
 _LAYER_PARAM = re.compile(r"^(encoder|decoder)/layers_(\d+)/(.+)$")
@@ -74,10 +81,17 @@ def unscanned_tensors(tensors: Mapping[str, StoredTensor], source: str) -> dict[
         layers.
     """
     embed = _embed_width(tensors, source)
-    tables = {stack: _bias_tables(tensors[name], _layer_axis(tensors, stack, embed, source), source)
-              for stack in _STACKS for name in [f"{stack}/{stack}/{_RELPOS}"] if name in tensors}
-    per_layer = any(not np.array_equal(table, stacked[0]) for stacked in tables.values()
-                    for table in stacked[1:])
+    tables = {
+        stack: _bias_tables(tensors[name], _layer_axis(tensors, stack, embed, source), source)
+        for stack in _STACKS
+        for name in [f"{stack}/{stack}/{_RELPOS}"]
+        if name in tensors
+    }
+    per_layer = any(
+        not np.array_equal(table, stacked[0])
+        for stacked in tables.values()
+        for table in stacked[1:]
+    )
     result = {}
     for name, tensor in tensors.items():
         stack, _, rest = name.partition("/")
@@ -85,7 +99,7 @@ def unscanned_tensors(tensors: Mapping[str, StoredTensor], source: str) -> dict[
         if stack not in _STACKS or not rest.startswith(scanned_prefix):
             result[name] = tensor
             continue
-        sub = rest[len(scanned_prefix):]
+        sub = rest[len(scanned_prefix) :]
         if sub == _RELPOS:
             result.update(_bias_tensors(tensor, stack, tables[stack], per_layer))
             continue
@@ -123,12 +137,13 @@ def _groups(sub: str, rank: int) -> tuple[tuple[int, ...], ...]:
     return tuple((axis,) for axis in range(rank))
 
 
-def layer_view(tensor: StoredTensor, name: str, layer: int, axis: int,
-               groups: Sequence[Sequence[int]]) -> StoredTensor:
+def layer_view(
+    tensor: StoredTensor, name: str, layer: int, axis: int, groups: Sequence[Sequence[int]]
+) -> StoredTensor:
     """Layer `layer` of `tensor` (stacked on `axis`), its remaining axes
     joined as `groups` say (((0,), (1, 2)): [embed, heads, kv] -> [embed,
     heads * kv]); a box of the view reads only the rows it needs."""
-    per_layer = tensor.shape[:axis] + tensor.shape[axis + 1:]
+    per_layer = tensor.shape[:axis] + tensor.shape[axis + 1 :]
     shape = tuple(math.prod(per_layer[i] for i in group) for group in groups)
 
     def read(index):
@@ -150,19 +165,23 @@ def layer_view(tensor: StoredTensor, name: str, layer: int, axis: int,
 def _bias_tables(tensor: StoredTensor, axis: int, source: str) -> np.ndarray:
     """A stack's relative position bias tables, [layers, heads, buckets]."""
     if len(tensor.shape) != 3:
-        raise CheckpointError(f"{source}: {tensor.name}{list(tensor.shape)} is not the "
-                              "[heads, layers, buckets] tables of scanned layers")
+        raise CheckpointError(
+            f"{source}: {tensor.name}{list(tensor.shape)} is not the "
+            "[heads, layers, buckets] tables of scanned layers"
+        )
     return np.moveaxis(np.asarray(tensor.read(tuple(slice(0, n) for n in tensor.shape))), axis, 0)
 
 
-def _bias_tensors(tensor: StoredTensor, stack: str, tables: np.ndarray,
-                  per_layer: bool) -> dict[str, StoredTensor]:
+def _bias_tensors(
+    tensor: StoredTensor, stack: str, tables: np.ndarray, per_layer: bool
+) -> dict[str, StoredTensor]:
     """The stack's one table (all layers hold it), or each layer's own."""
     if not per_layer:
         return {f"{stack}/{_RELPOS}": StoredTensor.in_memory(tensor.name, tensor.path, tables[0])}
     names = [f"{stack}/layers_{layer}/{_RELPOS}" for layer in range(len(tables))]
-    return {name: StoredTensor.in_memory(name, tensor.path, table)
-            for name, table in zip(names, tables)}
+    return {
+        name: StoredTensor.in_memory(name, tensor.path, table) for name, table in zip(names, tables)
+    }
 
 
 # ------------------------------------------------------------------ export
@@ -193,7 +212,9 @@ def scanned_axes(config: T5Config) -> dict[str, tuple[str, ...]]:
         if scanned is None:
             result[name] = axes
             continue
-        split = [part for axis in axes for part in (("heads", "kv") if axis == "joined_kv" else (axis,))]
+        split = [
+            part for axis in axes for part in (("heads", "kv") if axis == "joined_kv" else (axis,))
+        ]
         split.insert(SCAN_AXIS, "layers")
         result[scanned[0]] = tuple(split)
     return result
@@ -210,8 +231,10 @@ def scanned_arrays(config: T5Config, flat: Mapping[str, np.ndarray]) -> dict[str
         (scalable_t5 has a table in every layer).
     """
     if not config.relative_bias_per_layer:
-        raise ValueError("T5X's scalable_t5 layout holds a relative position bias in every "
-                         "layer; this network has one per stack")
+        raise ValueError(
+            "T5X's scalable_t5 layout holds a relative position bias in every "
+            "layer; this network has one per stack"
+        )
     unscanned = _unscanned_axes(config)
     layers: dict[str, dict[int, np.ndarray]] = {}
     result = {}
@@ -220,8 +243,11 @@ def scanned_arrays(config: T5Config, flat: Mapping[str, np.ndarray]) -> dict[str
         if scanned is None:
             result[name] = array
             continue
-        shape = [n for size, axis in zip(array.shape, unscanned[name])
-                 for n in ((config.num_heads, config.d_kv) if axis == "joined_kv" else (size,))]
+        shape = [
+            n
+            for size, axis in zip(array.shape, unscanned[name])
+            for n in ((config.num_heads, config.d_kv) if axis == "joined_kv" else (size,))
+        ]
         layers.setdefault(scanned[0], {})[scanned[1]] = array.reshape(shape)
     for name, by_layer in layers.items():
         result[name] = np.stack([by_layer[layer] for layer in range(len(by_layer))], axis=SCAN_AXIS)

@@ -14,6 +14,7 @@ it by the bytes on disk and the compressor's largest expansion, so a
 manifest claiming a vocabulary of 10^10 is refused before memory is
 allocated for it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,15 +42,20 @@ def chunk_grid(metadata: Mapping[str, Any]) -> tuple[list[int], list[int], str, 
         chunks = grid.get("chunk_shape")
         encoding = metadata.get("chunk_key_encoding", {})
         separator = encoding.get("configuration", {}).get(
-            "separator", "/" if encoding.get("name", "default") == "default" else ".")
+            "separator", "/" if encoding.get("name", "default") == "default" else "."
+        )
         prefix = ("c" + separator) if encoding.get("name", "default") == "default" else ""
     else:
         chunks = metadata.get("chunks")
         separator, prefix = metadata.get("dimension_separator") or ".", ""
     shape = metadata.get("shape")
-    if (not isinstance(shape, list) or not isinstance(chunks, list) or len(shape) != len(chunks)
-            or not all(isinstance(n, int) and n >= 0 for n in shape)
-            or not all(isinstance(n, int) and n > 0 for n in chunks)):
+    if (
+        not isinstance(shape, list)
+        or not isinstance(chunks, list)
+        or len(shape) != len(chunks)
+        or not all(isinstance(n, int) and n >= 0 for n in shape)
+        or not all(isinstance(n, int) and n > 0 for n in chunks)
+    ):
         raise CheckpointError(f"zarr metadata with unusable shape {shape!r} / chunks {chunks!r}")
     return shape, chunks, prefix, separator
 
@@ -77,8 +83,13 @@ def may_omit_chunks(metadata: Mapping[str, Any], stores_fill_chunks: bool) -> bo
     return metadata.get("fill_value") is not None and not stores_fill_chunks
 
 
-def check_chunks(name: str, where: str, metadata: Mapping[str, Any], present: Iterable[str],
-                 stores_fill_chunks: bool = True) -> None:
+def check_chunks(
+    name: str,
+    where: str,
+    metadata: Mapping[str, Any],
+    present: Iterable[str],
+    stores_fill_chunks: bool = True,
+) -> None:
     """Raises unless every chunk of the array is among the `present` keys.
 
     Args:
@@ -101,7 +112,8 @@ def check_chunks(name: str, where: str, metadata: Mapping[str, Any], present: It
     raise CheckpointError(
         f"parameter {name}: zarr array {where} lacks chunk {missing!r} ({needed:,} chunks "
         f"needed, {len(present):,} stored); the checkpoint is incomplete (a copy cut short?): "
-        "copy it again")
+        "copy it again"
+    )
 
 
 def claimed_bytes(metadata: Mapping[str, Any], itemsize: int) -> int:
@@ -114,8 +126,9 @@ def compressor_of(metadata: Mapping[str, Any]) -> Optional[str]:
     """The compressor id of a zarr v2 array ("gzip", ...), None for none, and
     "?" for v3 codecs or anything else whose expansion is not bounded here."""
     if metadata.get("zarr_format") == 3:
-        codecs = [codec.get("name") for codec in metadata.get("codecs", [])
-                  if isinstance(codec, dict)]
+        codecs = [
+            codec.get("name") for codec in metadata.get("codecs", []) if isinstance(codec, dict)
+        ]
         compressing = [codec for codec in codecs if codec not in ("bytes", "transpose", "crc32c")]
         if not compressing:
             return None
@@ -129,8 +142,9 @@ def max_expansion(compressor: Optional[str]) -> Optional[int]:
     return _MAX_EXPANSION.get(compressor)
 
 
-def check_claimed_bytes(name: str, where: str, claimed: int, stored: int,
-                        compressor: Optional[str]) -> None:
+def check_claimed_bytes(
+    name: str, where: str, claimed: int, stored: int, compressor: Optional[str]
+) -> None:
     """Raises if `claimed` bytes cannot come out of `stored` bytes compressed
     with `compressor` (unbounded compressors are not checked).
 
@@ -143,4 +157,5 @@ def check_claimed_bytes(name: str, where: str, claimed: int, stored: int,
     raise CheckpointError(
         f"parameter {name}: {where} claims {claimed:,} bytes but holds {stored:,} bytes on disk "
         f"({compressor or 'uncompressed'}, at most {expansion}x): the shape in its metadata is "
-        "wrong or the checkpoint is damaged")
+        "wrong or the checkpoint is damaged"
+    )

@@ -14,6 +14,7 @@
 None of these modules imports TensorFlow; the seqio tasks live in
 `seahorse_metrics.tasks`.
 """
+
 from seahorse_metrics.data.records import QUESTION_NAMES, QUESTIONS, RatedPair
 
 __all__ = ["QUESTION_NAMES", "QUESTIONS", "RatedPair"]

@@ -17,6 +17,7 @@ Both GEM sources look an article up by the `gem_id` field of the GEM example
 itself, so they do not depend on how a split is spelt inside the id (GEMv1
 wiki_lingua ids say `val` where the builders' split is `validation`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -115,7 +116,7 @@ class LocalArticleSource:
             else:
                 raise ValueError(
                     f"{self.path}: unknown article file type {extension!r}; use .jsonl "
-                    "({\"gem_id\": ..., \"text\": ...} per line) or .tsv (gem_id<TAB>text)"
+                    '({"gem_id": ..., "text": ...} per line) or .tsv (gem_id<TAB>text)'
                 )
             self._articles = self._index(entries)
             logger.info("%s: %d articles", self.path, len(self._articles))
@@ -141,7 +142,9 @@ class LocalArticleSource:
                 try:
                     line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
                 except UnicodeDecodeError as err:
-                    raise ValueError(f"{self.path}:{line_number}: not valid UTF-8 (byte {err.start})") from None
+                    raise ValueError(
+                        f"{self.path}:{line_number}: not valid UTF-8 (byte {err.start})"
+                    ) from None
                 line = line.rstrip("\r\n")
                 if line.strip():
                     yield line_number, line
@@ -197,9 +200,7 @@ class TfdsArticleSource:
         self.name = f"tfds:{builder_name}"
 
     def fetch(self, gem_ids: Collection[str]) -> dict[str, str]:
-        tfds = _import_optional(
-            "tensorflow_datasets", "pip install tensorflow-datasets"
-        )
+        tfds = _import_optional("tensorflow_datasets", "pip install tensorflow-datasets")
         found: dict[str, str] = {}
         for (config, split), wanted in _group_by_config_split(gem_ids).items():
             dataset = source_of_gem_id(config)
@@ -334,7 +335,11 @@ class HfArticleSource:
                 # An unknown split: its articles are reported missing.
                 logger.warning(
                     "%s (%s) has no split %r (%s): %d articles stay missing",
-                    spec.path, spec.name, split, err, len(wanted),
+                    spec.path,
+                    spec.name,
+                    split,
+                    err,
+                    len(wanted),
                 )
                 continue
             for example in rows:
@@ -375,4 +380,3 @@ def make_article_source(
     if kind == "hf":
         return HfArticleSource(cache_dir=hf_cache_dir)
     raise ValueError(f"unknown article source {kind!r}; choose local, tfds or hf")
-

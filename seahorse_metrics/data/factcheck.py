@@ -19,14 +19,21 @@ SummaC's benchmark loader.
 Both return one list of `RatedPair`s per dataset: premise = document,
 hypothesis = claim, rating 1.0/0.0.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 from typing import Any, Iterator
 
-from seahorse_metrics.data.ratings import (TABLE_EXTENSIONS, TableFormatError, cell_text,
-                                           optional_text, parse_binary, read_table)
+from seahorse_metrics.data.ratings import (
+    TABLE_EXTENSIONS,
+    TableFormatError,
+    cell_text,
+    optional_text,
+    parse_binary,
+    read_table,
+)
 from seahorse_metrics.data.records import RatedPair
 
 logger = logging.getLogger(__name__)
@@ -42,8 +49,10 @@ def _parquet_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         import pyarrow.parquet  # Optional: only the hub's Parquet shards need it.
     except ImportError as err:
-        raise ImportError(f"{path}: reading Parquet needs pyarrow: pip install "
-                          "'seahorse-metrics[parquet]' (or export the split as CSV/JSONL)") from err
+        raise ImportError(
+            f"{path}: reading Parquet needs pyarrow: pip install "
+            "'seahorse-metrics[parquet]' (or export the split as CSV/JSONL)"
+        ) from err
     for number, row in enumerate(pyarrow.parquet.read_table(path).to_pylist(), start=1):
         yield number, row
 
@@ -59,14 +68,16 @@ def _check_columns(path: str, line: int, row: dict, columns: tuple[str, ...], la
         if column not in row:
             raise TableFormatError(
                 f"{path}:{line}: missing column {column!r} (columns: {sorted(row)}); {layout} "
-                f"files have {', '.join(columns)}")
+                f"files have {', '.join(columns)}"
+            )
 
 
 def _label(path: str, line: int, value: Any) -> bool:
     label = parse_binary(value)
     if label is None:
-        raise TableFormatError(f"{path}:{line}: column 'label' is {value!r}; expected 1 "
-                               "(supported/consistent) or 0")
+        raise TableFormatError(
+            f"{path}:{line}: column 'label' is {value!r}; expected 1 (supported/consistent) or 0"
+        )
     return label
 
 
@@ -86,17 +97,21 @@ def aggrefact_files(path: str, split: str) -> list[str]:
         raise FileNotFoundError(f"LLM-AggreFact path {path} not found")
     files = sorted(
         os.path.join(folder, name)
-        for folder in (path, os.path.join(path, "data")) if os.path.isdir(folder)
+        for folder in (path, os.path.join(path, "data"))
+        if os.path.isdir(folder)
         for name in os.listdir(folder)
-        if name.startswith(split) and name.lower().endswith(_EXTENSIONS))
+        if name.startswith(split) and name.lower().endswith(_EXTENSIONS)
+    )
     if not files:
-        raise FileNotFoundError(f"{path}: no {split} file (e.g. {split}.csv or "
-                                f"data/{split}-00000-of-00001.parquet)")
+        raise FileNotFoundError(
+            f"{path}: no {split} file (e.g. {split}.csv or data/{split}-00000-of-00001.parquet)"
+        )
     return files
 
 
-def read_aggrefact(path: str, split: str = "test",
-                   encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
+def read_aggrefact(
+    path: str, split: str = "test", encoding: str = "utf-8"
+) -> dict[str, list[RatedPair]]:
     """Reads an LLM-AggreFact split, by dataset.
 
     Args:
@@ -119,17 +134,30 @@ def read_aggrefact(path: str, split: str = "test",
             _check_columns(file, line, row, AGGREFACT_COLUMNS, "LLM-AggreFact")
             dataset = cell_text(row["dataset"]).strip()
             label = _label(file, line, row["label"])
-            by_dataset.setdefault(dataset, []).append(RatedPair(
-                id=f"{stem}-{line}", premise=cell_text(row["doc"]),
-                hypothesis=cell_text(row["claim"]), label=label, rating=1.0 if label else 0.0,
-                source=dataset, meta={"line": line, "file": file}))
-    logger.info("%s (%s): %d LLM-AggreFact claims in %d datasets", path, split,
-                sum(map(len, by_dataset.values())), len(by_dataset))
+            by_dataset.setdefault(dataset, []).append(
+                RatedPair(
+                    id=f"{stem}-{line}",
+                    premise=cell_text(row["doc"]),
+                    hypothesis=cell_text(row["claim"]),
+                    label=label,
+                    rating=1.0 if label else 0.0,
+                    source=dataset,
+                    meta={"line": line, "file": file},
+                )
+            )
+    logger.info(
+        "%s (%s): %d LLM-AggreFact claims in %d datasets",
+        path,
+        split,
+        sum(map(len, by_dataset.values())),
+        len(by_dataset),
+    )
     return by_dataset
 
 
-def read_summac(path: str, cut: str = "test",
-                encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
+def read_summac(
+    path: str, cut: str = "test", encoding: str = "utf-8"
+) -> dict[str, list[RatedPair]]:
     """Reads the rows of one SummaC cut, by dataset.
 
     Args:
@@ -158,11 +186,24 @@ def read_summac(path: str, cut: str = "test",
             continue
         dataset = optional_text(row, "dataset") or stem
         label = _label(path, line, row["label"])
-        by_dataset.setdefault(dataset, []).append(RatedPair(
-            id=f"{dataset}-{line}", premise=cell_text(row["document"]),
-            hypothesis=cell_text(row["claim"]), label=label, rating=1.0 if label else 0.0,
-            source=optional_text(row, "origin") or dataset,
-            system=optional_text(row, "model_name"), meta={"line": line}))
-    logger.info("%s: %d SummaC %s claims in %d datasets (%d rows of the other cut skipped)",
-                path, sum(map(len, by_dataset.values())), cut, len(by_dataset), other_cut)
+        by_dataset.setdefault(dataset, []).append(
+            RatedPair(
+                id=f"{dataset}-{line}",
+                premise=cell_text(row["document"]),
+                hypothesis=cell_text(row["claim"]),
+                label=label,
+                rating=1.0 if label else 0.0,
+                source=optional_text(row, "origin") or dataset,
+                system=optional_text(row, "model_name"),
+                meta={"line": line},
+            )
+        )
+    logger.info(
+        "%s: %d SummaC %s claims in %d datasets (%d rows of the other cut skipped)",
+        path,
+        sum(map(len, by_dataset.values())),
+        cut,
+        len(by_dataset),
+        other_cut,
+    )
     return by_dataset

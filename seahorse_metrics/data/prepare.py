@@ -14,6 +14,7 @@ writes to `output_dir`:
   missing articles by source dataset, rows written, and Yes/No counts per
   question, per split and in total.
 """
+
 from __future__ import annotations
 
 import collections
@@ -130,7 +131,9 @@ def prepare(
         "output_dir": os.path.abspath(output_dir),
         "article_source": article_source.name,
         "strict": strict,
-        "ignored": ["duplicates/"] if os.path.isdir(os.path.join(release_dir, "duplicates")) else [],
+        "ignored": ["duplicates/"]
+        if os.path.isdir(os.path.join(release_dir, "duplicates"))
+        else [],
         "splits": split_reports,
         "totals": _totals(split_reports),
         "missing_articles_file": MISSING_NAME,
@@ -164,13 +167,20 @@ def _write_splits(read: dict, articles: dict[str, str], output_dir: str) -> dict
         split_reports[split] = report
         write_lines_atomically(
             os.path.join(output_dir, f"{split}.jsonl"),
-            (json.dumps(prepared_record(r, articles[r.gem_id], split), ensure_ascii=False) + "\n" for r in joined),
+            (
+                json.dumps(prepared_record(r, articles[r.gem_id], split), ensure_ascii=False) + "\n"
+                for r in joined
+            ),
         )
         missing_lines.extend(_missing_line(r, split) for r in missing)
         if missing:
             logger.warning(
                 "%s: %d of %d rows have no article (by source: %s); listed in %s",
-                split, len(missing), len(rows), report["missing_articles"], MISSING_NAME,
+                split,
+                len(missing),
+                len(rows),
+                report["missing_articles"],
+                MISSING_NAME,
             )
     write_lines_atomically(os.path.join(output_dir, MISSING_NAME), missing_lines)
     return split_reports

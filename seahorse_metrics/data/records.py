@@ -5,6 +5,7 @@ SEAHORSE, mFACE, TRUE and generic ratings files all turn their rows into these,
 so that the seqio tasks, the trainer's validation and the meta-evaluation see
 the same examples with the same metadata.
 """
+
 from __future__ import annotations
 
 import dataclasses

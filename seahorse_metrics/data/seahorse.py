@@ -21,6 +21,7 @@ Quirks handled here:
 This module also reads the self-contained JSONL that `seahorse-metrics
 prepare` writes (`iter_prepared`, `prepared_pairs`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -53,8 +54,10 @@ _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
 def _lenient_hint() -> str:
-    return (f"Fix the file, or read it in lenient mode ({option('strict=False', '--lenient')}) "
-            "to skip and count malformed rows.")
+    return (
+        f"Fix the file, or read it in lenient mode ({option('strict=False', '--lenient')}) "
+        "to skip and count malformed rows."
+    )
 
 
 class ReleaseFormatError(ValueError):
@@ -214,9 +217,7 @@ def _parse_line(raw: bytes, is_unterminated_last: bool) -> tuple[SeahorseRow, bo
                 "the last line has no newline and ends inside a UTF-8 character; "
                 "the file looks truncated (download it again)",
             ) from None
-        raise _MalformedRow(
-            "bad_utf8", f"the line is not valid UTF-8 (byte {err.start})"
-        ) from None
+        raise _MalformedRow("bad_utf8", f"the line is not valid UTF-8 (byte {err.start})") from None
     fields = text.split("\t")
     if len(fields) != len(RELEASE_HEADER):
         if is_unterminated_last:
@@ -308,8 +309,9 @@ def _release_lines(path: str) -> tuple[list[bytes], bool]:
     return lines, terminated
 
 
-def _log_split(path: str, rows: list[SeahorseRow], dropped: collections.Counter,
-               escaped_rows: int) -> None:
+def _log_split(
+    path: str, rows: list[SeahorseRow], dropped: collections.Counter, escaped_rows: int
+) -> None:
     if escaped_rows:
         logger.info(
             "%s: decoded unicode escapes (\\uXXXX) in %d rows (early release download)",
@@ -356,8 +358,7 @@ def iter_prepared(path: str | os.PathLike) -> Iterator[dict]:
         missing = [k for k in PREPARED_FIELDS if k not in record]
         if missing:
             raise ReleaseFormatError(
-                f"{path}:{line_number}: missing fields {missing}; re-run "
-                "`seahorse-metrics prepare`"
+                f"{path}:{line_number}: missing fields {missing}; re-run `seahorse-metrics prepare`"
             )
         yield record
 

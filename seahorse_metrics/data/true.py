@@ -17,19 +17,35 @@ A file already named by its short name (`frank.csv`) keeps it; any other
 CSV keeps its stem. An optional `question` column holds the question of a
 query-focused summary.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 
-from seahorse_metrics.data.ratings import TableFormatError, cell_text, optional_text, parse_binary, read_table
+from seahorse_metrics.data.ratings import (
+    TableFormatError,
+    cell_text,
+    optional_text,
+    parse_binary,
+    read_table,
+)
 from seahorse_metrics.data.records import RatedPair
 
 logger = logging.getLogger(__name__)
 
 TRUE_NAMES = (
-    "frank", "summeval", "mnbm", "qags_c", "qags_x", "begin", "q2", "dialfact", "fever",
-    "vitaminc", "paws",
+    "frank",
+    "summeval",
+    "mnbm",
+    "qags_c",
+    "qags_x",
+    "begin",
+    "q2",
+    "dialfact",
+    "fever",
+    "vitaminc",
+    "paws",
 )
 TRUE_FILE_NAMES = {
     "frank_valid_download": "frank",
@@ -58,8 +74,9 @@ def true_name(path: str | os.PathLike) -> str:
     return TRUE_FILE_NAMES.get(stem.lower(), stem)
 
 
-def read_true_file(path: str | os.PathLike, name: str | None = None,
-                   encoding: str = "utf-8") -> list[RatedPair]:
+def read_true_file(
+    path: str | os.PathLike, name: str | None = None, encoding: str = "utf-8"
+) -> list[RatedPair]:
     """Reads one TRUE CSV.
 
     Args:
@@ -134,13 +151,16 @@ def list_true_files(path_or_dir: str | os.PathLike) -> dict[str, str]:
     for file in files:
         name = true_name(file)
         if name in by_name:
-            raise ValueError(f"{file} and {by_name[name]} both map to the TRUE set {name!r}; keep one")
+            raise ValueError(
+                f"{file} and {by_name[name]} both map to the TRUE set {name!r}; keep one"
+            )
         by_name[name] = file
     return by_name
 
 
-def read_true(path_or_dir: str | os.PathLike,
-              encoding: str = "utf-8") -> dict[str, list[RatedPair]]:
+def read_true(
+    path_or_dir: str | os.PathLike, encoding: str = "utf-8"
+) -> dict[str, list[RatedPair]]:
     """Reads a TRUE CSV, or every `*.csv` of a directory, by short name.
 
     Raises:
@@ -149,5 +169,7 @@ def read_true(path_or_dir: str | os.PathLike,
       ValueError: if two files map to the same short name.
       TableFormatError: for a malformed file (see `read_true_file`).
     """
-    return {name: read_true_file(file, name, encoding)
-            for name, file in list_true_files(path_or_dir).items()}
+    return {
+        name: read_true_file(file, name, encoding)
+        for name, file in list_true_files(path_or_dir).items()
+    }

@@ -4,6 +4,7 @@ The real metrics use mT5's `spiece.model` (250k pieces). The repo ships a
 small multilingual SentencePiece model, trained on the bundled sample, for
 tests and the demo (`default_vocab_path()`).
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ class SentencePieceTokenizer:
       vocab_size: Number of pieces.
     """
 
-    def __init__(self, path: Optional[str | os.PathLike] = None, model_proto: Optional[bytes] = None):
+    def __init__(
+        self, path: Optional[str | os.PathLike] = None, model_proto: Optional[bytes] = None
+    ):
         if path is None and model_proto is None:
             raise ValueError("pass the path of a SentencePiece model (or its serialized proto)")
         self.path = os.fspath(path) if path is not None else "<serialized>"

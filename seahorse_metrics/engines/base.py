@@ -12,6 +12,7 @@ guessed. `engines.jax_engine.JaxEngine` runs it on JAX (any mesh, dtype,
 int8, packing), `engines.ctranslate2.CTranslate2Engine` on CTranslate2
 (CPUs, float32 or int8 GEMMs).
 """
+
 from __future__ import annotations
 
 import abc
@@ -70,8 +71,9 @@ class Engine(abc.ABC):
         """Sends a host batch (int [rows, length]) to where the engine computes."""
 
     @abc.abstractmethod
-    def __call__(self, tokens: Any, segment_ids: Optional[Any] = None,
-                 slots: Optional[int] = None) -> Any:
+    def __call__(
+        self, tokens: Any, segment_ids: Optional[Any] = None, slots: Optional[int] = None
+    ) -> Any:
         """Starts scoring a placed batch; `read` of the result waits for float32
         [rows, len(token_ids)] log-probabilities (packed: [rows, slots, ...])."""
 

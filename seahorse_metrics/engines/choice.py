@@ -6,6 +6,7 @@
 A setting an engine cannot run (its `Capabilities`) is refused in one line
 that says which engine has it.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
@@ -31,8 +32,14 @@ def engine_class(name: str) -> type[Engine]:
     return ENGINE_CLASSES[name]
 
 
-def check_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None,
-                   packing: bool = False, scan_layers: bool = False) -> None:
+def check_settings(
+    engine: str,
+    *,
+    dtype: Optional[str] = None,
+    mesh: Any = None,
+    packing: bool = False,
+    scan_layers: bool = False,
+) -> None:
     """Refuses, in one line each, what `engine` cannot run (its `Capabilities`).
 
     Raises:
@@ -41,22 +48,32 @@ def check_settings(engine: str, *, dtype: Optional[str] = None, mesh: Any = None
     """
     capabilities = engine_class(engine).capabilities
     other = option("engine='jax'", "--engine jax")
-    for given, able, name in ((mesh is not None, capabilities.mesh, option("mesh", "--mesh")),
-                              (packing, capabilities.packing, option("packing=True", "--packing")),
-                              (scan_layers, capabilities.scan_layers,
-                               option("scan_layers=True", "--scan_layers"))):
+    for given, able, name in (
+        (mesh is not None, capabilities.mesh, option("mesh", "--mesh")),
+        (packing, capabilities.packing, option("packing=True", "--packing")),
+        (scan_layers, capabilities.scan_layers, option("scan_layers=True", "--scan_layers")),
+    ):
         if given and not able:
-            raise ValueError(f"{name} is the jax engine's; drop it with the {engine} engine, "
-                             f"or score with {other}")
+            raise ValueError(
+                f"{name} is the jax engine's; drop it with the {engine} engine, "
+                f"or score with {other}"
+            )
     if dtype not in capabilities.dtypes and dtype in JaxEngine.capabilities.dtypes:
-        raise ValueError(f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
-                         f"the {engine} engine computes in {' or '.join(capabilities.dtypes)}, "
-                         f"or int8 with {option('quantize=' + repr('int8'), '--quantize int8')}")
+        raise ValueError(
+            f"{option(f'dtype={dtype!r}', f'--dtype {dtype}')} is the jax engine's; "
+            f"the {engine} engine computes in {' or '.join(capabilities.dtypes)}, "
+            f"or int8 with {option('quantize=' + repr('int8'), '--quantize int8')}"
+        )
 
 
-def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequence[int],
-          mesh: Any = None, compiler_options: Optional[Mapping[str, Any]] = None,
-          questions: Optional[Mapping[str, Any]] = None) -> list[Engine]:
+def place(
+    models: Mapping[str, tuple[Any, Any]],
+    tokenizer: Any,
+    token_ids: Sequence[int],
+    mesh: Any = None,
+    compiler_options: Optional[Mapping[str, Any]] = None,
+    questions: Optional[Mapping[str, Any]] = None,
+) -> list[Engine]:
     """One engine per model: converted models (`ctranslate2.load_converted`)
     on CTranslate2, parameters on JAX, placed on `mesh` (default: every local
     device on `data`). A multi-question model gets one engine per question
@@ -76,13 +93,20 @@ def place(models: Mapping[str, tuple[Any, Any]], tokenizer: Any, token_ids: Sequ
     questions = dict(questions or {})
     if any(isinstance(params, ConvertedModel) for _, params in models.values()):
         check_questions_engine("ctranslate2", questions)
-        return [CTranslate2Engine.of(params, model.config, tokenizer, token_ids)
-                for model, params in models.values()]
+        return [
+            CTranslate2Engine.of(params, model.config, tokenizer, token_ids)
+            for model, params in models.values()
+        ]
     mesh = mesh if mesh is not None else default_mesh()
-    return [column for name, (model, params) in models.items()
-            for column in question_columns(JaxEngine(model, params, token_ids, mesh,
-                                                     compiler_options,
-                                                     questions=questions.get(name)))]
+    return [
+        column
+        for name, (model, params) in models.items()
+        for column in question_columns(
+            JaxEngine(
+                model, params, token_ids, mesh, compiler_options, questions=questions.get(name)
+            )
+        )
+    ]
 
 
 def check_questions_engine(engine: str, questions: Mapping[str, Any]) -> None:
@@ -98,6 +122,8 @@ def check_questions_engine(engine: str, questions: Mapping[str, Any]) -> None:
     """
     if questions and not engine_class(engine).capabilities.questions:
         other = option("engine='jax'", "--engine jax")
-        raise ValueError(f"{', '.join(sorted(questions))}: a multi-question metric is scored "
-                         f"by the jax engine only (the {engine} engine cannot share one "
-                         f"encoder pass between questions); score it with {other}")
+        raise ValueError(
+            f"{', '.join(sorted(questions))}: a multi-question metric is scored "
+            f"by the jax engine only (the {engine} engine cannot share one "
+            f"encoder pass between questions); score it with {other}"
+        )

@@ -36,6 +36,7 @@ Caps, to reproduce another host's choices on this one:
   dispatch on the CPU's own features, so a capped run gives an AVX2 host's
   numbers, not its speed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,11 +54,28 @@ INT8_WEIGHT_LEVELS = {True: 127, False: 63}
 # XLA:CPU's feature ladder (`--xla_cpu_max_isa` values), lowest first.
 XLA_LEVELS = ("SSE4_2", "AVX", "AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16", "AMX")
 # oneDNN's ladder (`ONEDNN_MAX_CPU_ISA` values) as far as int8 products go.
-ONEDNN_LEVELS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
-                 "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
-                 "AVX512_CORE_AMX_FP16")
-_ONEDNN_EXACT_INT8 = {"AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE_VNNI", "AVX512_CORE_BF16",
-                      "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16"}
+ONEDNN_LEVELS = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16",
+    "AVX512_CORE_FP16",
+    "AVX512_CORE_AMX",
+    "AVX512_CORE_AMX_FP16",
+)
+_ONEDNN_EXACT_INT8 = {
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16",
+    "AVX512_CORE_FP16",
+    "AVX512_CORE_AMX",
+    "AVX512_CORE_AMX_FP16",
+}
 # CT2_FORCE_CPU_ISA -> the caps it implies for oneDNN and MKL.
 _CT2_TO_ONEDNN = {"GENERIC": "SSE41", "AVX": "AVX", "AVX2": "AVX2"}
 _CT2_TO_MKL = {"GENERIC": "SSE4_2", "AVX": "AVX", "AVX2": "AVX2"}
@@ -165,9 +183,12 @@ def host_onednn_level(flags: Optional[frozenset[str]] = None) -> str:
     """The highest `ONEDNN_LEVELS` entry the CPU supports."""
     flags = cpu_flags() if flags is None else flags
     if _AVX512_CORE <= flags:
-        for level, flag in (("AVX512_CORE_AMX", "amx_int8"), ("AVX512_CORE_FP16", "avx512_fp16"),
-                            ("AVX512_CORE_BF16", "avx512_bf16"),
-                            ("AVX512_CORE_VNNI", "avx512_vnni")):
+        for level, flag in (
+            ("AVX512_CORE_AMX", "amx_int8"),
+            ("AVX512_CORE_FP16", "avx512_fp16"),
+            ("AVX512_CORE_BF16", "avx512_bf16"),
+            ("AVX512_CORE_VNNI", "avx512_vnni"),
+        ):
             if flag in flags:
                 return level
         return "AVX512_CORE"
@@ -182,11 +203,14 @@ def ctranslate2_gemm_level() -> str:
     of the library it multiplies with (or the one `CT2_FORCE_CPU_ISA` implies)."""
     forced = os.environ.get(CT2_CAP_VAR, "").upper()
     if uses_mkl():
-        cap = _MKL_TO_ONEDNN.get(os.environ.get(MKL_CAP_VAR, "").upper()
-                                 or _CT2_TO_MKL.get(forced, ""))
+        cap = _MKL_TO_ONEDNN.get(
+            os.environ.get(MKL_CAP_VAR, "").upper() or _CT2_TO_MKL.get(forced, "")
+        )
     else:
-        cap = next((os.environ[v].upper() for v in ONEDNN_CAP_VARS if os.environ.get(v)),
-                   _CT2_TO_ONEDNN.get(forced))
+        cap = next(
+            (os.environ[v].upper() for v in ONEDNN_CAP_VARS if os.environ.get(v)),
+            _CT2_TO_ONEDNN.get(forced),
+        )
     return _capped(host_onednn_level(), cap, ONEDNN_LEVELS)
 
 
@@ -243,23 +267,28 @@ def describe_line() -> str:
     """One line: what each engine's kernels run on here (for benchmarks)."""
     described = describe()
     ct2 = described["ctranslate2"]
-    return (f"instruction sets: XLA {described['xla']['level']}"
-            f"{' (capped)' if described['xla']['cap'] else ''}, its int8 products in "
-            f"{described['xla']['int8_products']}; CTranslate2 GEMMs {ct2['gemm_level']}"
-            f"{' (capped)' if ct2['cap'] else ''}, int8 products "
-            f"{'exact (VNNI)' if ct2['int8_exact'] else 'saturating without VNNI'}, "
-            f"int8 weights of {ct2['int8_weight_levels']} levels")
+    return (
+        f"instruction sets: XLA {described['xla']['level']}"
+        f"{' (capped)' if described['xla']['cap'] else ''}, its int8 products in "
+        f"{described['xla']['int8_products']}; CTranslate2 GEMMs {ct2['gemm_level']}"
+        f"{' (capped)' if ct2['cap'] else ''}, int8 products "
+        f"{'exact (VNNI)' if ct2['int8_exact'] else 'saturating without VNNI'}, "
+        f"int8 weights of {ct2['int8_weight_levels']} levels"
+    )
 
 
 def describe() -> dict:
     """The host and each engine's instruction set, for benchmarks and logs."""
     vendor, model, flags = _cpuinfo()
     return {
-        "cpu": model, "vendor": vendor,
+        "cpu": model,
+        "vendor": vendor,
         "flags": sorted(f for f in flags if f.startswith(("avx", "amx")) or f == "fma"),
         "xla": {"level": xla_level(), "cap": xla_cap(), "int8_products": xla_int8_products()},
-        "ctranslate2": {"gemm_level": ctranslate2_gemm_level(),
-                        "cap": os.environ.get(CT2_CAP_VAR) or None,
-                        "int8_exact": int8_gemm_exact(),
-                        "int8_weight_levels": ctranslate2_weight_levels()},
+        "ctranslate2": {
+            "gemm_level": ctranslate2_gemm_level(),
+            "cap": os.environ.get(CT2_CAP_VAR) or None,
+            "int8_exact": int8_gemm_exact(),
+            "int8_weight_levels": ctranslate2_weight_levels(),
+        },
     }

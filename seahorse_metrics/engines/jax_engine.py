@@ -21,6 +21,7 @@ Batches go in and scores come out on any mesh, one process or several
 (`put` builds the global batch from the host batch every process holds;
 `read` gathers rows other processes hold).
 """
+
 from __future__ import annotations
 
 import collections
@@ -115,15 +116,21 @@ class JaxEngine(Engine):
     """
 
     name = "jax"
-    capabilities = Capabilities(mesh=True, packing=True, scan_layers=True,
-                                dtypes=("float32", "bfloat16"), questions=True)
+    capabilities = Capabilities(
+        mesh=True, packing=True, scan_layers=True, dtypes=("float32", "bfloat16"), questions=True
+    )
     batches_at_once = 1
 
-    def __init__(self, model: EncoderDecoderModel, params: Any, token_ids: Sequence[int],
-                 mesh: Optional[Mesh] = None,
-                 compiler_options: Optional[Mapping[str, Any]] = None,
-                 programs: Optional[ProgramCache] = None,
-                 questions: Optional[QuestionPrefixes] = None):
+    def __init__(
+        self,
+        model: EncoderDecoderModel,
+        params: Any,
+        token_ids: Sequence[int],
+        mesh: Optional[Mesh] = None,
+        compiler_options: Optional[Mapping[str, Any]] = None,
+        programs: Optional[ProgramCache] = None,
+        questions: Optional[QuestionPrefixes] = None,
+    ):
         """Places `params` on `mesh` (default: all local devices on `data`).
 
         Args:
@@ -150,7 +157,8 @@ class JaxEngine(Engine):
         self.compiler_options = dict(compiler_options or {})
         self.programs = programs if programs is not None else SHARED_PROGRAMS
         self._param_shardings = partitioning.logical_to_sharding(
-            model.param_logical_axes(), self.mesh)
+            model.param_logical_axes(), self.mesh
+        )
         self.params = jax.device_put(params, self._param_shardings)
         # Parameters of one config may be float32 or bfloat16: programs differ.
         self._param_dtypes = tuple(str(leaf.dtype) for leaf in jax.tree.leaves(self.params))
@@ -162,28 +170,54 @@ class JaxEngine(Engine):
         return int(self.mesh.shape[partitioning.DATA_AXIS])
 
     def _key(self, rows: int, length: int, slots: Optional[int] = None) -> tuple:
-        return (self.model.config, self._param_dtypes, self.mesh, self.token_ids,
-                tuple(sorted(self.compiler_options.items())), rows, length, slots,
-                self.questions)
+        return (
+            self.model.config,
+            self._param_dtypes,
+            self.mesh,
+            self.token_ids,
+            tuple(sorted(self.compiler_options.items())),
+            rows,
+            length,
+            slots,
+            self.questions,
+        )
 
     def compiled(self, rows: int, length: int, slots: Optional[int] = None):
         """The compiled scorer of `[rows, length]` batches (compiled on first use);
         with `slots`, of packed batches with that many inputs per row."""
-        return self.programs.get(self._key(rows, length, slots),
-                                 functools.partial(self._compile, rows, length, slots))
+        return self.programs.get(
+            self._key(rows, length, slots), functools.partial(self._compile, rows, length, slots)
+        )
 
     def _compile(self, rows: int, length: int, slots: Optional[int] = None):
         if rows % self.data_parallel:
-            raise ValueError(f"batch rows {rows} must be a multiple of the {self.data_parallel} "
-                             "data-parallel devices")
+            raise ValueError(
+                f"batch rows {rows} must be a multiple of the {self.data_parallel} "
+                "data-parallel devices"
+            )
         start = time.perf_counter()
-        abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params)
-        executable = compile_first_step(self.model, self.token_ids, self.mesh, abstract_params,
-                                        rows, length, self.compiler_options, slots,
-                                        self.questions)
-        logger.info("scorer program for batches of %d x %d tokens%s ready in %.1f s (compiled, "
-                    "or read from JAX's compilation cache)", rows, length,
-                    f" ({slots} packed per row)" if slots else "", time.perf_counter() - start)
+        abstract_params = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.params
+        )
+        executable = compile_first_step(
+            self.model,
+            self.token_ids,
+            self.mesh,
+            abstract_params,
+            rows,
+            length,
+            self.compiler_options,
+            slots,
+            self.questions,
+        )
+        logger.info(
+            "scorer program for batches of %d x %d tokens%s ready in %.1f s (compiled, "
+            "or read from JAX's compilation cache)",
+            rows,
+            length,
+            f" ({slots} packed per row)" if slots else "",
+            time.perf_counter() - start,
+        )
         return executable
 
     def precompile(self, shapes: Sequence[tuple[int, ...]], threads: int = 2) -> None:
@@ -206,8 +240,9 @@ class JaxEngine(Engine):
         tokens = np.asarray(tokens, np.int32)
         if jax.process_count() == 1:
             return jax.device_put(tokens, self.batch_sharding)
-        return jax.make_array_from_callback(tokens.shape, self.batch_sharding,
-                                            lambda index: tokens[index])
+        return jax.make_array_from_callback(
+            tokens.shape, self.batch_sharding, lambda index: tokens[index]
+        )
 
     def read(self, output: jax.Array) -> np.ndarray:
         """The scores of a batch on the host, rows of other processes included."""
@@ -215,8 +250,12 @@ class JaxEngine(Engine):
             return np.asarray(output)
         return np.asarray(multihost_utils.process_allgather(output, tiled=True))
 
-    def __call__(self, tokens: jax.Array, segment_ids: Optional[jax.Array] = None,
-                 slots: Optional[int] = None) -> jax.Array:
+    def __call__(
+        self,
+        tokens: jax.Array,
+        segment_ids: Optional[jax.Array] = None,
+        slots: Optional[int] = None,
+    ) -> jax.Array:
         """Starts scoring a placed batch; returns float32 [rows, len(token_ids)]
         log-probabilities (asynchronously: reading them waits). A packed batch
         (`segment_ids` 1..`slots` per row, 0 for padding) returns
@@ -227,16 +266,15 @@ class JaxEngine(Engine):
             return self.compiled(rows, length)(self.params, tokens)
         return self.compiled(rows, length, slots)(self.params, tokens, segment_ids)
 
-
     def quantization(self) -> str:
-        """"none", or "int8-bf16"/"int8-f32": the dtype int8 kernels multiply in."""
+        """ "none", or "int8-bf16"/"int8-f32": the dtype int8 kernels multiply in."""
         config = self.model.config
         if not config.quantize:
             return "none"
         return "int8-" + {"bfloat16": "bf16", "float32": "f32"}[config.int8_products]
 
     def int8_variant(self) -> str:
-        """"jax:<product dtype>"."""
+        """ "jax:<product dtype>"."""
         return f"jax:{self.model.config.int8_products}"
 
     @classmethod

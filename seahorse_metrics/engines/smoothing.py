@@ -35,6 +35,7 @@ The activation maxima come from running the float model, in PyTorch (the
 converter loads it there anyway), on calibration pairs at the first decoder
 step, as the scorer reads it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,13 @@ logger = logging.getLogger(__name__)
 DEFAULT_ALPHA = 0.5
 DEFAULT_PAIRS = 64
 CALIBRATION_LENGTH = 512  # Tokens per calibration input at most.
-DEFAULT_CALIBRATION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                   "data", "sample", "corpus", "train.jsonl.gz")
+DEFAULT_CALIBRATION = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "data",
+    "sample",
+    "corpus",
+    "train.jsonl.gz",
+)
 PREMISE_FIELDS = ("article", "text", "premise")
 HYPOTHESIS_FIELDS = ("summary", "hypothesis")
 _FLOOR = 1e-5  # Smallest maximum a scale is computed from (dead channels, zero columns).
@@ -78,17 +84,25 @@ def folds(config: Any) -> list[Fold]:
         for index in range(layers):
             layer = f"{stack}.block.{index}.layer"
             attention = f"{layer}.0.SelfAttention"
-            found.append(Fold(f"{layer}.0.layer_norm.weight",
-                              tuple(f"{attention}.{name}" for name in "qkv")))
+            found.append(
+                Fold(f"{layer}.0.layer_norm.weight", tuple(f"{attention}.{name}" for name in "qkv"))
+            )
             found.append(Fold(f"{attention}.v.weight", (f"{attention}.o",)))
             if stack == "decoder":
                 cross = f"{layer}.1.EncDecAttention"
                 found.append(Fold(f"{layer}.1.layer_norm.weight", (f"{cross}.q",)))
                 found.append(Fold(f"{cross}.v.weight", (f"{cross}.o",)))
             found.extend(_feed_forward_folds(config, f"{layer}.{2 if stack == 'decoder' else 1}"))
-    found.append(Fold("encoder.final_layer_norm.weight",
-                      tuple(f"decoder.block.{index}.layer.1.EncDecAttention.{name}"
-                            for index in range(config.num_decoder_layers) for name in "kv")))
+    found.append(
+        Fold(
+            "encoder.final_layer_norm.weight",
+            tuple(
+                f"decoder.block.{index}.layer.1.EncDecAttention.{name}"
+                for index in range(config.num_decoder_layers)
+                for name in "kv"
+            ),
+        )
+    )
     if not config.tie_word_embeddings:  # Tied: lm_head is the embeddings, left as they are.
         found.append(Fold("decoder.final_layer_norm.weight", ("lm_head",)))
     return found
@@ -99,16 +113,19 @@ def _feed_forward_folds(config: Any, prefix: str) -> list[Fold]:
     and wi_1 (gated) or a relu wi into wo (s > 0 passes through relu)."""
     dense = f"{prefix}.DenseReluDense"
     if config.is_gated_act:
-        return [Fold(f"{prefix}.layer_norm.weight", (f"{dense}.wi_0", f"{dense}.wi_1")),
-                Fold(f"{dense}.wi_1.weight", (f"{dense}.wo",))]
+        return [
+            Fold(f"{prefix}.layer_norm.weight", (f"{dense}.wi_0", f"{dense}.wi_1")),
+            Fold(f"{dense}.wi_1.weight", (f"{dense}.wo",)),
+        ]
     found = [Fold(f"{prefix}.layer_norm.weight", (f"{dense}.wi",))]
     if config.dense_act_fn == "relu":
         found.append(Fold(f"{dense}.wi.weight", (f"{dense}.wo",)))
     return found
 
 
-def input_maxima(model: Any, readers: Sequence[str], token_ids: Sequence[Sequence[int]]
-                 ) -> dict[str, Any]:
+def input_maxima(
+    model: Any, readers: Sequence[str], token_ids: Sequence[Sequence[int]]
+) -> dict[str, Any]:
     """max |input| per channel of each linear module in `readers`, over the
     encoder on each calibration input and the decoder's first step."""
     import torch
@@ -119,10 +136,12 @@ def input_maxima(model: Any, readers: Sequence[str], token_ids: Sequence[Sequenc
         def hook(_module, inputs):
             flat = inputs[0].detach().abs().reshape(-1, inputs[0].shape[-1]).amax(dim=0)
             maxima[name] = flat if name not in maxima else torch.maximum(maxima[name], flat)
+
         return hook
 
-    handles = [model.get_submodule(name).register_forward_pre_hook(record(name))
-               for name in readers]
+    handles = [
+        model.get_submodule(name).register_forward_pre_hook(record(name)) for name in readers
+    ]
     start = torch.tensor([[model.config.decoder_start_token_id]])
     try:
         with torch.no_grad():
@@ -139,13 +158,15 @@ def channel_scales(input_max: Any, weights: Sequence[Any], alpha: float) -> Any:
     import torch
 
     weight_max = torch.stack([w.detach().abs().amax(dim=0) for w in weights]).amax(dim=0)
-    scales = (input_max.double().clamp(min=_FLOOR) ** alpha
-              / weight_max.double().clamp(min=_FLOOR) ** (1.0 - alpha))
+    scales = input_max.double().clamp(min=_FLOOR) ** alpha / weight_max.double().clamp(
+        min=_FLOOR
+    ) ** (1.0 - alpha)
     return scales.float()
 
 
-def smooth_model(model: Any, token_ids: Sequence[Sequence[int]], alpha: float = DEFAULT_ALPHA
-                 ) -> dict:
+def smooth_model(
+    model: Any, token_ids: Sequence[Sequence[int]], alpha: float = DEFAULT_ALPHA
+) -> dict:
     """Applies every fold of `model` (a PyTorch HF T5, float32) in place.
 
     Returns:
@@ -169,12 +190,18 @@ def smooth_model(model: Any, token_ids: Sequence[Sequence[int]], alpha: float = 
             divided.div_(scales if divided.ndim == 1 else scales[:, None])
             for weight in readers:
                 weight.mul_(scales[None, :])
-    return {"alpha": alpha, "inputs": len(token_ids), "tokens": int(sum(map(len, token_ids))),
-            "folds": len(plan), "largest_channel_spread": round(spread, 1)}
+    return {
+        "alpha": alpha,
+        "inputs": len(token_ids),
+        "tokens": int(sum(map(len, token_ids))),
+        "folds": len(plan),
+        "largest_channel_spread": round(spread, 1),
+    }
 
 
-def calibration_pairs(path: Optional[str] = None, count: int = DEFAULT_PAIRS
-                      ) -> list[tuple[str, str]]:
+def calibration_pairs(
+    path: Optional[str] = None, count: int = DEFAULT_PAIRS
+) -> list[tuple[str, str]]:
     """`count` (article, summary) pairs spread evenly over a JSON-lines file
     (gzipped if it ends in .gz; fields article, text or premise, and summary
     or hypothesis); default the bundled multilingual corpus.
@@ -210,13 +237,16 @@ def _pair(path: str, number: int, line: str) -> tuple[str, str]:
     return fields[0], fields[1]
 
 
-def calibration_ids(tokenizer: Any, pairs: Sequence[tuple[str, str]],
-                    max_length: int = CALIBRATION_LENGTH) -> list[list[int]]:
+def calibration_ids(
+    tokenizer: Any, pairs: Sequence[tuple[str, str]], max_length: int = CALIBRATION_LENGTH
+) -> list[list[int]]:
     """The scorer's input ids of each pair (summary kept, article cut to fit)."""
     from seahorse_metrics.data.inputs import encode_pair
 
-    return [encode_pair(tokenizer, premise, hypothesis, max_length, long_summaries="cut").ids
-            for premise, hypothesis in pairs]
+    return [
+        encode_pair(tokenizer, premise, hypothesis, max_length, long_summaries="cut").ids
+        for premise, hypothesis in pairs
+    ]
 
 
 def recipe(compute_type: str, options: Mapping[str, Any]) -> Optional[dict]:
@@ -232,12 +262,12 @@ def recipe(compute_type: str, options: Mapping[str, Any]) -> Optional[dict]:
     """
     alpha = options.get("int8_smoothing", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
-        raise ValueError(f"engine option int8_smoothing must be a number from 0 (off) to 1, "
-                         f"got {alpha!r}")
+        raise ValueError(
+            f"engine option int8_smoothing must be a number from 0 (off) to 1, got {alpha!r}"
+        )
     pairs = options.get("smoothing_pairs", DEFAULT_PAIRS)
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
-        raise ValueError(f"engine option smoothing_pairs must be a positive integer, "
-                         f"got {pairs!r}")
+        raise ValueError(f"engine option smoothing_pairs must be a positive integer, got {pairs!r}")
     path = options.get("smoothing_data") or DEFAULT_CALIBRATION
     if not os.path.isfile(path):
         raise ValueError(f"engine option smoothing_data: no file {path}")
@@ -247,8 +277,13 @@ def recipe(compute_type: str, options: Mapping[str, Any]) -> Optional[dict]:
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return {"alpha": float(alpha), "pairs": pairs, "calibration": os.path.abspath(path),
-            "calibration_sha256": digest.hexdigest(), "max_length": CALIBRATION_LENGTH}
+    return {
+        "alpha": float(alpha),
+        "pairs": pairs,
+        "calibration": os.path.abspath(path),
+        "calibration_sha256": digest.hexdigest(),
+        "max_length": CALIBRATION_LENGTH,
+    }
 
 
 def converter(hf_dir: str, vocab_path: str, smoothing: Optional[dict]):
@@ -266,10 +301,13 @@ def converter(hf_dir: str, vocab_path: str, smoothing: Optional[dict]):
             model = super().load_model(model_class, model_name_or_path, **kwargs)
             if smoothing is not None:
                 pairs = calibration_pairs(smoothing["calibration"], smoothing["pairs"])
-                token_ids = calibration_ids(SentencePieceTokenizer(vocab_path), pairs,
-                                            smoothing["max_length"])
-                self.smoothing_report = {"calibration": smoothing["calibration"],
-                                         **smooth_model(model, token_ids, smoothing["alpha"])}
+                token_ids = calibration_ids(
+                    SentencePieceTokenizer(vocab_path), pairs, smoothing["max_length"]
+                )
+                self.smoothing_report = {
+                    "calibration": smoothing["calibration"],
+                    **smooth_model(model, token_ids, smoothing["alpha"]),
+                }
                 logger.info("smoothed for int8: %s", self.smoothing_report)
             return model
 

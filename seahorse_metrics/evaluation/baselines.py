@@ -20,6 +20,7 @@
 SentencePiece pieces rather than whitespace words keep the baselines
 language-independent (mFACE includes languages written without spaces).
 """
+
 from __future__ import annotations
 
 import functools
@@ -67,7 +68,7 @@ class SentencePiecePieces:
     def first_pieces(self, text: str, limit: int) -> list[str]:
         """The first `limit` pieces of `text`, reading only its first
         `limit * 16` characters."""
-        return self.tokenize(text[:limit * _CHARS_PER_PIECE])[:limit]
+        return self.tokenize(text[: limit * _CHARS_PER_PIECE])[:limit]
 
 
 @functools.lru_cache(maxsize=4)
@@ -127,9 +128,17 @@ def rouge_l_scores(
         from tqdm import tqdm
 
         pairs = tqdm(pairs, total=len(premises), desc="ROUGE-L", unit="pair")
-    return np.array([_rouge_l(pieces.first_pieces(article, ROUGE_MAX_PIECES["article"]),
-                              pieces.first_pieces(summary, ROUGE_MAX_PIECES["summary"]), measure)
-                     for article, summary in pairs], dtype=np.float64)
+    return np.array(
+        [
+            _rouge_l(
+                pieces.first_pieces(article, ROUGE_MAX_PIECES["article"]),
+                pieces.first_pieces(summary, ROUGE_MAX_PIECES["summary"]),
+                measure,
+            )
+            for article, summary in pairs
+        ],
+        dtype=np.float64,
+    )
 
 
 def _rouge_l(reference: Sequence[str], candidate: Sequence[str], measure: str) -> float:
@@ -140,8 +149,11 @@ def _rouge_l(reference: Sequence[str], candidate: Sequence[str], measure: str) -
         return 0.0
     common = lcs_length(reference, candidate)
     precision, recall = common / len(candidate), common / len(reference)
-    return {"precision": precision, "recall": recall,
-            "fmeasure": scoring.fmeasure(precision, recall)}[measure]
+    return {
+        "precision": precision,
+        "recall": recall,
+        "fmeasure": scoring.fmeasure(precision, recall),
+    }[measure]
 
 
 def lcs_length(first: Sequence[str], second: Sequence[str]) -> int:

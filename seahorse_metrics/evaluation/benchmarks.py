@@ -25,6 +25,7 @@ by default, `split=dev` for tuning thresholds) and SummaC `summac/<dataset>`
 per dataset of the cut (`test`, or `cut=val`); the report adds the mean over
 a family's columns, as those leaderboards do.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -113,11 +114,15 @@ class Benchmark:
     @functools.cached_property
     def ratings(self) -> np.ndarray:
         """The raw rating per item (the 0/1 label where no rating is given)."""
-        return _read_only(np.array(
-            [float(item.label) if item.rating is None else float(item.rating)
-             for item in self.items],
-            dtype=np.float64,
-        ))
+        return _read_only(
+            np.array(
+                [
+                    float(item.label) if item.rating is None else float(item.rating)
+                    for item in self.items
+                ],
+                dtype=np.float64,
+            )
+        )
 
     @property
     def continuous(self) -> bool:
@@ -162,8 +167,7 @@ class Benchmark:
             n_pos = int(self.labels.sum())
             info.update(n_positive=n_pos, n_negative=len(self.items) - n_pos)
         for field in ("lang", "source", "system"):
-            info[f"{field}s"] = sorted({getattr(i, field) for i in self.items
-                                        if getattr(i, field)})
+            info[f"{field}s"] = sorted({getattr(i, field) for i in self.items if getattr(i, field)})
         return info
 
 
@@ -205,16 +209,22 @@ def parse_benchmark_spec(text: str) -> BenchmarkSpec:
             match = _QUESTION_TOKEN.match(token)
             if match:
                 if int(match.group(1)) not in QUESTIONS:
-                    raise ValueError(f"bad benchmark spec {text!r}: unknown question {token}; "
-                                     f"the questions are q1 ... q{QUESTIONS[-1]}")
+                    raise ValueError(
+                        f"bad benchmark spec {text!r}: unknown question {token}; "
+                        f"the questions are q1 ... q{QUESTIONS[-1]}"
+                    )
                 questions.append(int(match.group(1)))
             else:
                 key, _, value = token.partition("=")
                 options.append((key.lower(), value))
-    known = {"seahorse": {"split"}, "mface": {"threshold", "encoding"}, "true": {"encoding"},
-             "ratings": {"rating", "premise", "hypothesis", "id", "question", "threshold",
-                         "encoding"},
-             "aggrefact": {"split", "encoding"}, "summac": {"cut", "encoding"}}[kind]
+    known = {
+        "seahorse": {"split"},
+        "mface": {"threshold", "encoding"},
+        "true": {"encoding"},
+        "ratings": {"rating", "premise", "hypothesis", "id", "question", "threshold", "encoding"},
+        "aggrefact": {"split", "encoding"},
+        "summac": {"cut", "encoding"},
+    }[kind]
     unknown = sorted({key for key, _ in options} - known)
     if unknown:
         raise ValueError(
@@ -253,11 +263,15 @@ def _seahorse_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     benchmarks = []
     for question in spec.questions or QUESTIONS:
         items = prepared_pairs(path, question)
-        benchmarks.append(Benchmark(
-            name=f"seahorse/q{question}", family="seahorse", column=f"q{question}",
-            description=f"SEAHORSE {split} ({path}), Q{question} {QUESTION_NAMES[question]}",
-            items=tuple(items),
-        ))
+        benchmarks.append(
+            Benchmark(
+                name=f"seahorse/q{question}",
+                family="seahorse",
+                column=f"q{question}",
+                description=f"SEAHORSE {split} ({path}), Q{question} {QUESTION_NAMES[question]}",
+                items=tuple(items),
+            )
+        )
     return benchmarks
 
 
@@ -278,18 +292,24 @@ def _mface_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     threshold = _float_option(spec, "threshold")
     kwargs = {} if threshold is None else {"threshold": threshold}
     kwargs["encoding"] = spec.option("encoding", "utf-8")
-    subsets = (("mface-5lang", tuple(mface.SEAHORSE_SHARED_LANGS),
-                "the languages shared with SEAHORSE"), ("mface-all", None, "all languages"))
+    subsets = (
+        ("mface-5lang", tuple(mface.SEAHORSE_SHARED_LANGS), "the languages shared with SEAHORSE"),
+        ("mface-all", None, "all languages"),
+    )
     benchmarks = []
     for question in wanted:
         name = by_question[question]
         for family, languages, what in subsets:
             items = mface.read_mface(spec.path, name, languages=languages, **kwargs)
-            benchmarks.append(Benchmark(
-                name=f"{family}/q{question}", family=family, column=f"q{question}",
-                description=f"mFACE {name} (as SEAHORSE Q{question}), {what} ({spec.path})",
-                items=tuple(items),
-            ))
+            benchmarks.append(
+                Benchmark(
+                    name=f"{family}/q{question}",
+                    family=family,
+                    column=f"q{question}",
+                    description=f"mFACE {name} (as SEAHORSE Q{question}), {what} ({spec.path})",
+                    items=tuple(items),
+                )
+            )
     return benchmarks
 
 
@@ -299,8 +319,13 @@ def _true_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.exists(spec.path):
         raise FileNotFoundError(f"TRUE path {spec.path} not found")
     return [
-        Benchmark(name=f"true/{name}", family="true", column=name,
-                  description=f"TRUE {name} ({spec.path})", items=tuple(items))
+        Benchmark(
+            name=f"true/{name}",
+            family="true",
+            column=name,
+            description=f"TRUE {name} ({spec.path})",
+            items=tuple(items),
+        )
         for name, items in sorted(read_true(spec.path, spec.option("encoding", "utf-8")).items())
     ]
 
@@ -310,23 +335,42 @@ def _ratings_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
 
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"ratings file {spec.path} not found")
-    fields = {"rating": "rating_field", "premise": "premise_field",
-              "hypothesis": "hypothesis_field", "id": "id_field", "question": "question_field",
-              "encoding": "encoding"}
+    fields = {
+        "rating": "rating_field",
+        "premise": "premise_field",
+        "hypothesis": "hypothesis_field",
+        "id": "id_field",
+        "question": "question_field",
+        "encoding": "encoding",
+    }
     kwargs = {arg: spec.option(key) for key, arg in fields.items() if spec.option(key)}
     threshold = _float_option(spec, "threshold")
     if threshold is not None:
         kwargs["threshold"] = threshold
     items = read_ratings(spec.path, **kwargs)
     stem = os.path.splitext(os.path.basename(spec.path))[0]
-    return [Benchmark(name=f"ratings/{stem}", family="ratings", column=stem,
-                      description=f"ratings file {spec.path}", items=tuple(items))]
+    return [
+        Benchmark(
+            name=f"ratings/{stem}",
+            family="ratings",
+            column=stem,
+            description=f"ratings file {spec.path}",
+            items=tuple(items),
+        )
+    ]
 
 
 def _by_dataset(family: str, what: str, by_dataset: dict) -> list[Benchmark]:
-    return [Benchmark(name=f"{family}/{name}", family=family, column=name,
-                      description=f"{what}, {name}", items=tuple(items))
-            for name, items in by_dataset.items()]
+    return [
+        Benchmark(
+            name=f"{family}/{name}",
+            family=family,
+            column=name,
+            description=f"{what}, {name}",
+            items=tuple(items),
+        )
+        for name, items in by_dataset.items()
+    ]
 
 
 def _aggrefact_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
@@ -334,10 +378,15 @@ def _aggrefact_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
 
     split = spec.option("split", "test")
     if spec.option("split") and os.path.isfile(spec.path):
-        raise ValueError(f"aggrefact:{spec.path}: split= needs a directory of split files, "
-                         "not a file (the file is one split)")
-    return _by_dataset("aggrefact", f"LLM-AggreFact {split} ({spec.path})",
-                       read_aggrefact(spec.path, split, spec.option("encoding", "utf-8")))
+        raise ValueError(
+            f"aggrefact:{spec.path}: split= needs a directory of split files, "
+            "not a file (the file is one split)"
+        )
+    return _by_dataset(
+        "aggrefact",
+        f"LLM-AggreFact {split} ({spec.path})",
+        read_aggrefact(spec.path, split, spec.option("encoding", "utf-8")),
+    )
 
 
 def _summac_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
@@ -346,13 +395,21 @@ def _summac_benchmarks(spec: BenchmarkSpec) -> list[Benchmark]:
     if not os.path.isfile(spec.path):
         raise FileNotFoundError(f"SummaC file {spec.path} not found")
     cut = spec.option("cut", "test")
-    return _by_dataset("summac", f"SummaC {cut} ({spec.path})",
-                       read_summac(spec.path, cut, spec.option("encoding", "utf-8")))
+    return _by_dataset(
+        "summac",
+        f"SummaC {cut} ({spec.path})",
+        read_summac(spec.path, cut, spec.option("encoding", "utf-8")),
+    )
 
 
-_LOADERS = {"seahorse": _seahorse_benchmarks, "mface": _mface_benchmarks,
-            "true": _true_benchmarks, "ratings": _ratings_benchmarks,
-            "aggrefact": _aggrefact_benchmarks, "summac": _summac_benchmarks}
+_LOADERS = {
+    "seahorse": _seahorse_benchmarks,
+    "mface": _mface_benchmarks,
+    "true": _true_benchmarks,
+    "ratings": _ratings_benchmarks,
+    "aggrefact": _aggrefact_benchmarks,
+    "summac": _summac_benchmarks,
+}
 
 
 def load_benchmarks(specs: Sequence[str]) -> list[Benchmark]:
@@ -375,8 +432,10 @@ def load_benchmarks(specs: Sequence[str]) -> list[Benchmark]:
             logger.warning("benchmark %s has no items and is left out", empty.name)
         loaded = [b for b in loaded if b.items]
         if not loaded:
-            raise ValueError(f"benchmark spec {text!r} gave no rated items; check the file "
-                             "and the questions/options it names")
+            raise ValueError(
+                f"benchmark spec {text!r} gave no rated items; check the file "
+                "and the questions/options it names"
+            )
         benchmarks.extend(loaded)
     names = [b.name for b in benchmarks]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -386,7 +445,7 @@ def load_benchmarks(specs: Sequence[str]) -> list[Benchmark]:
 
 
 def subset_of(item: RatedPair) -> Optional[str]:
-    """"reference" for human-written summaries, "model" otherwise, None if unknown."""
+    """ "reference" for human-written summaries, "model" otherwise, None if unknown."""
     if not item.system:
         return None
     return "reference" if item.system.strip().lower() in REFERENCE_SYSTEMS else "model"

@@ -11,12 +11,13 @@ differs from the human label.
 Everything is inline (the rows as JSON, the script, the styles): the page
 needs no network. Each browser sits in a closed `<details>` and its table is
 built when it is first opened, so the page opens on its tables and plots.
-A benchmark with more items than `browser_rows` shows a sample of that many, drawn with the run's seed and stratified by language
-and label (or rating quartile), so every group keeps its share; the page
-states the cap and how the sample was drawn. Each article is stored once
+A benchmark with more items than `browser_rows` shows a sample of that many, drawn with the
+run's seed and stratified by language and label (or rating quartile), so every group keeps
+its share; the page states the cap and how the sample was drawn. Each article is stored once
 however many summaries share it, and cut at `MAX_ARTICLE_CHARS` characters
 (the cut is marked).
 """
+
 from __future__ import annotations
 
 import html
@@ -91,7 +92,8 @@ BROWSER_JS = r"""
       var text = data.articles[row.article];
       var details = document.createElement("details");
       var summary = document.createElement("summary");
-      summary.textContent = text.length > data.excerpt ? text.slice(0, data.excerpt) + "\u2026" : text;
+      summary.textContent =
+        text.length > data.excerpt ? text.slice(0, data.excerpt) + "\u2026" : text;
       var full = document.createElement("div");
       full.className = "full";
       full.textContent = text;
@@ -126,7 +128,8 @@ BROWSER_JS = r"""
     }
     headers.forEach(function (th) {
       th.addEventListener("click", function () {
-        var column = data.columns.filter(function (c) { return c.key === th.getAttribute("data-col"); })[0];
+        var column = data.columns.filter(
+          function (c) { return c.key === th.getAttribute("data-col"); })[0];
         state.dir = (state.column === column) ? -state.dir : 1;
         state.column = column;
         headers.forEach(function (other) { other.classList.remove("sorted-asc", "sorted-desc"); });
@@ -165,8 +168,9 @@ def sample_rows(benchmark, cap: int, seed: int) -> np.ndarray:
     if benchmark.has_labels:
         groups = benchmark.labels.astype(int)
     else:
-        groups = np.searchsorted(np.quantile(benchmark.ratings, [0.25, 0.5, 0.75]),
-                                 benchmark.ratings, side="right")
+        groups = np.searchsorted(
+            np.quantile(benchmark.ratings, [0.25, 0.5, 0.75]), benchmark.ratings, side="right"
+        )
     strata: dict = {}
     for index, (item, group) in enumerate(zip(benchmark.items, groups)):
         strata.setdefault((item.lang or "", int(group)), []).append(index)
@@ -175,8 +179,11 @@ def sample_rows(benchmark, cap: int, seed: int) -> np.ndarray:
     while sum(quota.values()) > cap:  # rounding up can overshoot: trim the largest strata
         largest = max(quota, key=lambda key: (quota[key], key))
         quota[largest] -= 1
-    chosen = [rng.choice(members, size=min(quota[key], len(members)), replace=False)
-              for key, members in sorted(strata.items()) if quota[key] > 0]
+    chosen = [
+        rng.choice(members, size=min(quota[key], len(members)), replace=False)
+        for key, members in sorted(strata.items())
+        if quota[key] > 0
+    ]
     return np.sort(np.concatenate(chosen))
 
 
@@ -186,16 +193,20 @@ def _decision_thresholds(report: EvaluationReport, benchmark) -> list[Optional[f
     for metric in report.metrics:
         result = report.results[(metric.name, benchmark.name)]
         tuned = result.tuned_threshold
-        thresholds.append(tuned if tuned is not None else (
-            metric.threshold if result.applicable else None))
+        thresholds.append(
+            tuned if tuned is not None else (metric.threshold if result.applicable else None)
+        )
     return thresholds
 
 
-def _columns(report: EvaluationReport, benchmark, rows: list[dict],
-             thresholds: Sequence[Optional[float]]) -> list[dict]:
-    columns = [{"key": "id", "label": "id", "type": "text"},
-               {"key": "article", "label": "article", "type": "article"},
-               {"key": "summary", "label": "summary", "type": "text"}]
+def _columns(
+    report: EvaluationReport, benchmark, rows: list[dict], thresholds: Sequence[Optional[float]]
+) -> list[dict]:
+    columns = [
+        {"key": "id", "label": "id", "type": "text"},
+        {"key": "article", "label": "article", "type": "article"},
+        {"key": "summary", "label": "summary", "type": "text"},
+    ]
     if any(row["question"] for row in rows):
         columns.append({"key": "question", "label": "question", "type": "text"})
     if benchmark.has_labels:
@@ -204,16 +215,18 @@ def _columns(report: EvaluationReport, benchmark, rows: list[dict],
         columns.append({"key": "rating", "label": "rating", "type": "number"})
     for position, (metric, threshold) in enumerate(zip(report.metrics, thresholds)):
         label = metric.name + ("" if threshold is None else f" (≥{threshold:.3g})")
-        columns.append({"key": f"score{position}", "label": label, "type": "number",
-                        "metric": position})
+        columns.append(
+            {"key": f"score{position}", "label": label, "type": "number", "metric": position}
+        )
     for field in ("lang", "system"):
         if any(row[field] for row in rows):
             columns.append({"key": field, "label": field, "type": "text"})
     return columns
 
 
-def _rows(report: EvaluationReport, benchmark, indices: np.ndarray,
-          thresholds: Sequence[Optional[float]]) -> tuple[list[dict], list[str]]:
+def _rows(
+    report: EvaluationReport, benchmark, indices: np.ndarray, thresholds: Sequence[Optional[float]]
+) -> tuple[list[dict], list[str]]:
     """The JSON rows of the shown items, and the distinct articles they point to."""
     articles: dict = {}
     scores = [report.scores.get((m.name, benchmark.name)) for m in report.metrics]
@@ -222,51 +235,80 @@ def _rows(report: EvaluationReport, benchmark, indices: np.ndarray,
         item = benchmark.items[index]
         text = item.premise
         if len(text) > MAX_ARTICLE_CHARS:
-            text = text[:MAX_ARTICLE_CHARS] + f" [… {len(item.premise) - MAX_ARTICLE_CHARS} more characters]"
-        row = {"id": item.id, "article": articles.setdefault(text, len(articles)),
-               "summary": item.hypothesis, "question": item.question,
-               "label": item.label, "rating": float(benchmark.ratings[index]),
-               "lang": item.lang, "system": item.system, "disagree": []}
+            text = (
+                text[:MAX_ARTICLE_CHARS]
+                + f" [… {len(item.premise) - MAX_ARTICLE_CHARS} more characters]"
+            )
+        row = {
+            "id": item.id,
+            "article": articles.setdefault(text, len(articles)),
+            "summary": item.hypothesis,
+            "question": item.question,
+            "label": item.label,
+            "rating": float(benchmark.ratings[index]),
+            "lang": item.lang,
+            "system": item.system,
+            "disagree": [],
+        }
         for position, (values, threshold) in enumerate(zip(scores, thresholds)):
-            value = None if values is None or not np.isfinite(values[index]) else float(values[index])
+            value = (
+                None if values is None or not np.isfinite(values[index]) else float(values[index])
+            )
             row[f"score{position}"] = value
-            row["disagree"].append(None if value is None or threshold is None or item.label is None
-                                   else (value >= threshold) != item.label)
+            row["disagree"].append(
+                None
+                if value is None or threshold is None or item.label is None
+                else (value >= threshold) != item.label
+            )
         rows.append(row)
     return rows, list(articles)
 
 
 def _select(field: str, label: str, options: Sequence[tuple[str, str]]) -> str:
-    choices = "".join(f'<option value="{html.escape(value)}">{html.escape(text)}</option>'
-                      for value, text in options)
-    return (f'<label>{html.escape(label)} <select data-filter="{field}">'
-            f'<option value="">all</option>{choices}</select></label>')
+    choices = "".join(
+        f'<option value="{html.escape(value)}">{html.escape(text)}</option>'
+        for value, text in options
+    )
+    return (
+        f'<label>{html.escape(label)} <select data-filter="{field}">'
+        f'<option value="">all</option>{choices}</select></label>'
+    )
 
 
-def _controls(report: EvaluationReport, rows: list[dict],
-              thresholds: Sequence[Optional[float]], has_labels: bool) -> str:
+def _controls(
+    report: EvaluationReport,
+    rows: list[dict],
+    thresholds: Sequence[Optional[float]],
+    has_labels: bool,
+) -> str:
     controls = []
     for field in ("lang", "system"):
         values = sorted({row[field] for row in rows if row[field]})
         if len(values) > 1:
-            controls.append(_select(field, "language" if field == "lang" else field,
-                                    [(v, v) for v in values]))
-    disagreeing = [(str(position), metric.name)
-                   for position, (metric, threshold) in enumerate(zip(report.metrics, thresholds))
-                   if threshold is not None]
+            controls.append(
+                _select(field, "language" if field == "lang" else field, [(v, v) for v in values])
+            )
+    disagreeing = [
+        (str(position), metric.name)
+        for position, (metric, threshold) in enumerate(zip(report.metrics, thresholds))
+        if threshold is not None
+    ]
     if has_labels and disagreeing:
-        controls.append(_select("disagree", "metric and humans disagree",
-                                [("*", "any metric")] + disagreeing))
-    return ('<div class="controls">' + "".join(controls) + '<span class="count"></span></div>')
+        controls.append(
+            _select("disagree", "metric and humans disagree", [("*", "any metric")] + disagreeing)
+        )
+    return '<div class="controls">' + "".join(controls) + '<span class="count"></span></div>'
 
 
 def _cap_note(report: EvaluationReport, benchmark, shown: int) -> str:
     if shown == len(benchmark):
         return f"All {len(benchmark)} items."
-    return (f"Showing {shown} of {len(benchmark)} items (the cap is "
-            f"{report.config.browser_rows} per benchmark): a random sample, stratified by "
-            f"language and {'label' if benchmark.has_labels else 'rating quartile'}, seed "
-            f"{report.config.seed}. report.json and OUTPUT/cache hold every item's scores.")
+    return (
+        f"Showing {shown} of {len(benchmark)} items (the cap is "
+        f"{report.config.browser_rows} per benchmark): a random sample, stratified by "
+        f"language and {'label' if benchmark.has_labels else 'rating quartile'}, seed "
+        f"{report.config.seed}. report.json and OUTPUT/cache hold every item's scores."
+    )
 
 
 def render_browser(report: EvaluationReport, benchmark) -> str:
@@ -277,21 +319,27 @@ def render_browser(report: EvaluationReport, benchmark) -> str:
     thresholds = _decision_thresholds(report, benchmark)
     rows, articles = _rows(report, benchmark, indices, thresholds)
     columns = _columns(report, benchmark, rows, thresholds)
-    payload = json.dumps({"columns": columns, "rows": rows, "articles": articles,
-                          "excerpt": EXCERPT_CHARS}, ensure_ascii=False, allow_nan=False)
+    payload = json.dumps(
+        {"columns": columns, "rows": rows, "articles": articles, "excerpt": EXCERPT_CHARS},
+        ensure_ascii=False,
+        allow_nan=False,
+    )
     # Inside <script>, "</" could close the element: JSON allows "<" escaped.
     payload = payload.replace("<", "\\u003c")
-    header = "".join(f'<th data-col="{html.escape(c["key"])}">{html.escape(c["label"])}</th>'
-                     for c in columns)
+    header = "".join(
+        f'<th data-col="{html.escape(c["key"])}">{html.escape(c["label"])}</th>' for c in columns
+    )
     name = html.escape(benchmark.name)
-    return (f'<details class="browser-toggle" data-benchmark="{name}">'
-            f"<summary>Examples: {name} ({len(rows)} items; open to browse)</summary>"
-            f'<section class="browser" data-benchmark="{name}">'
-            f'<p class="cap">{html.escape(_cap_note(report, benchmark, len(rows)))} Click a '
-            "column header to sort; an article expands to its full text; a score the humans "
-            "disagree with is shaded; (≥t) after a metric is the threshold its decisions are "
-            "made at.</p>"
-            + _controls(report, rows, thresholds, benchmark.has_labels)
-            + f'<table class="items"><thead><tr>{header}</tr></thead><tbody></tbody></table>'
-            f'<script type="application/json" class="browser-data">{payload}</script></section>'
-            "</details>")
+    return (
+        f'<details class="browser-toggle" data-benchmark="{name}">'
+        f"<summary>Examples: {name} ({len(rows)} items; open to browse)</summary>"
+        f'<section class="browser" data-benchmark="{name}">'
+        f'<p class="cap">{html.escape(_cap_note(report, benchmark, len(rows)))} Click a '
+        "column header to sort; an article expands to its full text; a score the humans "
+        "disagree with is shaded; (≥t) after a metric is the threshold its decisions are "
+        "made at.</p>"
+        + _controls(report, rows, thresholds, benchmark.has_labels)
+        + f'<table class="items"><thead><tr>{header}</tr></thead><tbody></tbody></table>'
+        f'<script type="application/json" class="browser-data">{payload}</script></section>'
+        "</details>"
+    )

@@ -6,6 +6,7 @@ metric spec. An entry is used only when the fingerprints and ids match, so a
 changed checkpoint, scores file or benchmark text is rescored, while adding a
 metric to a report leaves the others' entries untouched.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,8 +46,9 @@ class ScoreCache:
         entry = self.load_entry(metric_fingerprint, benchmark)
         return None if entry is None else entry[0]
 
-    def load_entry(self, metric_fingerprint: str,
-                   benchmark: Benchmark) -> Optional[tuple[np.ndarray, dict]]:
+    def load_entry(
+        self, metric_fingerprint: str, benchmark: Benchmark
+    ) -> Optional[tuple[np.ndarray, dict]]:
         """(cached scores in item order, what produced them: `Metric.provenance`),
         or None when absent or stale."""
         path = self.path(metric_fingerprint, benchmark)
@@ -56,15 +58,23 @@ class ScoreCache:
         if not isinstance(entry, dict):
             logger.warning("ignoring unreadable cache entry %s", path)
             return None
-        if (entry.get("benchmark_fingerprint") != benchmark.content_fingerprint()
-                or entry.get("ids") != benchmark.ids):
+        if (
+            entry.get("benchmark_fingerprint") != benchmark.content_fingerprint()
+            or entry.get("ids") != benchmark.ids
+        ):
             logger.info("cache entry %s is stale (benchmark changed); rescoring", path)
             return None
         scores = np.array([np.nan if s is None else s for s in entry["scores"]], dtype=np.float64)
         return scores, dict(entry.get("provenance") or {"signature": None})
 
-    def save(self, metric_fingerprint: str, metric_spec: str, benchmark: Benchmark,
-             scores: np.ndarray, provenance: Optional[dict] = None) -> str:
+    def save(
+        self,
+        metric_fingerprint: str,
+        metric_spec: str,
+        benchmark: Benchmark,
+        scores: np.ndarray,
+        provenance: Optional[dict] = None,
+    ) -> str:
         """Writes an entry atomically and returns its path.
 
         Raises:
@@ -80,7 +90,8 @@ class ScoreCache:
             "scores": [None if not np.isfinite(s) else float(s) for s in scores],
             "provenance": provenance,
         }
-        write_files_atomically({path: functools.partial(json.dump, entry)},
-                               "the scores of this metric were not cached: free some space "
-                               "and run again")
+        write_files_atomically(
+            {path: functools.partial(json.dump, entry)},
+            "the scores of this metric were not cached: free some space and run again",
+        )
         return path

@@ -28,6 +28,7 @@ reports say so, and what every other mark means, before their tables. The
 files are written together (`write_files_atomically`): all are replaced, or
 none.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,14 +42,19 @@ import os
 import re
 from typing import Iterable, Sequence
 
-
-from seahorse_metrics import __version__
-from seahorse_metrics import stats
+from seahorse_metrics import __version__, stats
 from seahorse_metrics.evaluation import report_calibration
 from seahorse_metrics.evaluation.browser import BROWSER_CSS, BROWSER_JS, render_browser
-from seahorse_metrics.evaluation.report_tables import (MISSING, Cell, Table, breakdown_tables,
-                                                       headline_table, marks_legend,
-                                                       report_notes, report_tables)
+from seahorse_metrics.evaluation.report_tables import (
+    MISSING,
+    Cell,
+    Table,
+    breakdown_tables,
+    headline_table,
+    marks_legend,
+    report_notes,
+    report_tables,
+)
 from seahorse_metrics.evaluation.results import EvaluationReport
 from seahorse_metrics.io.atomic import write_files_atomically
 
@@ -90,27 +96,40 @@ def _run_lines(report: EvaluationReport) -> list[list[tuple[str, bool]]]:
     """Lines describing metrics and benchmarks, as (text, is_code) fragments."""
     metrics = [("Metrics: ", False)]
     for index, metric in enumerate(report.metrics):
-        metrics += [(", " if index else "", False), (metric.name, True), (" = ", False),
-                    (metric.spec.text, True)]
-    lines = [metrics] + [_provenance_line(report, metric) for metric in report.metrics
-                         if (report.provenance.get(metric.name) or {}).get("signature")]
+        metrics += [
+            (", " if index else "", False),
+            (metric.name, True),
+            (" = ", False),
+            (metric.spec.text, True),
+        ]
+    lines = [metrics] + [
+        _provenance_line(report, metric)
+        for metric in report.metrics
+        if (report.provenance.get(metric.name) or {}).get("signature")
+    ]
     for b in report.benchmarks:
         summary = b.summary()
-        counts = (f", {summary['n_positive']} yes / {summary['n_negative']} no"
-                  if b.has_labels else "")
+        counts = (
+            f", {summary['n_positive']} yes / {summary['n_negative']} no" if b.has_labels else ""
+        )
         lines.append([(b.name, True), (f": {b.description}; n = {len(b)}{counts}", False)])
     return lines
 
 
 def _provenance_line(report: EvaluationReport, metric) -> list[tuple[str, bool]]:
-    """"NAME signature: ..." and, for int8, its self-check on this host."""
+    """ "NAME signature: ..." and, for int8, its self-check on this host."""
     found = report.provenance[metric.name]
     line = [(metric.name, True), (" signature: ", False), (found["signature"], True)]
     check = found.get("int8_check") or {}
     if "spearman" in check:
-        line.append((f"; int8 against float32 on this host: Spearman {check['spearman']:.4f}, "
-                     f"largest |log P(\"1\") difference| {check['max_abs_log_p1_diff']:.3f} "
-                     f"({check['pairs']} probe pairs)", False))
+        line.append(
+            (
+                f"; int8 against float32 on this host: Spearman {check['spearman']:.4f}, "
+                f'largest |log P("1") difference| {check["max_abs_log_p1_diff"]:.3f} '
+                f"({check['pairs']} probe pairs)",
+                False,
+            )
+        )
     elif check:
         line.append((f"; int8 self-check skipped: {check.get('skipped')}", False))
     return line
@@ -121,34 +140,46 @@ def _markdown_line(fragments) -> str:
 
 
 def _html_line(fragments) -> str:
-    return "<li>" + "".join(f"<code>{html.escape(text)}</code>" if code else html.escape(text)
-                            for text, code in fragments) + "</li>"
+    return (
+        "<li>"
+        + "".join(
+            f"<code>{html.escape(text)}</code>" if code else html.escape(text)
+            for text, code in fragments
+        )
+        + "</li>"
+    )
 
 
 def render_markdown(report: EvaluationReport) -> str:
     """report.md contents."""
-    parts = ["# Meta-evaluation report\n",
-             f"seahorse-metrics {__version__}. " + _md(_config_line(report)) + "\n",
-             render_markdown_table(headline_table(report)),
-             "### Marks\n\n" + "\n".join(f"- {_md(line)}" for line in marks_legend(report))
-             + "\n",
-             "### Metrics and benchmarks\n\n"
-             + "\n".join(_markdown_line(line) for line in _run_lines(report)) + "\n"]
+    parts = [
+        "# Meta-evaluation report\n",
+        f"seahorse-metrics {__version__}. " + _md(_config_line(report)) + "\n",
+        render_markdown_table(headline_table(report)),
+        "### Marks\n\n" + "\n".join(f"- {_md(line)}" for line in marks_legend(report)) + "\n",
+        "### Metrics and benchmarks\n\n"
+        + "\n".join(_markdown_line(line) for line in _run_lines(report))
+        + "\n",
+    ]
     parts += [render_markdown_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
         parts.append("### Notes\n\n" + "\n".join(f"- {_md(n)}" for n in notes) + "\n")
-    parts.append("Breakdowns by language, source, system and model/reference subsets, "
-                 "ROC curves and calibration plots: see report.html; every number with "
-                 "its interval and n: report.json.\n")
+    parts.append(
+        "Breakdowns by language, source, system and model/reference subsets, "
+        "ROC curves and calibration plots: see report.html; every number with "
+        "its interval and n: report.json.\n"
+    )
     return "\n".join(parts)
 
 
 def _config_line(report: EvaluationReport) -> str:
     c = report.config
-    return (f"Bootstrap: {c.n_resamples} resamples, {c.confidence:.0%} percentile "
-            f"intervals, seed {c.seed}; accuracy threshold {c.threshold}; "
-            f"paired tests at alpha {c.alpha}.")
+    return (
+        f"Bootstrap: {c.n_resamples} resamples, {c.confidence:.0%} percentile "
+        f"intervals, seed {c.seed}; accuracy threshold {c.threshold}; "
+        f"paired tests at alpha {c.alpha}."
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -179,8 +210,13 @@ def roc_plot(benchmark, curves: Sequence[tuple]) -> str:
     axes.plot([0, 1], [0, 1], linestyle=":", color="grey", linewidth=1)
     for name, colour, fpr, tpr, auc in curves:
         axes.plot(fpr, tpr, color=colour, linewidth=1.5, label=f"{name} (AUC {auc:.3f})")
-    axes.set(xlim=(-0.01, 1.01), ylim=(-0.01, 1.01), xlabel="false positive rate",
-             ylabel="true positive rate", title=f"ROC: {benchmark.name} (n={len(benchmark)})")
+    axes.set(
+        xlim=(-0.01, 1.01),
+        ylim=(-0.01, 1.01),
+        xlabel="false positive rate",
+        ylabel="true positive rate",
+        title=f"ROC: {benchmark.name} (n={len(benchmark)})",
+    )
     axes.legend(loc="lower right", fontsize="small")
     return _png_base64(figure)
 
@@ -191,10 +227,22 @@ def calibration_plot(benchmark, curves: Sequence[tuple]) -> str:
     axes = figure.add_subplot()
     axes.plot([0, 1], [0, 1], linestyle=":", color="grey", linewidth=1)
     for name, colour, calibration in curves:
-        axes.plot(calibration.mean_score, calibration.positive_rate, color=colour, marker="o",
-                  markersize=3, linewidth=1.2, label=f"{name} (ECE equal-width {calibration.ece_equal_width:.3f})")
-    axes.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="mean score in bin",
-             ylabel="share of yes", title=f"Calibration: {benchmark.name}")
+        axes.plot(
+            calibration.mean_score,
+            calibration.positive_rate,
+            color=colour,
+            marker="o",
+            markersize=3,
+            linewidth=1.2,
+            label=f"{name} (ECE equal-width {calibration.ece_equal_width:.3f})",
+        )
+    axes.set(
+        xlim=(-0.02, 1.02),
+        ylim=(-0.02, 1.02),
+        xlabel="mean score in bin",
+        ylabel="share of yes",
+        title=f"Calibration: {benchmark.name}",
+    )
     axes.legend(loc="upper left", fontsize="small")
     return _png_base64(figure)
 
@@ -220,8 +268,13 @@ def _figures(report: EvaluationReport, benchmark) -> list[tuple[str, str, str]]:
     if curves:
         figures.append(("roc", f"ROC curves: {benchmark.name}", roc_plot(benchmark, curves)))
     if calibrations:
-        figures.append(("calibration", f"Calibration: {benchmark.name}",
-                        calibration_plot(benchmark, calibrations)))
+        figures.append(
+            (
+                "calibration",
+                f"Calibration: {benchmark.name}",
+                calibration_plot(benchmark, calibrations),
+            )
+        )
     recalibration = report_calibration.reliability_figure(report, benchmark)
     return figures + ([recalibration] if recalibration else [])
 
@@ -229,7 +282,8 @@ def _figures(report: EvaluationReport, benchmark) -> list[tuple[str, str, str]]:
 # ---------------------------------------------------------------------------
 # HTML.
 
-_CSS = """
+_CSS = (
+    """
 body { font-family: sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
@@ -239,7 +293,9 @@ caption { caption-side: bottom; font-size: 0.85em; color: #555; text-align: left
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
 .figures img { border: 1px solid #ddd; max-width: 100%; }
 .notes li { font-size: 0.9em; }
-""" + BROWSER_CSS
+"""
+    + BROWSER_CSS
+)
 
 
 def render_html_table(table: Table, heading: str = "h3") -> str:
@@ -259,23 +315,27 @@ def render_html_table(table: Table, heading: str = "h3") -> str:
 
 def _plots(report: EvaluationReport) -> list[str]:
     """Every benchmark's figures, in one block near the top of the page."""
-    images = [f"<img class=\"{kind}\" alt=\"{html.escape(alt)}\" "
-              f"src=\"data:image/png;base64,{data}\">"
-              for benchmark in report.benchmarks for kind, alt, data in _figures(report, benchmark)]
+    images = [
+        f'<img class="{kind}" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+        for benchmark in report.benchmarks
+        for kind, alt, data in _figures(report, benchmark)
+    ]
     if not images:
         return []
-    return ["<h2>Plots</h2>",
-            "<p>ROC curves of every metric per labelled benchmark, reliability diagrams of "
-            "the metrics whose scores are probabilities (mean score against the share of yes, "
-            "per bin; the dotted diagonal is perfect calibration), and before/after "
-            "recalibration when maps were fitted. One colour per metric throughout. Two "
-            "expected calibration errors (ECE: the count-weighted mean gap between mean score "
-            "and share of yes per bin) appear: the reliability diagrams of raw scores give "
-            "the ECE over 10 equal-width bins of [0, 1] (\"ECE equal-width\"); the "
-            "calibration tables and the before/after diagrams give it over 10 equal-mass "
-            "bins (the same number of items each, so sparse score ranges make no noisy "
-            "bin).</p>",
-            "<div class=\"figures\">" + "".join(images) + "</div>"]
+    return [
+        "<h2>Plots</h2>",
+        "<p>ROC curves of every metric per labelled benchmark, reliability diagrams of "
+        "the metrics whose scores are probabilities (mean score against the share of yes, "
+        "per bin; the dotted diagonal is perfect calibration), and before/after "
+        "recalibration when maps were fitted. One colour per metric throughout. Two "
+        "expected calibration errors (ECE: the count-weighted mean gap between mean score "
+        "and share of yes per bin) appear: the reliability diagrams of raw scores give "
+        'the ECE over 10 equal-width bins of [0, 1] ("ECE equal-width"); the '
+        "calibration tables and the before/after diagrams give it over 10 equal-mass "
+        "bins (the same number of items each, so sparse score ranges make no noisy "
+        "bin).</p>",
+        '<div class="figures">' + "".join(images) + "</div>",
+    ]
 
 
 def render_html(report: EvaluationReport) -> str:
@@ -285,33 +345,41 @@ def render_html(report: EvaluationReport) -> str:
     metrics and benchmarks, every table, the notes, and per benchmark its
     breakdowns and example browser (rendered when opened).
     """
-    body = ["<h1>Meta-evaluation report</h1>",
-            f"<p>seahorse-metrics {html.escape(__version__)}. "
-            f"{html.escape(_config_line(report))}</p>",
-            render_html_table(headline_table(report), "h2")]
+    body = [
+        "<h1>Meta-evaluation report</h1>",
+        f"<p>seahorse-metrics {html.escape(__version__)}. {html.escape(_config_line(report))}</p>",
+        render_html_table(headline_table(report), "h2"),
+    ]
     body += _plots(report)
-    body += ["<h2>Marks</h2><ul class=\"legend\">"
-             + "".join(f"<li>{html.escape(line)}</li>" for line in marks_legend(report))
-             + "</ul>",
-             "<h2>Metrics and benchmarks</h2>",
-             "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
-             "<h2>Results</h2>"]
+    body += [
+        '<h2>Marks</h2><ul class="legend">'
+        + "".join(f"<li>{html.escape(line)}</li>" for line in marks_legend(report))
+        + "</ul>",
+        "<h2>Metrics and benchmarks</h2>",
+        "<ul>" + "".join(_html_line(line) for line in _run_lines(report)) + "</ul>",
+        "<h2>Results</h2>",
+    ]
     body += [render_html_table(t) for t in report_tables(report)]
     notes = report_notes(report)
     if notes:
-        body.append("<h3>Notes</h3><ul class=\"notes\">"
-                    + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+        body.append(
+            '<h3>Notes</h3><ul class="notes">'
+            + "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+            + "</ul>"
+        )
     body.append("<h2>Per benchmark</h2>")
     for benchmark in report.benchmarks:
-        body.append(f"<h3 id=\"{html.escape(benchmark.name)}\">{html.escape(benchmark.name)}"
-                    "</h3>")
+        body.append(f'<h3 id="{html.escape(benchmark.name)}">{html.escape(benchmark.name)}</h3>')
         body.append(f"<p>{html.escape(benchmark.description)}</p>")
         body += [render_html_table(t, "h4") for t in breakdown_tables(report, benchmark)]
         body.append(render_browser(report, benchmark))
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            "<title>seahorse-metrics meta-evaluation</title>\n"
-            f"<style>{_CSS}</style>\n</head>\n<body>\n" + "\n".join(body)
-            + f"\n<script>{BROWSER_JS}</script>\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        "<title>seahorse-metrics meta-evaluation</title>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + f"\n<script>{BROWSER_JS}</script>\n</body>\n</html>\n"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -326,15 +394,24 @@ def report_dict(report: EvaluationReport) -> dict:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "config": dataclasses.asdict(report.config),
         "benchmarks": [b.summary() for b in report.benchmarks],
-        "metrics": [{"name": m.name, "spec": m.spec.text, "kind": m.spec.kind,
-                     "threshold": m.threshold, **(report.provenance.get(m.name) or {})}
-                    for m in report.metrics],
+        "metrics": [
+            {
+                "name": m.name,
+                "spec": m.spec.text,
+                "kind": m.spec.kind,
+                "threshold": m.threshold,
+                **(report.provenance.get(m.name) or {}),
+            }
+            for m in report.metrics
+        ],
         "results": [result.to_dict() for result in report.results.values()],
         "comparisons": [c.to_dict() for c in report.comparisons],
         "scoring": report.scoring,
         "thresholds": report.thresholds.to_dict() if report.thresholds else None,
-        "macro_averages": [dict(metric=metric, family=family, **estimate.to_dict())
-                           for (metric, family), estimate in report.macro.items()],
+        "macro_averages": [
+            dict(metric=metric, family=family, **estimate.to_dict())
+            for (metric, family), estimate in report.macro.items()
+        ],
         **report_calibration.calibration_dict(report),
     }
 
@@ -355,13 +432,15 @@ def write_report(report: EvaluationReport, output_dir: str) -> dict[str, str]:
     if report.calibration is not None and report.calibration.source is None:
         paths["calibration"] = os.path.join(output_dir, "calibration.json")
         texts["calibration"] = json.dumps(report.calibration.to_dict(), indent=1) + "\n"
-    texts["json"] = json.dumps(report_dict(report), indent=1, allow_nan=False,
-                               ensure_ascii=False) + "\n"
+    texts["json"] = (
+        json.dumps(report_dict(report), indent=1, allow_nan=False, ensure_ascii=False) + "\n"
+    )
     texts["md"] = render_markdown(report)
     texts["html"] = render_html(report)
-    write_files_atomically({paths[name]: functools.partial(_write_text, text)
-                            for name, text in texts.items()},
-                           "no report file was replaced: free some space and run again")
+    write_files_atomically(
+        {paths[name]: functools.partial(_write_text, text) for name, text in texts.items()},
+        "no report file was replaced: free some space and run again",
+    )
     return paths
 
 

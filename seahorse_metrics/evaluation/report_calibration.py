@@ -4,6 +4,7 @@
 rows, caption) with rows of strings, figures as base64 PNGs, and the
 `calibration` / `calibration_results` entries of report.json.
 """
+
 from __future__ import annotations
 
 import base64
@@ -43,11 +44,22 @@ def calibration_tables(report: EvaluationReport) -> list[tuple]:
     calibration = report.calibration
     if calibration is None or not calibration.metrics:
         return []
-    maps = ("Calibration maps", ["metric", "method", "fitted on", "n", "parameters"],
-            [[name, m.method, "; ".join(calibration.fitted_on.get(name, [])) or _MISSING,
-              str(m.n), _parameters(m)] for name, m in calibration.metrics.items()],
-            "Fitted on the labelled items of the dev benchmark(s); written to "
-            "calibration.json (`score --calibration`, `Scorer.load(..., calibration=)`).")
+    maps = (
+        "Calibration maps",
+        ["metric", "method", "fitted on", "n", "parameters"],
+        [
+            [
+                name,
+                m.method,
+                "; ".join(calibration.fitted_on.get(name, [])) or _MISSING,
+                str(m.n),
+                _parameters(m),
+            ]
+            for name, m in calibration.metrics.items()
+        ],
+        "Fitted on the labelled items of the dev benchmark(s); written to "
+        "calibration.json (`score --calibration`, `Scorer.load(..., calibration=)`).",
+    )
     benchmarks = _calibrated_benchmarks(report)
     if not benchmarks:
         return [maps]
@@ -55,19 +67,38 @@ def calibration_tables(report: EvaluationReport) -> list[tuple]:
     ece_rows, brier_rows = [], []
     for name in calibration.metrics:
         cells = [report.calibration_cells.get((name, b.name)) for b in benchmarks]
-        ece_rows.append([name] + [
-            f"{_interval(c.ece['before'])} → {_interval(c.ece['after'])}" if c else _MISSING
-            for c in cells])
-        brier_rows.append([name] + [
-            f"{c.brier['before']:.3f} → {c.brier['after']:.3f}" if c else _MISSING
-            for c in cells])
+        ece_rows.append(
+            [name]
+            + [
+                f"{_interval(c.ece['before'])} → {_interval(c.ece['after'])}" if c else _MISSING
+                for c in cells
+            ]
+        )
+        brier_rows.append(
+            [name]
+            + [
+                f"{c.brier['before']:.3f} → {c.brier['after']:.3f}" if c else _MISSING
+                for c in cells
+            ]
+        )
     confidence = f"{report.config.confidence:.0%}"
-    return [maps,
-            ("Expected calibration error (equal-mass bins), before → after calibration", header, ece_rows,
-             f"ECE over 10 equal-mass bins (lower is better) with {confidence} bias-corrected bootstrap "
-             "intervals; reliability diagrams in report.html."),
-            ("Brier score, before → after calibration", header, brier_rows,
-             "Mean squared difference between score and 0/1 label (lower is better).")]
+    return [
+        maps,
+        (
+            "Expected calibration error (equal-mass bins), before → after calibration",
+            header,
+            ece_rows,
+            f"ECE over 10 equal-mass bins (lower is better) with {confidence} "
+            "bias-corrected bootstrap "
+            "intervals; reliability diagrams in report.html.",
+        ),
+        (
+            "Brier score, before → after calibration",
+            header,
+            brier_rows,
+            "Mean squared difference between score and 0/1 label (lower is better).",
+        ),
+    ]
 
 
 def _png(figure) -> str:
@@ -79,8 +110,10 @@ def _png(figure) -> str:
 def reliability_figure(report: EvaluationReport, benchmark) -> Optional[tuple[str, str, str]]:
     """(kind, alt text, base64 PNG) of the reliability diagram of every
     calibrated metric on `benchmark`, before (dashed) and after (solid)."""
-    cells = [(index, report.calibration_cells.get((metric.name, benchmark.name)))
-             for index, metric in enumerate(report.metrics)]
+    cells = [
+        (index, report.calibration_cells.get((metric.name, benchmark.name)))
+        for index, metric in enumerate(report.metrics)
+    ]
     cells = [(index, cell) for index, cell in cells if cell is not None]
     if not cells:
         return None
@@ -96,19 +129,35 @@ def reliability_figure(report: EvaluationReport, benchmark) -> Optional[tuple[st
         colour = f"C{index % 10}"  # The metric's colour in report.py's figures.
         for when, style in (("before", "--"), ("after", "-")):
             points = cell.reliability[when]
-            axes.plot(points["mean_score"], points["positive_rate"], color=colour,
-                      linestyle=style, marker="o", markersize=3, linewidth=1.2,
-                      label=f"{cell.metric} {when} (ECE equal-mass {cell.ece[when].value:.3f})")
-    axes.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="mean score in bin (equal mass)",
-             ylabel="share of yes", title=f"Recalibration: {benchmark.name}")
+            axes.plot(
+                points["mean_score"],
+                points["positive_rate"],
+                color=colour,
+                linestyle=style,
+                marker="o",
+                markersize=3,
+                linewidth=1.2,
+                label=f"{cell.metric} {when} (ECE equal-mass {cell.ece[when].value:.3f})",
+            )
+    axes.set(
+        xlim=(-0.02, 1.02),
+        ylim=(-0.02, 1.02),
+        xlabel="mean score in bin (equal mass)",
+        ylabel="share of yes",
+        title=f"Recalibration: {benchmark.name}",
+    )
     axes.legend(loc="upper left", fontsize="x-small")
-    return ("recalibration", f"Reliability before and after calibration: {benchmark.name}",
-            _png(figure))
+    return (
+        "recalibration",
+        f"Reliability before and after calibration: {benchmark.name}",
+        _png(figure),
+    )
 
 
 def calibration_dict(report: EvaluationReport) -> dict:
     """The report.json entries: the maps (`calibration`, readable by
     `read_calibration`) and the before/after numbers per cell."""
-    return {"calibration": report.calibration.to_dict() if report.calibration else None,
-            "calibration_results": [cell.to_dict()
-                                    for cell in report.calibration_cells.values()]}
+    return {
+        "calibration": report.calibration.to_dict() if report.calibration else None,
+        "calibration_results": [cell.to_dict() for cell in report.calibration_cells.values()],
+    }

@@ -4,6 +4,7 @@
 `Comparison`s under an `EvaluationConfig`); `report` writes it. Both import
 these types from here, so the arrows run one way: run -> report -> results.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,9 +12,9 @@ from typing import Optional
 
 import numpy as np
 
+from seahorse_metrics import stats
 from seahorse_metrics.calibration import maps as calibration_maps
 from seahorse_metrics.calibration import measures as calibration_measures
-from seahorse_metrics import stats
 from seahorse_metrics.calibration import thresholds as thresholds_lib
 from seahorse_metrics.option_names import option
 
@@ -65,15 +66,19 @@ class EvaluationConfig:
 
     def __post_init__(self):
         thresholds_lib.check_objective(self.threshold_objective)
-        thresholds_lib.check_probability_threshold(self.threshold,
-                                                   option("threshold", "--threshold"))
+        thresholds_lib.check_probability_threshold(
+            self.threshold, option("threshold", "--threshold")
+        )
         if self.threshold_scope not in thresholds_lib.SCOPES:
-            raise ValueError(f"{option('threshold_scope', '--threshold_scope')} must be one of "
-                             f"{thresholds_lib.SCOPES}, got "
-                             f"{self.threshold_scope!r}")
+            raise ValueError(
+                f"{option('threshold_scope', '--threshold_scope')} must be one of "
+                f"{thresholds_lib.SCOPES}, got "
+                f"{self.threshold_scope!r}"
+            )
         if self.browser_rows < 0:
-            raise ValueError(f"{option('browser_rows', '--browser_rows')} must be >= 0, got "
-                             f"{self.browser_rows}")
+            raise ValueError(
+                f"{option('browser_rows', '--browser_rows')} must be >= 0, got {self.browser_rows}"
+            )
         unknown = sorted(set(self.breakdowns) - set(BREAKDOWNS))
         if unknown:
             raise ValueError(f"unknown breakdowns {unknown}; choose from {BREAKDOWNS}")
@@ -125,8 +130,10 @@ class MetricResult:
             "statistics": {k: v.to_dict() for k, v in self.statistics.items()},
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "breakdowns": {
-                field: {group: {k: v.to_dict() for k, v in by_stat.items()}
-                        for group, by_stat in groups.items()}
+                field: {
+                    group: {k: v.to_dict() for k, v in by_stat.items()}
+                    for group, by_stat in groups.items()
+                }
                 for field, groups in self.breakdowns.items()
             },
         }
@@ -142,9 +149,12 @@ class Comparison:
     tests: dict  # statistic -> stats.PairedTest
 
     def to_dict(self) -> dict:
-        return {"metric_a": self.metric_a, "metric_b": self.metric_b,
-                "benchmark": self.benchmark,
-                "tests": {k: v.to_dict() for k, v in self.tests.items()}}
+        return {
+            "metric_a": self.metric_a,
+            "metric_b": self.metric_b,
+            "benchmark": self.benchmark,
+            "tests": {k: v.to_dict() for k, v in self.tests.items()},
+        }
 
 
 @dataclasses.dataclass

@@ -12,6 +12,7 @@ one `OSError` naming the target and saying what to do next. A `.gz` target
 is written through gzip (no name or time in its header, so equal content
 gives equal bytes).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +47,9 @@ def no_space_error(error: OSError, path: str, what_next: str) -> OSError:
 
 def temporary_beside(path: str) -> str:
     """A hidden temporary name in `path`'s directory, own to this process."""
-    return os.path.join(os.path.dirname(os.path.abspath(path)),
-                        f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    return os.path.join(
+        os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp"
+    )
 
 
 def _remove(path: str) -> None:
@@ -58,8 +60,9 @@ def _remove(path: str) -> None:
 
 
 @contextlib.contextmanager
-def staged_path(path: str, what_next: str = RUN_AGAIN,
-                temporary: Optional[str] = None) -> Iterator[str]:
+def staged_path(
+    path: str, what_next: str = RUN_AGAIN, temporary: Optional[str] = None
+) -> Iterator[str]:
     """Yields a temporary path beside `path` for a writer that takes a path (a
     file or a directory); when the block ends, what is there replaces `path`.
 
@@ -113,10 +116,12 @@ def write_files_atomically(files: Mapping[str, Callable[[Any], None]], what_next
         os.replace(temporary, path)
 
 
-def write_json_atomically(path: str, value: Any, sort_keys: bool = False,
-                          newline: bool = False) -> None:
+def write_json_atomically(
+    path: str, value: Any, sort_keys: bool = False, newline: bool = False
+) -> None:
     """Writes `value` as indented JSON (UTF-8 text as it is) with `write_atomically`;
     `sort_keys` sorts object keys, `newline` ends the file with a line break."""
+
     def write(handle) -> None:
         json.dump(value, handle, indent=2, ensure_ascii=False, sort_keys=sort_keys)
         if newline:
@@ -210,4 +215,3 @@ def restore_directory(target: str) -> bool:
         os.replace(retired, target)
         return True
     return False
-

@@ -1,8 +1,9 @@
 """Reading JSON files and JSON-lines rows, with errors that name the file and line.
 
-    data = read_json("calibration.json", "calibration file")
-    record, why = json_object(line)     # one JSON-lines row, or why it is none
+data = read_json("calibration.json", "calibration file")
+record, why = json_object(line)     # one JSON-lines row, or why it is none
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ host. A second run on the same path is refused, naming that PID; the kernel
 releases the lock of a process that dies (kill -9 included), so the next run
 takes the stale file over without help.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -61,8 +62,10 @@ class OutputLock:
             self._handle = self._try_lock()
         self._handle.seek(0)
         self._handle.truncate()
-        self._handle.write(f"PID {os.getpid()} on {socket.gethostname()}, since "
-                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        self._handle.write(
+            f"PID {os.getpid()} on {socket.gethostname()}, since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        )
         self._handle.flush()
         return self
 

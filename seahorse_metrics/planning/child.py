@@ -7,6 +7,7 @@ planning module (`memory`, `fitting`) on a request (JSON): it prints its
 results as lines, and its log lines are forwarded to the
 parent's log as they come (`forward_logs_to_stdout`).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def forward_logs_to_stdout() -> None:
     own.propagate = False
 
 
-def child_output(module: str, request: Mapping[str, Any], devices: int,
-                 timeout: Optional[float] = None) -> Iterator[str]:
+def child_output(
+    module: str, request: Mapping[str, Any], devices: int, timeout: Optional[float] = None
+) -> Iterator[str]:
     """Runs `module.main([REQUEST])` (`request` as JSON) on `devices`
     simulated CPU devices; yields its stdout lines as they come, and logs
     here the log lines it forwards (`forward_logs_to_stdout`).
@@ -49,12 +51,19 @@ def child_output(module: str, request: Mapping[str, Any], devices: int,
     """
     from seahorse_metrics.model.partitioning import with_host_devices
 
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=with_host_devices(os.environ.get("XLA_FLAGS", ""), devices))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS=with_host_devices(os.environ.get("XLA_FLAGS", ""), devices),
+    )
     command = [sys.executable, "-c", _RUN_MAIN % module, json.dumps(request)]
     # stderr to a file: a pipe nobody reads while stdout is read could fill and block the child.
-    with tempfile.TemporaryFile("w+") as stderr, subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True) as process:
+    with (
+        tempfile.TemporaryFile("w+") as stderr,
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+        ) as process,
+    ):
         timed_out = threading.Event()
 
         def kill() -> None:
@@ -82,6 +91,6 @@ def _results(lines) -> Iterator[str]:
     """The child's result lines; its forwarded log lines are logged here."""
     for line in lines:
         if line.startswith(_LOG_PREFIX):
-            logger.info("%s", line[len(_LOG_PREFIX):].rstrip("\n"))
+            logger.info("%s", line[len(_LOG_PREFIX) :].rstrip("\n"))
         else:
             yield line

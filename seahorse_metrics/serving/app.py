@@ -19,6 +19,7 @@ Bearer token (`Authorization: Bearer <token>`):
 Bodies over `max_body_bytes` get 413 (by `Content-Length`, or while reading);
 a body that is not JSON gets 400. No handler answers with a traceback.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,19 +57,33 @@ class Authorization:
     def refusal(self, request: Request, protected: bool) -> Optional[Response]:
         """A 401 for a request that may not be answered, else None."""
         if self.refuse_all:
-            return _json(Outcome(401, {"error": (
-                f"this server listens on {self.host}, beyond loopback, without a token: it "
-                "answers no one. Restart it with --token_file or SEAHORSE_METRICS_TOKEN (or "
-                "--host 127.0.0.1)")}))
+            return _json(
+                Outcome(
+                    401,
+                    {
+                        "error": (
+                            f"this server listens on {self.host}, beyond loopback, without a "
+                            "token: it answers no one. Restart it with --token_file or "
+                            "SEAHORSE_METRICS_TOKEN (or "
+                            "--host 127.0.0.1)"
+                        )
+                    },
+                )
+            )
         if self.token is None or not protected:
             return None
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                             self.token.encode()):
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), self.token.encode()
+        ):
             return None
-        return _json(Outcome(401, {"error": "missing or wrong bearer token (send "
-                                            "'Authorization: Bearer <token>')"},
-                             {"WWW-Authenticate": "Bearer"}))
+        return _json(
+            Outcome(
+                401,
+                {"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
+                {"WWW-Authenticate": "Bearer"},
+            )
+        )
 
 
 class _JSONResponse(JSONResponse):
@@ -95,14 +110,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"the body has {declared} bytes, more than the {limit} this server "
-                           "takes (--max_body_bytes)")
+        raise BodyTooLarge(
+            f"the body has {declared} bytes, more than the {limit} this server "
+            "takes (--max_body_bytes)"
+        )
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise BodyTooLarge(f"the body exceeds the {limit} bytes this server takes "
-                               "(--max_body_bytes)")
+            raise BodyTooLarge(
+                f"the body exceeds the {limit} bytes this server takes (--max_body_bytes)"
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -117,10 +135,13 @@ def create_app(service: ScoringService, authorization: Authorization) -> Starlet
                 response = authorization.refusal(request, protected)
                 if response is None:
                     response = await handler(request)
-                service.metrics.observe_request(endpoint, response.status_code,
-                                                time.perf_counter() - start)
+                service.metrics.observe_request(
+                    endpoint, response.status_code, time.perf_counter() - start
+                )
                 return response
+
             return route
+
         return wrap
 
     @observed("/", protected=False)
@@ -146,10 +167,14 @@ def create_app(service: ScoringService, authorization: Authorization) -> Starlet
         yield
         service.close()
 
-    routes = [Route("/", page, methods=["GET"]), Route("/healthz", health, methods=["GET"]),
-              Route("/metrics", prometheus, methods=["GET"]),
-              Route("/v1/score", score, methods=["POST"])]
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+        Route("/v1/score", score, methods=["POST"]),
+    ]
     if authorization.refuse_all:  # Every path and method, known or not, gets the 401.
+
         async def refuse_everyone(request: Request) -> Response:
             return authorization.refusal(request, protected=True)
 
@@ -164,8 +189,9 @@ async def _score(service: ScoringService, request: Request) -> Outcome:
     try:
         raw = await read_body(request, service.limits.max_body_bytes)
     except BodyTooLarge as error:
-        return Outcome(413, {"error": str(error), "field": "body",
-                             "limit": service.limits.max_body_bytes})
+        return Outcome(
+            413, {"error": str(error), "field": "body", "limit": service.limits.max_body_bytes}
+        )
     except ClientDisconnect:
         return Outcome(400, {"error": "the client disconnected while sending the body"})
     try:

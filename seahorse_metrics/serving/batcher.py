@@ -19,6 +19,7 @@ losing requests. A cancelled future (a request that timed out) leaves the
 queue; one being scored is scored and its result dropped. `close` stops new
 requests and scores every queued one before the thread ends.
 """
+
 from __future__ import annotations
 
 import collections
@@ -82,10 +83,16 @@ class DynamicBatcher:
       max_queue: Most pairs queued (not yet being scored).
     """
 
-    def __init__(self, scorer_for: Callable[[Mode], Any], *, max_batch_pairs: int = 64,
-                 max_wait_s: float = 0.005, max_queue: int = 4096,
-                 batch_size: Optional[int] = None,
-                 on_window: Optional[Callable[[WindowReport], None]] = None):
+    def __init__(
+        self,
+        scorer_for: Callable[[Mode], Any],
+        *,
+        max_batch_pairs: int = 64,
+        max_wait_s: float = 0.005,
+        max_queue: int = 4096,
+        batch_size: Optional[int] = None,
+        on_window: Optional[Callable[[WindowReport], None]] = None,
+    ):
         """Starts the scoring thread.
 
         Args:
@@ -137,8 +144,9 @@ class DynamicBatcher:
             if self._closing:
                 raise BatcherClosed("the server is shutting down")
             if self._queued + len(job.pairs) > self.max_queue:
-                raise QueueFull(f"{self._queued} pairs are queued; the queue holds "
-                                f"{self.max_queue}")
+                raise QueueFull(
+                    f"{self._queued} pairs are queued; the queue holds {self.max_queue}"
+                )
             self._pending.append(job)
             self._queued += len(job.pairs)
             self._condition.notify_all()
@@ -179,8 +187,12 @@ class DynamicBatcher:
                     self._condition.wait()
                 first = self._pending[0]
                 deadline = first.arrived + self.max_wait_s
-                while (not self._closing and self._pending and self._pending[0] is first
-                       and self._mode_pairs(first.mode) < self.max_batch_pairs):
+                while (
+                    not self._closing
+                    and self._pending
+                    and self._pending[0] is first
+                    and self._mode_pairs(first.mode) < self.max_batch_pairs
+                ):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
@@ -215,30 +227,43 @@ class DynamicBatcher:
         stats, start = ScoringStats(), time.perf_counter()
         pairs, failure = self._score_window(running, stats)
         if failure is not None and len(running) > 1:
-            logger.warning("scoring a window of %d requests failed (%s: %s); scoring each "
-                           "alone", len(running), type(failure).__name__, failure)
+            logger.warning(
+                "scoring a window of %d requests failed (%s: %s); scoring each alone",
+                len(running),
+                type(failure).__name__,
+                failure,
+            )
             for job in running:
                 if not job.future.done():
                     job.entries.clear()
                     self._score_window([job], stats)
         if self._on_window is not None:
-            self._on_window(WindowReport(
-                requests=len(running), pairs=pairs, batches=stats.batches,
-                truncated=stats.truncation.truncated,
-                seconds=time.perf_counter() - start, waited_seconds=waited))
+            self._on_window(
+                WindowReport(
+                    requests=len(running),
+                    pairs=pairs,
+                    batches=stats.batches,
+                    truncated=stats.truncation.truncated,
+                    seconds=time.perf_counter() - start,
+                    waited_seconds=waited,
+                )
+            )
 
-    def _score_window(self, running: list[_Job],
-                      stats: ScoringStats) -> tuple[int, Optional[Exception]]:
+    def _score_window(
+        self, running: list[_Job], stats: ScoringStats
+    ) -> tuple[int, Optional[Exception]]:
         """Scores running jobs as one window; returns its pairs and the error
         that stopped it (None when scored). A lone job's future gets the error."""
-        owners = [(number, index) for number, job in enumerate(running)
-                  for index in range(len(job.pairs))]
+        owners = [
+            (number, index) for number, job in enumerate(running) for index in range(len(job.pairs))
+        ]
         rows = list(records_as_rows(running[number].pairs[index] for number, index in owners))
         remaining = [len(job.pairs) for job in running]
         try:
             scorer = self._scorer_for(running[0].mode)
-            for group in score_window(scorer, rows, running[0].mode.fields(),
-                                      batch_size=self._batch_size, stats=stats):
+            for group in score_window(
+                scorer, rows, running[0].mode.fields(), batch_size=self._batch_size, stats=stats
+            ):
                 for item, entry in group:
                     number, index = owners[item.row]
                     running[number].entries[index] = entry

@@ -10,6 +10,7 @@ code written for the in-process scorer runs against a server unchanged;
 `score_all` is `MultiScorer.score` (every metric). Only the standard
 library is used: no server packages are needed on the client's side.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,9 +49,17 @@ class RemoteScorer:
       metric: The metric `score` returns (default: the server's only one).
     """
 
-    def __init__(self, url: str, metric: Optional[str] = None, token: Optional[str] = None,
-                 timeout: float = 300.0, retries: int = 5):
-        """Args:
+    def __init__(
+        self,
+        url: str,
+        metric: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout: float = 300.0,
+        retries: int = 5,
+    ):
+        """A client of one server; nothing is sent until the first call.
+
+        Args:
           url: The server, e.g. `http://127.0.0.1:8080`.
           metric: The metric of `score` (needed when the server has several).
           token: Bearer token (default: `SEAHORSE_METRICS_TOKEN`, else none).
@@ -66,8 +75,9 @@ class RemoteScorer:
         self._health: Optional[dict] = None
 
     # ------------------------------------------------------------ transport
-    def _call(self, method: str, path: str, body: Optional[dict] = None,
-              retry: bool = True) -> dict:
+    def _call(
+        self, method: str, path: str, body: Optional[dict] = None, retry: bool = True
+    ) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if self.token:
@@ -117,9 +127,15 @@ class RemoteScorer:
             self.health(wait=True)
         return list(self._health["metrics"])
 
-    def score_all(self, premises: Sequence[str], hypotheses: Sequence[str],
-                  batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
-                  questions: Optional[Sequence[Optional[str]]] = None) -> dict[str, np.ndarray]:
+    def score_all(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        batch_size: Optional[int] = None,
+        show_progress: Optional[bool] = None,
+        *,
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> dict[str, np.ndarray]:
         """`MultiScorer.score` on the server: {metric: float32 [n] scores}.
 
         Args:
@@ -140,13 +156,20 @@ class RemoteScorer:
         per_request = int(batch_size or self.health(wait=True)["max_request_pairs"])
         scores = {name: np.zeros(len(premises), np.float32) for name in self.metrics}
         # The server reads a request's pairs all with a question or all without.
-        groups = [[i for i, q in enumerate(questions) if (q is None) == generic]
-                  for generic in (True, False)]
-        with tqdm(total=len(premises), desc="scoring", unit="ex", dynamic_ncols=True,
-                  disable=(None if show_progress is None else not show_progress)) as progress:
+        groups = [
+            [i for i, q in enumerate(questions) if (q is None) == generic]
+            for generic in (True, False)
+        ]
+        with tqdm(
+            total=len(premises),
+            desc="scoring",
+            unit="ex",
+            dynamic_ncols=True,
+            disable=(None if show_progress is None else not show_progress),
+        ) as progress:
             for group in groups:
                 for start in range(0, len(group), per_request):
-                    chunk = group[start:start + per_request]
+                    chunk = group[start : start + per_request]
                     self._score_chunk(chunk, premises, hypotheses, questions, scores)
                     progress.update(len(chunk))
         return scores
@@ -163,12 +186,18 @@ class RemoteScorer:
             for name in scores:
                 scores[name][i] = row[name]
 
-    def score(self, premises: Sequence[str], hypotheses: Sequence[str],
-              batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
-              questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
+    def score(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        batch_size: Optional[int] = None,
+        show_progress: Optional[bool] = None,
+        *,
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> np.ndarray:
         """`Scorer.score` on the server: float32 [n] scores of `self.metric`.
 
-        Args: as `score_all`.
+        The arguments are `score_all`'s.
 
         Raises:
           ValueError: as `score_all`, or when the server has several metrics
@@ -177,11 +206,14 @@ class RemoteScorer:
         metric = self.metric
         if metric is None:
             if len(self.metrics) != 1:
-                raise ValueError(f"the server scores {self.metrics}; choose one with "
-                                 "RemoteScorer(url, metric=...) or use score_all")
+                raise ValueError(
+                    f"the server scores {self.metrics}; choose one with "
+                    "RemoteScorer(url, metric=...) or use score_all"
+                )
             metric = self.metrics[0]
-        return self.score_all(premises, hypotheses, batch_size, show_progress,
-                              questions=questions)[metric]
+        return self.score_all(premises, hypotheses, batch_size, show_progress, questions=questions)[
+            metric
+        ]
 
 
 def _decoded(raw: bytes) -> dict:
@@ -190,5 +222,3 @@ def _decoded(raw: bytes) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return {"error": raw.decode("utf-8", "replace")[:500]}
     return answer if isinstance(answer, dict) else {"error": answer}
-
-

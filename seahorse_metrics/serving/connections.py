@@ -18,6 +18,7 @@ else. The HTTP protocol of `serve` (uvicorn's h11 one, with these bounds):
 So a client that sends its request promptly is served however many
 connections others leave silent.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,14 +33,20 @@ HEADERS, BODY, ANSWERING = "headers", "body", "answering"
 
 def _raw_answer(status: int, reason: str, message: str) -> bytes:
     body = ('{"error": "%s"}' % message).encode("ascii")
-    return (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode("ascii") + body
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode("ascii") + body
 
 
-_TOO_SLOW = _raw_answer(408, "Request Timeout", "the request was not sent in time "
-                        "(--header_timeout_s, --body_timeout_s)")
-_TOO_MANY = _raw_answer(503, "Service Unavailable", "too many connections "
-                        "(--max_connections); retry later")
+_TOO_SLOW = _raw_answer(
+    408,
+    "Request Timeout",
+    "the request was not sent in time (--header_timeout_s, --body_timeout_s)",
+)
+_TOO_MANY = _raw_answer(
+    503, "Service Unavailable", "too many connections (--max_connections); retry later"
+)
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -61,8 +68,10 @@ class GuardedH11Protocol(H11Protocol):
         self._wait_for(HEADERS)
         open_now = sum(not c.transport.is_closing() for c in self.connections)
         if open_now > self.max_connections and not self._make_room():
-            logger.warning("%d connections are open and busy (--max_connections): "
-                           "refusing a new one", open_now - 1)
+            logger.warning(
+                "%d connections are open and busy (--max_connections): refusing a new one",
+                open_now - 1,
+            )
             self._close(_TOO_MANY)
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
@@ -105,8 +114,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _timed_out(self) -> None:
         self._timer = None
-        logger.debug("closing a connection that did not send its request %s in time",
-                     self.phase)
+        logger.debug("closing a connection that did not send its request %s in time", self.phase)
         self._close(_TOO_SLOW)
 
     def _close(self, answer: bytes) -> None:
@@ -121,19 +129,25 @@ class GuardedH11Protocol(H11Protocol):
 
     def _make_room(self) -> bool:
         """Closes the connection that has waited longest for headers, if any."""
-        waiting = [c for c in self.connections if c is not self
-                   and getattr(c, "phase", None) == HEADERS and not c.transport.is_closing()]
+        waiting = [
+            c
+            for c in self.connections
+            if c is not self
+            and getattr(c, "phase", None) == HEADERS
+            and not c.transport.is_closing()
+        ]
         if not waiting:
             return False
         oldest = min(waiting, key=lambda c: c.phase_started)
-        logger.debug("too many connections: closing one idle for %.1f s",
-                     self.loop.time() - oldest.phase_started)
+        logger.debug(
+            "too many connections: closing one idle for %.1f s",
+            self.loop.time() - oldest.phase_started,
+        )
         oldest._close(_TOO_MANY)
         return True
 
 
-def guarded_protocol(header_timeout_s: float, body_timeout_s: float,
-                     max_connections: int) -> type:
+def guarded_protocol(header_timeout_s: float, body_timeout_s: float, max_connections: int) -> type:
     """`GuardedH11Protocol` with these limits, for `uvicorn.Config(http=...)`.
 
     Args:
@@ -141,6 +155,12 @@ def guarded_protocol(header_timeout_s: float, body_timeout_s: float,
       body_timeout_s: Seconds it then has to send the body.
       max_connections: Most connections open at once.
     """
-    return type("GuardedH11Protocol", (GuardedH11Protocol,), {
-        "header_timeout_s": float(header_timeout_s), "body_timeout_s": float(body_timeout_s),
-        "max_connections": int(max_connections)})
+    return type(
+        "GuardedH11Protocol",
+        (GuardedH11Protocol,),
+        {
+            "header_timeout_s": float(header_timeout_s),
+            "body_timeout_s": float(body_timeout_s),
+            "max_connections": int(max_connections),
+        },
+    )

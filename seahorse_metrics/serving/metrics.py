@@ -1,21 +1,28 @@
 """The server's Prometheus metrics (`GET /metrics`), on its own registry.
 
-    seahorse_requests_total{endpoint, code}   requests answered, by HTTP status
-    seahorse_pairs_total                      pairs scored
-    seahorse_pair_errors_total                pairs answered with an `error`
-    seahorse_truncated_inputs_total           encoder inputs cut to the length budget
-    seahorse_queue_pairs                      pairs waiting for a window
-    seahorse_window_pairs                     pairs per merged window (the batches formed)
-    seahorse_window_requests                  requests per merged window
-    seahorse_model_batches_total              model batches run
-    seahorse_request_seconds{endpoint}        latency of answered requests
+seahorse_requests_total{endpoint, code}   requests answered, by HTTP status
+seahorse_pairs_total                      pairs scored
+seahorse_pair_errors_total                pairs answered with an `error`
+seahorse_truncated_inputs_total           encoder inputs cut to the length budget
+seahorse_queue_pairs                      pairs waiting for a window
+seahorse_window_pairs                     pairs per merged window (the batches formed)
+seahorse_window_requests                  requests per merged window
+seahorse_model_batches_total              model batches run
+seahorse_request_seconds{endpoint}        latency of answered requests
 """
+
 from __future__ import annotations
 
 from typing import Callable
 
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
-                               generate_latest)
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from seahorse_metrics.serving.batcher import WindowReport
 
@@ -29,27 +36,52 @@ class ServerMetrics:
 
     def __init__(self, queued_pairs: Callable[[], int]):
         """Args:
-          queued_pairs: Reads the batcher's queue depth (sampled on each scrape).
+        queued_pairs: Reads the batcher's queue depth (sampled on each scrape).
         """
         self.registry = CollectorRegistry()
-        self.requests = Counter("seahorse_requests", "Requests answered, by endpoint and HTTP "
-                                "status.", ("endpoint", "code"), registry=self.registry)
+        self.requests = Counter(
+            "seahorse_requests",
+            "Requests answered, by endpoint and HTTP status.",
+            ("endpoint", "code"),
+            registry=self.registry,
+        )
         self.pairs = Counter("seahorse_pairs", "Pairs scored.", registry=self.registry)
-        self.pair_errors = Counter("seahorse_pair_errors", "Pairs answered with an error "
-                                   "(missing or blank text).", registry=self.registry)
-        self.truncated = Counter("seahorse_truncated_inputs", "Encoder inputs cut to "
-                                 "max_input_length.", registry=self.registry)
-        self.queue = Gauge("seahorse_queue_pairs", "Pairs waiting for a window.",
-                           registry=self.registry)
+        self.pair_errors = Counter(
+            "seahorse_pair_errors",
+            "Pairs answered with an error (missing or blank text).",
+            registry=self.registry,
+        )
+        self.truncated = Counter(
+            "seahorse_truncated_inputs",
+            "Encoder inputs cut to max_input_length.",
+            registry=self.registry,
+        )
+        self.queue = Gauge(
+            "seahorse_queue_pairs", "Pairs waiting for a window.", registry=self.registry
+        )
         self.queue.set_function(queued_pairs)
-        self.window_pairs = Histogram("seahorse_window_pairs", "Pairs per merged window.",
-                                      buckets=_SIZE_BUCKETS, registry=self.registry)
-        self.window_requests = Histogram("seahorse_window_requests", "Requests per merged "
-                                         "window.", buckets=_SIZE_BUCKETS, registry=self.registry)
-        self.batches = Counter("seahorse_model_batches", "Model batches run.",
-                               registry=self.registry)
-        self.latency = Histogram("seahorse_request_seconds", "Seconds to answer a request.",
-                                 ("endpoint",), buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.window_pairs = Histogram(
+            "seahorse_window_pairs",
+            "Pairs per merged window.",
+            buckets=_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.window_requests = Histogram(
+            "seahorse_window_requests",
+            "Requests per merged window.",
+            buckets=_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.batches = Counter(
+            "seahorse_model_batches", "Model batches run.", registry=self.registry
+        )
+        self.latency = Histogram(
+            "seahorse_request_seconds",
+            "Seconds to answer a request.",
+            ("endpoint",),
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
 
     def observe_window(self, report: WindowReport) -> None:
         """Counts a scored window (the batcher's `on_window`)."""

@@ -32,7 +32,8 @@ button { margin-top: .8rem; font: inherit; padding: .4rem 1.4rem; }
 .metric h2 { font-size: 1.05rem; margin: 0 0 .4rem; }
 .score { font-size: 1.4rem; font-variant-numeric: tabular-nums; margin-right: 1rem; }
 .decision { padding: .1rem .5rem; border-radius: 4px; }
-.decision[data-decision="yes"] { background: #d7f5dd; } .decision[data-decision="no"] { background: #fadcdc; }
+.decision[data-decision="yes"] { background: #d7f5dd; }
+.decision[data-decision="no"] { background: #fadcdc; }
 .sentences { line-height: 1.9; margin-top: .6rem; }
 .sentence { padding: .15rem .2rem; border-radius: 3px; margin-right: .15rem; }
 .note { color: #666; font-size: .9rem; }

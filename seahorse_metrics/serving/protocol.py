@@ -26,6 +26,7 @@ per metric, `<metric>_decision` with a threshold, `<metric>_sentences` and
 record (`serving.core`), so the numbers are the float32 values `score`
 writes; plus its `id` when it had one, and `truncated`/`chunked`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -84,8 +85,12 @@ class Mode:
 
     def fields(self) -> dict[str, Optional[str]]:
         """The record fields the scoring core reads, as `score`'s options name them."""
-        return {"premise": PREMISE_FIELD, "hypothesis": HYPOTHESIS_FIELD, "lang": "lang",
-                "question": QUESTION_FIELD if self.question else None}
+        return {
+            "premise": PREMISE_FIELD,
+            "hypothesis": HYPOTHESIS_FIELD,
+            "lang": "lang",
+            "question": QUESTION_FIELD if self.question else None,
+        }
 
 
 @dataclasses.dataclass
@@ -155,13 +160,15 @@ def _check_pair(index: int, pair: Any) -> None:
         raise RequestError(where, f"expected an object, got {_json_kind(pair)}", index)
     unknown = [key for key in pair if key not in PAIR_FIELDS]
     if unknown:
-        raise RequestError(f"{where}.{unknown[0]}", f"unknown field (a pair has "
-                           f"{', '.join(PAIR_FIELDS)})", index)
+        raise RequestError(
+            f"{where}.{unknown[0]}", f"unknown field (a pair has {', '.join(PAIR_FIELDS)})", index
+        )
     for field in (PREMISE_FIELD, HYPOTHESIS_FIELD, QUESTION_FIELD, "lang"):
         value = pair.get(field)
         if value is not None and not isinstance(value, str):
-            raise RequestError(f"{where}.{field}", f"expected a string, got {_json_kind(value)}",
-                               index)
+            raise RequestError(
+                f"{where}.{field}", f"expected a string, got {_json_kind(value)}", index
+            )
     _check_id(index, pair.get("id"))
 
 
@@ -175,18 +182,25 @@ def _check_id(index: int, value: Any) -> None:
         if reason is not None:
             raise RequestError(where, f"the string {reason}", index)
         return
-    if isinstance(value, LongInteger) or (isinstance(value, int)
-                                          and abs(value).bit_length() > MAX_ID_BITS):
+    if isinstance(value, LongInteger) or (
+        isinstance(value, int) and abs(value).bit_length() > MAX_ID_BITS
+    ):
         digits = value.digits if isinstance(value, LongInteger) else len(str(abs(value)))
-        raise RequestError(where, f"an integer of {digits} digits; a number id must fit in "
-                           f"{MAX_ID_BITS} bits: send it as a string", index)
+        raise RequestError(
+            where,
+            f"an integer of {digits} digits; a number id must fit in "
+            f"{MAX_ID_BITS} bits: send it as a string",
+            index,
+        )
     if isinstance(value, float) and not math.isfinite(value):
-        raise RequestError(where, f"{value} (NaN, Infinity and numbers as large as 1e400 are "
-                           "not finite) cannot be sent back in JSON: send the id as a string",
-                           index)
+        raise RequestError(
+            where,
+            f"{value} (NaN, Infinity and numbers as large as 1e400 are "
+            "not finite) cannot be sent back in JSON: send the id as a string",
+            index,
+        )
     if not isinstance(value, (int, float)):
-        raise RequestError(where, f"expected a string or a number, got {_json_kind(value)}",
-                           index)
+        raise RequestError(where, f"expected a string or a number, got {_json_kind(value)}", index)
 
 
 def _mode(body: Mapping[str, Any], metrics: Sequence[str], default: Mode) -> Mode:
@@ -197,20 +211,25 @@ def _mode(body: Mapping[str, Any], metrics: Sequence[str], default: Mode) -> Mod
         raise RequestError("metrics", "expected a non-empty array of metric names")
     unknown = [name for name in chosen if name not in metrics]
     if unknown:
-        raise RequestError("metrics", f"unknown metric {unknown[0]!r} (this server scores "
-                           f"{', '.join(metrics)})")
+        raise RequestError(
+            "metrics", f"unknown metric {unknown[0]!r} (this server scores {', '.join(metrics)})"
+        )
     long_inputs = body.get("long_inputs", default.long_inputs)
     if long_inputs not in LONG_INPUT_MODES:
-        raise RequestError("long_inputs", f"expected one of {', '.join(LONG_INPUT_MODES)}, got "
-                           f"{long_inputs!r}")
+        raise RequestError(
+            "long_inputs", f"expected one of {', '.join(LONG_INPUT_MODES)}, got {long_inputs!r}"
+        )
     per_sentence = body.get("per_sentence", default.per_sentence)
     if not isinstance(per_sentence, bool):
-        raise RequestError("per_sentence", f"expected true or false, got {_json_kind(per_sentence)}")
+        raise RequestError(
+            "per_sentence", f"expected true or false, got {_json_kind(per_sentence)}"
+        )
     return Mode(tuple(m for m in metrics if m in chosen), long_inputs, per_sentence)
 
 
-def parse_request(body: Any, metrics: Sequence[str], default: Mode,
-                  max_pairs: Optional[int] = None) -> ScoreRequest:
+def parse_request(
+    body: Any, metrics: Sequence[str], default: Mode, max_pairs: Optional[int] = None
+) -> ScoreRequest:
     """Checks a decoded request body.
 
     Args:
@@ -233,8 +252,11 @@ def parse_request(body: Any, metrics: Sequence[str], default: Mode,
         raise RequestError(unknown[0], f"unknown field (a request has {', '.join(REQUEST_FIELDS)})")
     pairs = body.get("pairs")
     if not isinstance(pairs, list) or not pairs:
-        raise RequestError("pairs", "expected a non-empty array of {\"article\", \"summary\"} "
-                           f"objects, got {_json_kind(pairs) if pairs != [] else 'an empty array'}")
+        raise RequestError(
+            "pairs",
+            'expected a non-empty array of {"article", "summary"} '
+            f"objects, got {_json_kind(pairs) if pairs != [] else 'an empty array'}",
+        )
     if max_pairs is not None and len(pairs) > max_pairs:
         raise TooManyPairs(len(pairs), max_pairs)
     for index, pair in enumerate(pairs):
@@ -248,15 +270,20 @@ class TooManyPairs(ValueError):
     """More pairs than the server takes in one request (HTTP 413)."""
 
     def __init__(self, count: int, limit: int):
-        super().__init__(f"pairs: {count} pairs, more than the {limit} this server takes per "
-                         "request; send them in several requests")
+        super().__init__(
+            f"pairs: {count} pairs, more than the {limit} this server takes per "
+            "request; send them in several requests"
+        )
         self.count = count
         self.limit = limit
 
 
-def response_row(pair: Mapping[str, Any], entry: Mapping[str, Any],
-                 decisions: Mapping[str, float],
-                 calibration: Optional[Mapping[str, Any]] = None) -> dict:
+def response_row(
+    pair: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    decisions: Mapping[str, float],
+    calibration: Optional[Mapping[str, Any]] = None,
+) -> dict:
     """The response row of one pair: its `id` (when sent), the fields `score`
     writes for its entry, and (when scored) whether its input was truncated
     or chunked.
@@ -269,9 +296,13 @@ def response_row(pair: Mapping[str, Any], entry: Mapping[str, Any],
     """
     row = {"id": pair["id"]} if pair.get("id") is not None else {}
     scored = entry.get("scores", {})
-    row.update(response_fields(
-        entry, {name: threshold for name, threshold in decisions.items() if name in scored},
-        {name: m for name, m in (calibration or {}).items() if name in scored}))
+    row.update(
+        response_fields(
+            entry,
+            {name: threshold for name, threshold in decisions.items() if name in scored},
+            {name: m for name, m in (calibration or {}).items() if name in scored},
+        )
+    )
     if ERROR_FIELD not in entry:
         row["truncated"] = bool(entry["truncated"])
         row["chunked"] = bool(entry["chunked"])

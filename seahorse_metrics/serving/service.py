@@ -6,6 +6,7 @@ requests through a `DynamicBatcher`, and on `close` scores what is queued
 before it stops. It knows nothing of HTTP beyond the status code and body
 of each outcome (`Outcome`), so the routes stay thin.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,14 +64,21 @@ class Limits:
         for name in ("header_timeout_s", "body_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
-        for name in ("max_request_pairs", "max_body_bytes", "max_queue", "max_batch_pairs",
-                     "max_connections"):
+        for name in (
+            "max_request_pairs",
+            "max_body_bytes",
+            "max_queue",
+            "max_batch_pairs",
+            "max_connections",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
         if self.max_request_pairs > self.max_queue:
-            raise ValueError(f"--max_request_pairs ({self.max_request_pairs}) must not exceed "
-                             f"--max_queue ({self.max_queue}): such a request could never be "
-                             "queued")
+            raise ValueError(
+                f"--max_request_pairs ({self.max_request_pairs}) must not exceed "
+                f"--max_queue ({self.max_queue}): such a request could never be "
+                "queued"
+            )
         if self.max_wait_ms < 0 or self.request_timeout_s <= 0:
             raise ValueError("--max_wait_ms must be >= 0 and --request_timeout_s > 0")
 
@@ -82,8 +90,11 @@ def metric_questions(checkpoints: Mapping[str, str]) -> dict[str, dict]:
     for name, path in checkpoints.items():
         question = records.question_of_metric(name, path)
         if question is not None:
-            questions[name] = {"question": question, "name": records.QUESTION_NAMES[question],
-                               "meaning": records.QUESTION_MEANINGS[question]}
+            questions[name] = {
+                "question": question,
+                "name": records.QUESTION_NAMES[question],
+                "meaning": records.QUESTION_MEANINGS[question],
+            }
     return questions
 
 
@@ -107,17 +118,22 @@ class ScoringService:
       metrics: The Prometheus metrics.
     """
 
-    def __init__(self, load_scorer: Callable[[], Any], limits: Limits,
-                 thresholds: Optional[Mapping[str, float]] = None,
-                 on_failure: Optional[Callable[[], None]] = None, *,
-                 calibration: Optional[Mapping[str, Any]] = None):
+    def __init__(
+        self,
+        load_scorer: Callable[[], Any],
+        limits: Limits,
+        thresholds: Optional[Mapping[str, float]] = None,
+        on_failure: Optional[Callable[[], None]] = None,
+        *,
+        calibration: Optional[Mapping[str, Any]] = None,
+    ):
         """Args:
-          load_scorer: Loads the `MultiScorer` (called on the loading thread).
-          limits: The request limits.
-          thresholds: Metric name -> decision threshold.
-          on_failure: Called when loading fails (e.g. to stop the server).
-          calibration: Metric name -> `calibration.CalibrationMap` (adds
-            `<metric>_calibrated`).
+        load_scorer: Loads the `MultiScorer` (called on the loading thread).
+        limits: The request limits.
+        thresholds: Metric name -> decision threshold.
+        on_failure: Called when loading fails (e.g. to stop the server).
+        calibration: Metric name -> `calibration.CalibrationMap` (adds
+          `<metric>_calibrated`).
         """
         self._load_scorer = load_scorer
         self.limits = limits
@@ -138,8 +154,12 @@ class ScoringService:
     def start(self) -> None:
         """Starts loading and compiling the metrics on a thread."""
         # Run in a copy of this context: its messages name options as the command does.
-        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(self._load,),
-                                        name="seahorse-load", daemon=True)
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._load,),
+            name="seahorse-load",
+            daemon=True,
+        )
         self._thread.start()
 
     def _load(self) -> None:
@@ -148,8 +168,10 @@ class ScoringService:
             scorer = self._load_scorer()
             unknown = [name for name in self.thresholds if name not in scorer.names]
             if unknown:
-                raise ValueError(f"a threshold is given for {unknown[0]!r}, which is not one of "
-                                 f"the metrics served ({scorer.names})")
+                raise ValueError(
+                    f"a threshold is given for {unknown[0]!r}, which is not one of "
+                    f"the metrics served ({scorer.names})"
+                )
             scorer.precompile()
             described = scorer.metadata()
         except Exception as error:  # Reported by /healthz and the command's exit status.
@@ -159,14 +181,17 @@ class ScoringService:
                 self.on_failure()
             return
         self.scorer = scorer
-        self.devices = {"engine": described["engine"],
-                        "data_parallel": described["batching"]["data_parallel"],
-                        "signatures": described.get("signatures", {})}
+        self.devices = {
+            "engine": described["engine"],
+            "data_parallel": described["batching"]["data_parallel"],
+            "signatures": described.get("signatures", {}),
+        }
         if "int8_check" in described:
             self.devices["int8_check"] = described["int8_check"]
         self.questions = metric_questions(scorer.checkpoints)
-        self.default_mode = protocol.Mode(tuple(scorer.names), scorer.settings.long_inputs,
-                                          scorer.settings.per_sentence)
+        self.default_mode = protocol.Mode(
+            tuple(scorer.names), scorer.settings.long_inputs, scorer.settings.per_sentence
+        )
         limits = self.limits
 
         @functools.lru_cache(maxsize=None)
@@ -176,12 +201,18 @@ class ScoringService:
         self.scorer_for = scorer_for
         self.batcher = DynamicBatcher(
             scorer_for,
-            max_batch_pairs=limits.max_batch_pairs, max_wait_s=limits.max_wait_ms / 1000.0,
-            max_queue=limits.max_queue, on_window=self.metrics.observe_window)
+            max_batch_pairs=limits.max_batch_pairs,
+            max_wait_s=limits.max_wait_ms / 1000.0,
+            max_queue=limits.max_queue,
+            on_window=self.metrics.observe_window,
+        )
         if self.state == LOADING:
             self.state = READY
-        logger.info("metrics %s loaded and compiled in %.1f s; ready", ", ".join(scorer.names),
-                    time.perf_counter() - start)
+        logger.info(
+            "metrics %s loaded and compiled in %.1f s; ready",
+            ", ".join(scorer.names),
+            time.perf_counter() - start,
+        )
 
     def close(self) -> None:
         """Refuses new requests, scores the queued ones, stops the batcher
@@ -204,10 +235,14 @@ class ScoringService:
         """`GET /healthz`: 200 once loaded and compiled, else 503 with the state."""
         body = {"status": self.state}
         if self.state == READY:
-            body.update(metrics=list(self.scorer.names), thresholds=self.thresholds,
-                        questions=self.questions,
-                        max_request_pairs=self.limits.max_request_pairs,
-                        settings=self.scorer.settings.to_dict(), **self.devices)
+            body.update(
+                metrics=list(self.scorer.names),
+                thresholds=self.thresholds,
+                questions=self.questions,
+                max_request_pairs=self.limits.max_request_pairs,
+                settings=self.scorer.settings.to_dict(),
+                **self.devices,
+            )
             return Outcome(200, body)
         if self.error:
             body["error"] = self.error
@@ -217,9 +252,11 @@ class ScoringService:
     def _unavailable(self) -> Optional[Outcome]:
         if self.state == READY:
             return None
-        reason = {LOADING: "the metrics are still loading",
-                  STOPPING: "the server is shutting down",
-                  FAILED: f"loading the metrics failed ({self.error})"}[self.state]
+        reason = {
+            LOADING: "the metrics are still loading",
+            STOPPING: "the server is shutting down",
+            FAILED: f"loading the metrics failed ({self.error})",
+        }[self.state]
         return Outcome(503, {"error": reason}, {"Retry-After": str(self.limits.retry_after_s)})
 
     def check(self, body: Any) -> protocol.ScoreRequest | Outcome:
@@ -228,11 +265,13 @@ class ScoringService:
         if refused is not None:
             return refused
         try:
-            return protocol.parse_request(body, self.scorer.names, self.default_mode,
-                                          self.limits.max_request_pairs)
+            return protocol.parse_request(
+                body, self.scorer.names, self.default_mode, self.limits.max_request_pairs
+            )
         except protocol.TooManyPairs as error:
-            return Outcome(413, {"error": str(error), "field": "pairs",
-                                 "limit": self.limits.max_request_pairs})
+            return Outcome(
+                413, {"error": str(error), "field": "pairs", "limit": self.limits.max_request_pairs}
+            )
         except protocol.RequestError as error:
             return Outcome(400, error.to_json())
 
@@ -241,32 +280,52 @@ class ScoringService:
         try:
             future = self.batcher.submit(request.mode, request.pairs)
         except QueueFull as error:
-            return Outcome(503, {"error": f"overloaded: {error}; retry later"},
-                           {"Retry-After": str(self.limits.retry_after_s)})
+            return Outcome(
+                503,
+                {"error": f"overloaded: {error}; retry later"},
+                {"Retry-After": str(self.limits.retry_after_s)},
+            )
         except BatcherClosed as error:
-            return Outcome(503, {"error": str(error)},
-                           {"Retry-After": str(self.limits.retry_after_s)})
+            return Outcome(
+                503, {"error": str(error)}, {"Retry-After": str(self.limits.retry_after_s)}
+            )
         try:
-            entries = await asyncio.wait_for(asyncio.wrap_future(future),
-                                             self.limits.request_timeout_s)
+            entries = await asyncio.wait_for(
+                asyncio.wrap_future(future), self.limits.request_timeout_s
+            )
         except asyncio.TimeoutError:
-            return Outcome(504, {"error": f"not scored within {self.limits.request_timeout_s} s "
-                                          "(--request_timeout_s); send fewer pairs or retry"})
+            return Outcome(
+                504,
+                {
+                    "error": f"not scored within {self.limits.request_timeout_s} s "
+                    "(--request_timeout_s); send fewer pairs or retry"
+                },
+            )
         except Exception as error:  # A scoring failure, logged by the batcher.
             return Outcome(500, {"error": f"scoring failed: {type(error).__name__}: {error}"})
         signatures = self.scorer_for(request.mode).signatures()
-        return Outcome(200, {**self._response(request, entries), "signatures": signatures},
-                       {SIGNATURE_HEADER: "; ".join(f"{m}={s}" for m, s in signatures.items())})
+        return Outcome(
+            200,
+            {**self._response(request, entries), "signatures": signatures},
+            {SIGNATURE_HEADER: "; ".join(f"{m}={s}" for m, s in signatures.items())},
+        )
 
     def _response(self, request: protocol.ScoreRequest, entries: Mapping[int, dict]) -> dict:
         metrics = request.mode.metrics
-        rows = [protocol.response_row(pair, entries[index], self.thresholds, self.calibration)
-                for index, pair in enumerate(request.pairs)]
+        rows = [
+            protocol.response_row(pair, entries[index], self.thresholds, self.calibration)
+            for index, pair in enumerate(request.pairs)
+        ]
         errors = sum(ERROR_FIELD in row for row in rows)
         self.metrics.pairs.inc(len(rows) - errors)
         self.metrics.pair_errors.inc(errors)
-        return {"metrics": list(metrics),
-                "thresholds": {m: self.thresholds[m] for m in metrics if m in self.thresholds},
-                "long_inputs": request.mode.long_inputs, "per_sentence": request.mode.per_sentence,
-                "results": rows, "truncated": sum(bool(row.get("truncated")) for row in rows),
-                "chunked": sum(bool(row.get("chunked")) for row in rows), "errors": errors}
+        return {
+            "metrics": list(metrics),
+            "thresholds": {m: self.thresholds[m] for m in metrics if m in self.thresholds},
+            "long_inputs": request.mode.long_inputs,
+            "per_sentence": request.mode.per_sentence,
+            "results": rows,
+            "truncated": sum(bool(row.get("truncated")) for row in rows),
+            "chunked": sum(bool(row.get("chunked")) for row in rows),
+            "errors": errors,
+        }

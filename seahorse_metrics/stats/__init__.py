@@ -15,16 +15,50 @@
 Cheap to import (a trainer's validation loop uses it); evaluation,
 calibration and training all sit on it.
 """
+
 from seahorse_metrics.stats.curves import roc_curve
 from seahorse_metrics.stats.kernels import UndefinedStatistic
 from seahorse_metrics.stats.statistics import (
-    BINARY_STATISTICS, CORRELATION_STATISTICS, DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, STATISTICS,
-    Estimate, PairedTest, accuracy, balanced_accuracy, estimate, kendall_tau, macro_average,
-    paired_bootstrap_test, pearson, point_estimate, roc_auc, spearman)
+    BINARY_STATISTICS,
+    CORRELATION_STATISTICS,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    STATISTICS,
+    Estimate,
+    PairedTest,
+    accuracy,
+    balanced_accuracy,
+    estimate,
+    kendall_tau,
+    macro_average,
+    paired_bootstrap_test,
+    pearson,
+    point_estimate,
+    roc_auc,
+    spearman,
+)
 from seahorse_metrics.stats.system import SYSTEM_METHODS, system_level_correlation
 
-__all__ = ["BINARY_STATISTICS", "CORRELATION_STATISTICS", "DEFAULT_CONFIDENCE",
-           "DEFAULT_RESAMPLES", "STATISTICS", "SYSTEM_METHODS", "Estimate", "PairedTest",
-           "UndefinedStatistic", "accuracy", "balanced_accuracy", "estimate", "kendall_tau",
-           "macro_average", "paired_bootstrap_test", "pearson", "point_estimate", "roc_auc",
-           "roc_curve", "spearman", "system_level_correlation"]
+__all__ = [
+    "BINARY_STATISTICS",
+    "CORRELATION_STATISTICS",
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_RESAMPLES",
+    "STATISTICS",
+    "SYSTEM_METHODS",
+    "Estimate",
+    "PairedTest",
+    "UndefinedStatistic",
+    "accuracy",
+    "balanced_accuracy",
+    "estimate",
+    "kendall_tau",
+    "macro_average",
+    "paired_bootstrap_test",
+    "pearson",
+    "point_estimate",
+    "roc_auc",
+    "roc_curve",
+    "spearman",
+    "system_level_correlation",
+]

@@ -1,10 +1,15 @@
 """The ROC curve of scores against binary labels, for plots and threshold tuning."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from seahorse_metrics.stats.kernels import (UndefinedStatistic, check_same_length, label_vector,
-                                            numeric_vector)
+from seahorse_metrics.stats.kernels import (
+    UndefinedStatistic,
+    check_same_length,
+    label_vector,
+    numeric_vector,
+)
 
 
 def roc_curve(labels, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

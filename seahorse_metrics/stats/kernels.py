@@ -5,6 +5,7 @@ resample b) to the statistic's value per resample [B] (NaN where undefined);
 the point estimate is W = ones([1, n]); `resample_weights` draws them.
 `stats` prepares inputs and builds intervals with them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -250,8 +251,10 @@ def kendall_kernel(x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.nd
         joint_ties = joint_groups.tied_pairs(counts)
         con_minus_dis = pairs - x_ties - y_ties + joint_ties - 2 * discordant
         with np.errstate(invalid="ignore", divide="ignore"):
-            tau = con_minus_dis / np.sqrt((pairs - x_ties).astype(np.float64)) / np.sqrt(
-                (pairs - y_ties).astype(np.float64)
+            tau = (
+                con_minus_dis
+                / np.sqrt((pairs - x_ties).astype(np.float64))
+                / np.sqrt((pairs - y_ties).astype(np.float64))
             )
         tau[(pairs - x_ties == 0) | (pairs - y_ties == 0)] = np.nan
         return np.clip(tau, -1.0, 1.0)

@@ -14,7 +14,6 @@ from sklearn.metrics import brier_score_loss
 from seahorse_metrics import stats
 from seahorse_metrics.calibration import fitting, measures
 from seahorse_metrics.calibration import maps as cal_maps
-from fixtures import paths
 
 # Labels drawn from sigmoid(z); the metric reports sigmoid(2.5 z): overconfident
 # by a temperature of 2.5.
@@ -254,12 +253,16 @@ def test_evaluate_fits_on_dev_and_reports_before_and_after(tmp_path):
     assert "### Expected calibration error (equal-mass bins), before → after calibration" in markdown
     assert "### Calibration maps" in markdown and "### Brier score" in markdown
     assert 'class="recalibration"' in (output / "report.html").read_text()
-    # Issue 48 point 23: one term for the ECE's interval, in the report and the README.
+    # Issue 48 point 23: one term for the ECE's interval, in the report and the documentation.
     assert "### Marks" in markdown and "its interval is bias-corrected" in markdown
-    with open(os.path.join(paths.REPO,
-                           "README.md"), encoding="utf-8") as handle:
-        readme = handle.read()
-    assert "bias-corrected bootstrap interval" in readme and "bias-shifted" not in readme
+    from test_readme import documents  # the README and the documentation's pages
+
+    documentation = ""
+    for path in documents():
+        with open(path, encoding="utf-8") as handle:
+            documentation += handle.read()
+    assert "bias-corrected bootstrap interval" in documentation
+    assert "bias-shifted" not in documentation
     with pytest.raises(ValueError, match="length are not probabilities"):
         _evaluate_cli(["--benchmark", f"seahorse:{prepared}:q4", "--metric", "baseline:length",
                        "--calibrate_on", f"length=seahorse:{prepared}:q4,split=validation",

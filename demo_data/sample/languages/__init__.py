@@ -6,6 +6,7 @@ filler text (`demo_data.sample.templates` says how a template reads).
 SEAHORSE-format splits; French and Portuguese appear only in the mFACE-format
 sample.
 """
+
 from demo_data.sample.languages import de, en, es, fr, pt, ru, tr, vi
 
 # In the order the packs were first written: code that walks every pack sees
