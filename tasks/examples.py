@@ -16,6 +16,7 @@ so a model's score of the target (T5X's score mode) is log P("1") at the
 first decoder step; the label stays in the `label` feature (see
 `seahorse_metrics.tasks.metrics`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,6 @@ import numpy as np
 
 from seahorse_metrics.data.inputs import TruncationStats, encode_pair
 from seahorse_metrics.data.vocab import target_token_ids
-
 from seahorse_metrics.tasks.specs import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,9 @@ class ExampleEncoder:
         self.input_length = input_length
         self.truncation = truncation
         self.eval_targets = eval_targets
-        positive_id, _ = target_token_ids(tokenizer)  # Refuses a vocabulary that cannot score `1` vs `0`.
+        positive_id, _ = target_token_ids(
+            tokenizer
+        )  # Refuses a vocabulary that cannot score `1` vs `0`.
         self.targets = {
             label: np.asarray(tokenizer.encode(text) + [tokenizer.eos_id], dtype=np.int32)
             for label, text in TARGET_STRINGS.items()
@@ -123,16 +125,20 @@ class ExampleEncoder:
             self._splits[key] = self._encode_split(spec, split)
         return self._splits[key]
 
-    def _encode(self, premise: str, hypothesis: str, pair_id: str,
-                question: Optional[str] = None) -> _Encoded:
+    def _encode(
+        self, premise: str, hypothesis: str, pair_id: str, question: Optional[str] = None
+    ) -> _Encoded:
         # Python caches str hashes, so this key costs little; it shares the
         # encoding of a row between tasks that read the same file.
         key = (pair_id, hash(premise), hash(hypothesis), len(premise), len(hypothesis), question)
         cached = self._inputs.get(key)
         if cached is None:
-            pair = encode_pair(self.tokenizer, premise, hypothesis, self.input_length,
-                               self.truncation, question)
-            cached = _Encoded(np.asarray(pair.ids, dtype=np.int32), pair.truncated, pair.hypothesis_cut)
+            pair = encode_pair(
+                self.tokenizer, premise, hypothesis, self.input_length, self.truncation, question
+            )
+            cached = _Encoded(
+                np.asarray(pair.ids, dtype=np.int32), pair.truncated, pair.hypothesis_cut
+            )
             self._inputs[key] = cached
         return cached
 

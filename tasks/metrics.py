@@ -14,6 +14,7 @@ so `roc_auc` and `pearson` compute, from P("1") = exp(score), the same figures
 `seahorse-metrics evaluate` reports: ROC-AUC against the binary label, Pearson
 against the rating (mFACE's rater average; the 0/1 label elsewhere).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,9 @@ import numpy as np
 from seahorse_metrics import stats
 
 
-def judgment(target: Any, example: Optional[Mapping[str, Any]] = None,
-             is_target: bool = False) -> Any:
+def judgment(
+    target: Any, example: Optional[Mapping[str, Any]] = None, is_target: bool = False
+) -> Any:
     """seqio postprocessor: a target becomes the example's `{"label", "rating"}`.
 
     Model outputs (`is_target=False`) pass through unchanged: score metrics
@@ -34,8 +36,10 @@ def judgment(target: Any, example: Optional[Mapping[str, Any]] = None,
     if not is_target:
         return target
     if example is None or "label" not in example:
-        raise ValueError("the SEAHORSE score metrics need the example's `label` feature; "
-                         "evaluate the task's own dataset (seqio.Evaluator does)")
+        raise ValueError(
+            "the SEAHORSE score metrics need the example's `label` feature; "
+            "evaluate the task's own dataset (seqio.Evaluator does)"
+        )
     rating = float(example["rating"]) if "rating" in example else math.nan
     label = int(example["label"])
     return {"label": label, "rating": rating if math.isfinite(rating) else float(label)}

@@ -18,6 +18,7 @@ multiplies the token losses by. With T5X, bind it in gin:
 The mixture samples questions at the rates given (default: in proportion to
 their training examples, as `seahorse_all`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,8 +43,7 @@ def add_question_prefix(dataset: tf.data.Dataset, *, prefix_ids) -> tf.data.Data
         features = dict(features)
         targets = tf.cast(features["targets"], tf.int32)
         features["targets"] = tf.concat([prefix, targets], axis=0)
-        features[LOSS_WEIGHTS] = tf.concat(
-            [tf.zeros_like(prefix), tf.ones_like(targets)], axis=0)
+        features[LOSS_WEIGHTS] = tf.concat([tf.zeros_like(prefix), tf.ones_like(targets)], axis=0)
         return features
 
     return dataset.map(prepend, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -60,8 +60,10 @@ class PrefixWeightedEncDecFeatureConverter(seqio.EncDecFeatureConverter):
 
     def __init__(self, pack: bool = False, **kwargs):
         if pack:
-            raise ValueError("PrefixWeightedEncDecFeatureConverter does not pack; use "
-                             "pack=False for multi-question tasks")
+            raise ValueError(
+                "PrefixWeightedEncDecFeatureConverter does not pack; use "
+                "pack=False for multi-question tasks"
+            )
         super().__init__(pack=False, **kwargs)
 
     def _convert_features(self, ds: tf.data.Dataset, task_feature_lengths):
@@ -73,8 +75,9 @@ class PrefixWeightedEncDecFeatureConverter(seqio.EncDecFeatureConverter):
     def _convert_example(self, features):
         converted = dict(super()._convert_example(features))
         if LOSS_WEIGHTS in features:
-            converted["decoder_loss_weights"] = (features[LOSS_WEIGHTS]
-                                                 * converted["decoder_loss_weights"])
+            converted["decoder_loss_weights"] = (
+                features[LOSS_WEIGHTS] * converted["decoder_loss_weights"]
+            )
         return converted
 
 
@@ -85,8 +88,9 @@ def _pad_to(values: tf.Tensor, length: int) -> tf.Tensor:
     return padded
 
 
-def register_multi_question(prefixes: QuestionPrefixes,
-                            rates: Optional[Mapping[str, float]] = None) -> list[str]:
+def register_multi_question(
+    prefixes: QuestionPrefixes, rates: Optional[Mapping[str, float]] = None
+) -> list[str]:
     """Registers `seahorse_mq_<name>` per question over the registered
     `seahorse_q<n>` tasks (`name` is `q<n>`), and their mixture.
 
@@ -104,34 +108,46 @@ def register_multi_question(prefixes: QuestionPrefixes,
     """
     unknown = sorted(set(rates or {}) - set(prefixes.names))
     if unknown:
-        raise ValueError(f"rates of unknown questions {unknown}; the questions are "
-                         f"{list(prefixes.names)}")
+        raise ValueError(
+            f"rates of unknown questions {unknown}; the questions are {list(prefixes.names)}"
+        )
     names = []
     for name, prefix in zip(prefixes.names, prefixes.prefixes):
-        base = seqio.TaskRegistry.get(f"seahorse_{name}") if f"seahorse_{name}" in \
-            seqio.TaskRegistry.names() else None
+        base = (
+            seqio.TaskRegistry.get(f"seahorse_{name}")
+            if f"seahorse_{name}" in seqio.TaskRegistry.names()
+            else None
+        )
         if base is None:
-            raise ValueError(f"question {name!r}: task seahorse_{name} is not registered; "
-                             "call seahorse_metrics.tasks.register first")
+            raise ValueError(
+                f"question {name!r}: task seahorse_{name} is not registered; "
+                "call seahorse_metrics.tasks.register first"
+            )
         seqio.TaskRegistry.add(
-            TASK_PREFIX + name, source=base.source, output_features=_output_features(base),
-            preprocessors=list(base.preprocessors) + [
-                functools.partial(add_question_prefix, prefix_ids=prefix)],
-            shuffle_buffer_size=None, postprocess_fn=base.postprocessor,
-            metric_fns=list(base.metric_fns))
+            TASK_PREFIX + name,
+            source=base.source,
+            output_features=_output_features(base),
+            preprocessors=list(base.preprocessors)
+            + [functools.partial(add_question_prefix, prefix_ids=prefix)],
+            shuffle_buffer_size=None,
+            postprocess_fn=base.postprocessor,
+            metric_fns=list(base.metric_fns),
+        )
         names.append(TASK_PREFIX + name)
-    tasks = [(task, float(rates[q])) if rates and q in rates else task
-             for task, q in zip(names, prefixes.names)]
-    seqio.MixtureRegistry.add(MULTI_QUESTION_MIXTURE, tasks,
-                              default_rate=_train_examples_rate)
+    tasks = [
+        (task, float(rates[q])) if rates and q in rates else task
+        for task, q in zip(names, prefixes.names)
+    ]
+    seqio.MixtureRegistry.add(MULTI_QUESTION_MIXTURE, tasks, default_rate=_train_examples_rate)
     return names + [MULTI_QUESTION_MIXTURE]
 
 
 def _output_features(base: seqio.Task) -> dict:
     """The base task's features and the loss weights (a mixture keeps only
     its tasks' output features)."""
-    weights = seqio.Feature(seqio.PassThroughVocabulary(2), add_eos=False, required=False,
-                            dtype=tf.int32)
+    weights = seqio.Feature(
+        seqio.PassThroughVocabulary(2), add_eos=False, required=False, dtype=tf.int32
+    )
     return {**base.output_features, LOSS_WEIGHTS: weights}
 
 
@@ -139,8 +155,9 @@ def _train_examples_rate(task: seqio.Task) -> float:
     """The task's training examples (the rate `seahorse_all` uses)."""
     from seahorse_metrics import tasks as task_module
 
-    return float(len(task_module.examples_for_task(f"seahorse_{task.name[len(TASK_PREFIX):]}",
-                                                   "train")))
+    return float(
+        len(task_module.examples_for_task(f"seahorse_{task.name[len(TASK_PREFIX) :]}", "train"))
+    )
 
 
 def unregister_multi_question(prefixes: QuestionPrefixes) -> None:

@@ -3,6 +3,7 @@
 Imported by `seahorse_metrics.tasks.register`, so seqio and TensorFlow load
 only when tasks are registered.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,14 @@ from seahorse_metrics.tasks.specs import SEAHORSE_MIXTURE, TaskSpec
 logger = logging.getLogger(__name__)
 
 _METADATA_DTYPES = {
-    "id": tf.string, "lang": tf.string, "source": tf.string, "system": tf.string,
-    "rating": tf.float32, "label": tf.int32, "question": tf.int32, "truncated": tf.int32,
+    "id": tf.string,
+    "lang": tf.string,
+    "source": tf.string,
+    "system": tf.string,
+    "rating": tf.float32,
+    "label": tf.int32,
+    "question": tf.int32,
+    "truncated": tf.int32,
 }
 
 
@@ -41,11 +48,17 @@ def examples_dataset(examples: TaskExamples, shuffle: bool, seed: Optional[int])
     """
     inputs_flat, input_starts, input_lengths = _flatten(examples.inputs)
     targets_flat, target_starts, target_lengths = _flatten(examples.targets)
-    inputs_flat, input_starts, input_lengths = map(tf.constant, (inputs_flat, input_starts, input_lengths))
-    targets_flat, target_starts, target_lengths = map(tf.constant, (targets_flat, target_starts, target_lengths))
+    inputs_flat, input_starts, input_lengths = map(
+        tf.constant, (inputs_flat, input_starts, input_lengths)
+    )
+    targets_flat, target_starts, target_lengths = map(
+        tf.constant, (targets_flat, target_starts, target_lengths)
+    )
     metadata = {
         name: tf.constant(
-            examples.metadata[name].astype(str) if _METADATA_DTYPES[name] == tf.string else examples.metadata[name],
+            examples.metadata[name].astype(str)
+            if _METADATA_DTYPES[name] == tf.string
+            else examples.metadata[name],
             dtype=_METADATA_DTYPES[name],
         )
         for name in METADATA_FEATURES
@@ -54,7 +67,9 @@ def examples_dataset(examples: TaskExamples, shuffle: bool, seed: Optional[int])
     def lookup(index):
         features = {
             "inputs": inputs_flat[input_starts[index] : input_starts[index] + input_lengths[index]],
-            "targets": targets_flat[target_starts[index] : target_starts[index] + target_lengths[index]],
+            "targets": targets_flat[
+                target_starts[index] : target_starts[index] + target_lengths[index]
+            ],
         }
         features.update({name: values[index] for name, values in metadata.items()})
         return features
@@ -118,7 +133,9 @@ class RatedPairsSource(seqio.DataSource):
         return dataset
 
 
-def require_input_length(dataset: tf.data.Dataset, sequence_length=None, *, input_length: int, task: str):
+def require_input_length(
+    dataset: tf.data.Dataset, sequence_length=None, *, input_length: int, task: str
+):
     """Refuses a `sequence_length` shorter than the length the inputs were built for.
 
     seqio would cut such inputs from the end, losing the summary and EOS
@@ -157,7 +174,9 @@ def register_tasks(
                 source=RatedPairsSource(spec, encoder.examples, seed),
                 output_features=output_features,
                 preprocessors=[
-                    functools.partial(require_input_length, input_length=encoder.input_length, task=spec.name)
+                    functools.partial(
+                        require_input_length, input_length=encoder.input_length, task=spec.name
+                    )
                 ],
                 shuffle_buffer_size=None,
                 postprocess_fn=metrics.judgment if scored else None,
@@ -169,7 +188,9 @@ def register_tasks(
             seqio.MixtureRegistry.add(
                 SEAHORSE_MIXTURE,
                 list(seahorse_specs),
-                default_rate=functools.partial(_train_size_rate, encoder=encoder, specs=seahorse_specs),
+                default_rate=functools.partial(
+                    _train_size_rate, encoder=encoder, specs=seahorse_specs
+                ),
             )
             names.append(SEAHORSE_MIXTURE)
     except Exception:
@@ -179,7 +200,9 @@ def register_tasks(
     return names
 
 
-def _train_size_rate(task: seqio.Task, *, encoder: ExampleEncoder, specs: Mapping[str, TaskSpec]) -> float:
+def _train_size_rate(
+    task: seqio.Task, *, encoder: ExampleEncoder, specs: Mapping[str, TaskSpec]
+) -> float:
     """Mixing rate proportional to a task's number of training examples."""
     spec = specs[task.name]
     if "train" not in spec.splits:

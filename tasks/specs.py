@@ -12,6 +12,7 @@ all specs from the arguments of `seahorse_metrics.tasks.register`:
 * `true_<name>`: each CSV of a TRUE directory, split `test`.
 * `ratings_<name>`: generic rated files, split `test`.
 """
+
 from __future__ import annotations
 
 import dataclasses

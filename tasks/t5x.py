@@ -27,6 +27,7 @@ them works there; an `import seahorse_metrics.tasks.t5x` line in a gin file
 runs while that file is parsed, and sees only macros bound above it (and the
 environment).
 """
+
 from __future__ import annotations
 
 import logging
@@ -76,7 +77,8 @@ def _data_dir() -> str:
             f"{DATA_DIR} (e.g. --gin.{DATA_DIR}=\"'prepared'\") or set the environment variable "
             f"{DATA_DIR}=prepared. (A gin file that imports this module directly must bind the "
             f"macro above the import line; T5X's MIXTURE_OR_TASK_MODULE imports it after all "
-            "gin files and flags are parsed.)")
+            "gin files and flags are parsed.)"
+        )
     return str(data_dir)
 
 
@@ -92,9 +94,16 @@ def _warn_if_overridden(name: str, value: Any) -> None:
     another `value` (gin/t5x/finetune.gin binds SEAHORSE_INPUT_LENGTH)."""
     environment = os.environ.get(name)
     if environment and gin_macro(name) is not None and str(value) != environment:
-        logger.warning("the environment's %s=%s is not used: the gin macro %s is bound to %s "
-                       "(a gin file binds it); pass --gin.%s=%s instead", name, environment,
-                       name, value, name, environment)
+        logger.warning(
+            "the environment's %s=%s is not used: the gin macro %s is bound to %s "
+            "(a gin file binds it); pass --gin.%s=%s instead",
+            name,
+            environment,
+            name,
+            value,
+            name,
+            environment,
+        )
 
 
 def register_from_settings() -> list[str]:
@@ -112,10 +121,17 @@ def register_from_settings() -> list[str]:
     try:
         input_length = int(input_length) if input_length is not None else DEFAULT_INPUT_LENGTH
     except ValueError:
-        raise ValueError(f"{INPUT_LENGTH}={input_length!r} is not a whole number of tokens") from None
+        raise ValueError(
+            f"{INPUT_LENGTH}={input_length!r} is not a whole number of tokens"
+        ) from None
     names = register(
-        _data_dir(), vocabulary=_vocabulary(), input_length=input_length,
-        mface_path=setting(MFACE), true_dir=setting(TRUE_DIR), eval_targets="positive")
+        _data_dir(),
+        vocabulary=_vocabulary(),
+        input_length=input_length,
+        mface_path=setting(MFACE),
+        true_dir=setting(TRUE_DIR),
+        eval_targets="positive",
+    )
     logger.info("seahorse_metrics.tasks.t5x registered %s", ", ".join(names))
     return names
 

@@ -10,6 +10,7 @@ its ROC-AUC and Pearson score metrics, so T5X's evaluation reports each
 question; the gin file binds the converter that carries the prefix loss
 weights into `decoder_loss_weights`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,9 @@ def register_from_settings() -> list[str]:
     from seahorse_metrics.data.vocab import SentencePieceTokenizer
 
     config = tasks.registered_config()
-    prefixes = QuestionPrefixes.from_texts(seahorse_question_texts(),
-                                           SentencePieceTokenizer(config.vocab_path))
+    prefixes = QuestionPrefixes.from_texts(
+        seahorse_question_texts(), SentencePieceTokenizer(config.vocab_path)
+    )
     names = questions.register_multi_question(prefixes)
     logger.info("seahorse_metrics.tasks.t5x_multi_question registered %s", ", ".join(names))
     return names

@@ -3,6 +3,7 @@
 Reusable builders of tiny artefacts (vocabulary, model, checkpoint, dataset)
 live as modules in `tests/fixtures/`; fixtures here expose them to tests.
 """
+
 import os
 import sys
 
@@ -86,8 +87,9 @@ def tiny_hf_dir(tmp_path_factory, tiny_hf_model, tiny_vocab_path):
     """`tiny_hf_model` saved as an HF directory (model.safetensors + spiece.model)."""
     from fixtures.tiny_model import save_hf_model
 
-    return save_hf_model(tiny_hf_model, str(tmp_path_factory.mktemp("tiny_hf")),
-                         vocab_path=tiny_vocab_path)
+    return save_hf_model(
+        tiny_hf_model, str(tmp_path_factory.mktemp("tiny_hf")), vocab_path=tiny_vocab_path
+    )
 
 
 @pytest.fixture(scope="session")
@@ -104,8 +106,9 @@ def tiny_umt5_dir(tmp_path_factory, tiny_umt5_model, tiny_vocab_path):
     """`tiny_umt5_model` saved as an HF directory (model.safetensors + spiece.model)."""
     from fixtures.tiny_model import save_hf_model
 
-    return save_hf_model(tiny_umt5_model, str(tmp_path_factory.mktemp("tiny_umt5")),
-                         vocab_path=tiny_vocab_path)
+    return save_hf_model(
+        tiny_umt5_model, str(tmp_path_factory.mktemp("tiny_umt5")), vocab_path=tiny_vocab_path
+    )
 
 
 @pytest.fixture(scope="session")

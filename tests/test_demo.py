@@ -1,4 +1,5 @@
 """`make demo` end to end, cut short: one question, a few steps."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,10 @@ import sys
 
 import pytest
 
+from seahorse_metrics import demo, tasks
+
 from fixtures import train_utils
 from fixtures.compile_speed import as_users_compile
-from seahorse_metrics import demo, tasks
 
 
 @pytest.fixture(autouse=True)
@@ -23,16 +25,33 @@ def _fresh_task_registry():
 def test_demo_trains_distils_scores_calibrates_and_reports(tmp_path):
     # As `make demo` runs: its own process, XLA's default optimisation.
     done = subprocess.run(
-        [sys.executable, "-m", "seahorse_metrics.demo", "--output_dir", str(tmp_path),
-         "--questions", "4",
-         "--gin_bindings", "TrainConfig.train_steps = 8",
-         "--gin_bindings", "TrainConfig.eval_every = 8",
-         "--gin_bindings", "TrainConfig.eval_max_examples = 50",
-         "--distill_bindings", "TrainConfig.train_steps = 4",
-         "--distill_bindings", "DistillConfig.held_out = 50",
-         "--distill_bindings", "DistillConfig.max_train_pairs = 64"],
-        cwd=train_utils.REPO_ROOT, env=as_users_compile(train_utils.child_env()),
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "seahorse_metrics.demo",
+            "--output_dir",
+            str(tmp_path),
+            "--questions",
+            "4",
+            "--gin_bindings",
+            "TrainConfig.train_steps = 8",
+            "--gin_bindings",
+            "TrainConfig.eval_every = 8",
+            "--gin_bindings",
+            "TrainConfig.eval_max_examples = 50",
+            "--distill_bindings",
+            "TrainConfig.train_steps = 4",
+            "--distill_bindings",
+            "DistillConfig.held_out = 50",
+            "--distill_bindings",
+            "DistillConfig.max_train_pairs = 64",
+        ],
+        cwd=train_utils.REPO_ROOT,
+        env=as_users_compile(train_utils.child_env()),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     printed = done.stdout
     assert "| Q4 attribution |" in printed and "report.html" in printed
@@ -41,17 +60,29 @@ def test_demo_trains_distils_scores_calibrates_and_reports(tmp_path):
     assert "one multi-question metric (6 questions)" in printed
     assert (tmp_path / "metrics" / "multi_question" / "best" / "questions.json").exists()
     assert "| student | " in printed and "| q4_student | " in printed
-    for path in ("prepared/test.jsonl", "metrics/q4/best/spiece.model", "scores/test.jsonl",
-                 "metrics/q4_student/best/spiece.model", "metrics/q4_student/distill_report.md",
-                 "report/report.md", "report/report.html", "report/calibration.json"):
+    for path in (
+        "prepared/test.jsonl",
+        "metrics/q4/best/spiece.model",
+        "scores/test.jsonl",
+        "metrics/q4_student/best/spiece.model",
+        "metrics/q4_student/distill_report.md",
+        "report/report.md",
+        "report/report.html",
+        "report/calibration.json",
+    ):
         assert (tmp_path / path).exists(), path
     report = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     cells = {(cell["metric"], cell["benchmark"]) for cell in report["results"]}
-    assert {("q4", "seahorse/q4"), ("q4_student", "seahorse/q4"), ("rougeL", "seahorse/q4"),
-            ("majority", "seahorse/q4")} <= cells
+    assert {
+        ("q4", "seahorse/q4"),
+        ("q4_student", "seahorse/q4"),
+        ("rougeL", "seahorse/q4"),
+        ("majority", "seahorse/q4"),
+    } <= cells
     assert set(report["calibration"]["metrics"]) == {"q4", "q4_student"}
     assert report["calibration"]["fitted_on"]["q4_student"] == [
-        f"seahorse:{tmp_path}/prepared:q4,split=validation"]
+        f"seahorse:{tmp_path}/prepared:q4,split=validation"
+    ]
     scored = [json.loads(line) for line in (tmp_path / "scores" / "test.jsonl").open()]
     assert len(scored) == 1000 and all(0.0 <= row["q4_student"] <= 1.0 for row in scored)
 

@@ -1,5 +1,6 @@
 """The house's shape: imports run one way (no cycle between the library's modules),
 no library function over 60 lines, the demo tooling in its own room."""
+
 import ast
 import pathlib
 
@@ -7,7 +8,10 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # setup.py maps the package seahorse_metrics.tasks onto the top-level tasks/ folder.
-PACKAGE_DIRS = {"seahorse_metrics": ROOT / "seahorse_metrics", "seahorse_metrics.tasks": ROOT / "tasks"}
+PACKAGE_DIRS = {
+    "seahorse_metrics": ROOT / "seahorse_metrics",
+    "seahorse_metrics.tasks": ROOT / "tasks",
+}
 
 
 def _library_modules() -> dict[str, pathlib.Path]:
@@ -33,7 +37,7 @@ def _imported(module: str, path: pathlib.Path, known: set[str]) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = module.split(".")
-                anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join(anchor + ([base] if base else []))
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         for name in names:
@@ -54,7 +58,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
         stack.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state:
                 found = visit(target)
                 if found:
@@ -77,17 +81,25 @@ def test_no_import_cycle_in_the_library():
     # A package's __init__ importing its own submodules is how packages
     # expose them, not a cycle between modules: only edges between distinct
     # non-ancestor modules count.
-    graph = {name: {target for target in _imported(name, path, known)
-                    if not name.startswith(target + ".") and not target.startswith(name + ".")}
-             for name, path in modules.items()}
+    graph = {
+        name: {
+            target
+            for target in _imported(name, path, known)
+            if not name.startswith(target + ".") and not target.startswith(name + ".")
+        }
+        for name, path in modules.items()
+    }
     cycle = _cycle(graph)
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
-@pytest.mark.parametrize("source,expected", [
-    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
-    ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+    ],
+)
 def test_the_cycle_finder_finds_cycles(source, expected):
     assert _cycle(source) == expected
 
@@ -109,11 +121,15 @@ def _imports_of(path: pathlib.Path) -> set[str]:
 
 
 def test_the_library_never_imports_the_demo_tooling():
-    offenders = {str(path.relative_to(ROOT)): sorted(name for name in _imports_of(path)
-                                                     if name.split(".")[0] == "demo_data")
-                 for path in _library_modules().values()}
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in _imports_of(path) if name.split(".")[0] == "demo_data"
+        )
+        for path in _library_modules().values()
+    }
     assert not {path: names for path, names in offenders.items() if names}, (
-        "the library imports demo_data/, which is not installed")
+        "the library imports demo_data/, which is not installed"
+    )
 
 
 def test_setup_installs_the_library_and_not_the_demo_tooling(monkeypatch):
@@ -139,8 +155,9 @@ def _functions_over(paths, longest: int) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 if length > longest:
-                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
-                                    f"({length} lines)")
+                    too_long.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)"
+                    )
     return too_long
 
 
@@ -154,8 +171,9 @@ def test_demo_tooling_functions_fit_on_one_screen():
     assert not too_long, f"over 50 lines: {too_long}"
 
 
-@pytest.mark.parametrize("module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone",
-                                    "demo_data.qfs"])
+@pytest.mark.parametrize(
+    "module", ["demo_data.sample", "demo_data.vocab", "demo_data.backbone", "demo_data.qfs"]
+)
 def test_the_documented_demo_tooling_commands_run(module):
     import subprocess
     import sys
@@ -164,13 +182,19 @@ def test_the_documented_demo_tooling_commands_run(module):
 
     text = "".join(pathlib.Path(path).read_text(encoding="utf-8") for path in documents())
     assert f"python -m {module}" in text
-    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert f"usage: python -m {module}" in result.stdout
 
 
 # ------------------------------------------------- packages and modules
+
 
 def _package_of(module: str) -> str:
     """`seahorse_metrics.scoring.files` -> `seahorse_metrics.scoring`; a module at
@@ -204,8 +228,11 @@ def test_no_import_cycle_between_packages():
 
 
 def test_library_modules_are_at_most_600_lines():
-    too_long = {str(path.relative_to(ROOT)): length for path in _library_modules().values()
-                if (length := len(path.read_text(encoding="utf-8").splitlines())) > 600}
+    too_long = {
+        str(path.relative_to(ROOT)): length
+        for path in _library_modules().values()
+        if (length := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    }
     assert not too_long, f"modules over 600 lines (split them by what they own): {too_long}"
 
 
@@ -216,15 +243,19 @@ def test_one_public_face_and_the_client_stays_light():
     import subprocess
     import sys
 
-    script = ("import sys, seahorse_metrics as s\n"
-              "from seahorse_metrics.serving import client\n"
-              "assert s.RemoteScorer is client.RemoteScorer, s.RemoteScorer\n"
-              "heavy = sorted({'jax', 'starlette', 'uvicorn', 'flax'} & set(sys.modules))\n"
-              "assert not heavy, heavy\n"
-              "print(sorted(s.__all__))\n")
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    script = (
+        "import sys, seahorse_metrics as s\n"
+        "from seahorse_metrics.serving import client\n"
+        "assert s.RemoteScorer is client.RemoteScorer, s.RemoteScorer\n"
+        "heavy = sorted({'jax', 'starlette', 'uvicorn', 'flax'} & set(sys.modules))\n"
+        "assert not heavy, heavy\n"
+        "print(sorted(s.__all__))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[0] == str(["MultiScorer", "RemoteScorer", "Scorer",
-                                                 "__version__"])
+    assert result.stdout.split("\n")[0] == str(
+        ["MultiScorer", "RemoteScorer", "Scorer", "__version__"]
+    )
     assert not (ROOT / "seahorse_metrics" / "client.py").exists()

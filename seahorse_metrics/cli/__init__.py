@@ -8,6 +8,7 @@ damaged checkpoint: `ValueError`, `OSError`, `ImportError` and their
 subclasses, plus any types a subcommand module lists in `USER_ERRORS`) into
 one line on stderr and exit status 2; `--debug` shows the traceback instead.
 """
+
 import argparse
 import importlib
 import sys
@@ -15,8 +16,12 @@ from typing import Iterable, Optional
 
 from seahorse_metrics import option_names
 from seahorse_metrics.cli import logs
-from seahorse_metrics.cli.parsing import (CommandParser, long_flags, subcommand_parser,
-                                         unknown_arguments_message)
+from seahorse_metrics.cli.parsing import (
+    CommandParser,
+    long_flags,
+    subcommand_parser,
+    unknown_arguments_message,
+)
 
 SUBCOMMANDS = ("prepare", "train", "score", "evaluate", "export", "plan", "distill", "serve")
 EXIT_USER_ERROR = 2
@@ -27,8 +32,12 @@ USER_ERRORS = (ValueError, OSError, ImportError)
 
 
 def _add_debug_flag(parser: argparse.ArgumentParser, default=False) -> None:
-    parser.add_argument("--debug", action="store_true", default=default,
-                        help="On an error, show the Python traceback instead of one line.")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="On an error, show the Python traceback instead of one line.",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.add_arguments(parser)
     _add_debug_flag(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                       parser_class=CommandParser)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=CommandParser
+    )
     subparsers.required = True
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"seahorse_metrics.cli.{name}")
@@ -61,8 +71,12 @@ def user_errors(command: str) -> tuple[type, ...]:
     return USER_ERRORS + tuple(getattr(module, "USER_ERRORS", ()))
 
 
-def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_ERRORS,
-                flags: Iterable[str] = ()) -> int:
+def run_command(
+    func,
+    args: argparse.Namespace,
+    errors: tuple[type, ...] = USER_ERRORS,
+    flags: Iterable[str] = (),
+) -> int:
     """Runs `func(args)`; a user error becomes `error: <message>` and status 2.
 
     With `args.debug` the exception propagates (full traceback). Ctrl-C
@@ -81,8 +95,10 @@ def run_command(func, args: argparse.Namespace, errors: tuple[type, ...] = USER_
     except KeyboardInterrupt:
         if getattr(args, "debug", False):
             raise
-        print("interrupted (score and train resume when the same command is run again)",
-              file=sys.stderr)
+        print(
+            "interrupted (score and train resume when the same command is run again)",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
 
 

@@ -8,6 +8,7 @@ The student is an ordinary metric directory (MODEL_DIR/best) that `score`,
 `evaluate` and `export` read; the run resumes when rerun and ends with a
 teacher/student table (MODEL_DIR/distill_report.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,18 +29,33 @@ def add_parser(subparsers) -> None:
             "the prepared splits' pairs and --pairs files. The teacher is a checkpoint or "
             "hub id (scored once, cached in MODEL_DIR/teacher) or a scores file from "
             "`score`. The best checkpoint (MODEL_DIR/best) is the one that agrees best with "
-            "the teacher on held-out pairs."),
+            "the teacher on held-out pairs."
+        ),
         epilog="Bindings as --gin.NAME=VALUE, e.g. --gin.MODEL_DIR=runs/q4_small "
-               "--gin.TEACHER=runs/q4/best --gin.DATA_DIR=prepared/.",
+        "--gin.TEACHER=runs/q4/best --gin.DATA_DIR=prepared/.",
     )
     parser.__class__ = GinFlagParser
-    parser.add_argument("--gin_file", action="append", default=[], required=True,
-                        help="Gin file (repeatable), e.g. gin/runs/distill.gin.")
-    parser.add_argument("--gin_bindings", action="append", default=[],
-                        help="A gin binding (repeatable); --gin.NAME=VALUE is the short form.")
-    parser.add_argument("--pairs", action="append", default=[], metavar="FILE",
-                        help="Unlabelled article/summary pairs (JSONL/CSV/TSV; globs; "
-                             "repeatable), added to the prepared train split's.")
+    parser.add_argument(
+        "--gin_file",
+        action="append",
+        default=[],
+        required=True,
+        help="Gin file (repeatable), e.g. gin/runs/distill.gin.",
+    )
+    parser.add_argument(
+        "--gin_bindings",
+        action="append",
+        default=[],
+        help="A gin binding (repeatable); --gin.NAME=VALUE is the short form.",
+    )
+    parser.add_argument(
+        "--pairs",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Unlabelled article/summary pairs (JSONL/CSV/TSV; globs; "
+        "repeatable), added to the prepared train split's.",
+    )
     parser.set_defaults(func=run)
 
 

@@ -8,6 +8,7 @@ environment already says otherwise. One `score` run printed 15 Orbax lines
 library's INFO lines back (and leaves the native libraries as they are),
 `-vv` DEBUG, and `--log_level LEVEL` sets every logger to LEVEL.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,20 @@ NATIVE_LOG_SETTINGS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TPU_STDERR_LOG_LEVEL": "2"}
 def add_arguments(parser: argparse.ArgumentParser, default=None) -> None:
     """`-v` and `--log_level` (`default=argparse.SUPPRESS` on a subcommand,
     so that a value given before it stays)."""
-    parser.add_argument("-v", "--verbose", action="count", default=0 if default is None else default,
-                        help="Also show other libraries' INFO lines (Orbax, JAX, ...); -vv: DEBUG.")
-    parser.add_argument("--log_level", type=str.upper, choices=LEVELS, default=default,
-                        help="Every logger's level (default: our own progress at INFO, other "
-                             "libraries' warnings).")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0 if default is None else default,
+        help="Also show other libraries' INFO lines (Orbax, JAX, ...); -vv: DEBUG.",
+    )
+    parser.add_argument(
+        "--log_level",
+        type=str.upper,
+        choices=LEVELS,
+        default=default,
+        help="Every logger's level (default: our own progress at INFO, other libraries' warnings).",
+    )
 
 
 class UvicornNames(logging.Filter):

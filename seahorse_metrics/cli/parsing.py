@@ -8,6 +8,7 @@ command line was reported by the top-level parser, with the top-level usage.
 error naming it and the closest flag of the subcommand, under the
 subcommand's usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,12 @@ class CommandParser(argparse.ArgumentParser):
 
 def long_flags(parser: argparse.ArgumentParser) -> list[str]:
     """The `--` flags `parser` takes."""
-    return [option for action in parser._actions  # pylint: disable=protected-access
-            for option in action.option_strings if option.startswith("--")]
+    return [
+        option
+        for action in parser._actions  # pylint: disable=protected-access
+        for option in action.option_strings
+        if option.startswith("--")
+    ]
 
 
 def subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -85,7 +90,7 @@ def closest_flag(name: str, flags: Iterable[str]) -> Optional[str]:
 
 
 def unknown_arguments_message(unknown: Sequence[str], flags: Iterable[str], prog: str) -> str:
-    """"unrecognized argument --chekpoint (did you mean --checkpoint?)", one
+    """ "unrecognized argument --chekpoint (did you mean --checkpoint?)", one
     entry per unknown argument, and where to read the flags."""
     flags = list(flags)
     described = []

@@ -1,4 +1,5 @@
 """`seahorse-metrics prepare`: join the SEAHORSE release with its articles."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--release_dir", required=True, help="Directory with the release TSVs.")
     parser.add_argument(
         "--articles",
-        help="Local article file: JSONL {\"gem_id\", \"text\"} or TSV gem_id<TAB>text "
+        help='Local article file: JSONL {"gem_id", "text"} or TSV gem_id<TAB>text '
         "(implies --article_source local).",
     )
     parser.add_argument(

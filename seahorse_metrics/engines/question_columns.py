@@ -10,6 +10,7 @@ encoder pass per row); each `QuestionColumn` is a view of one question of
 it. `shared_calls` is how the window scorer runs a batch: once per distinct
 underlying engine, so the columns of one metric share its encoder pass.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -52,8 +53,9 @@ class QuestionColumn(Engine):
     def put(self, tokens: np.ndarray) -> Any:
         return self.shared.put(tokens)
 
-    def __call__(self, tokens: Any, segment_ids: Optional[Any] = None,
-                 slots: Optional[int] = None) -> Any:
+    def __call__(
+        self, tokens: Any, segment_ids: Optional[Any] = None, slots: Optional[int] = None
+    ) -> Any:
         """Starts the shared engine on a batch (every question)."""
         return self.shared(tokens, segment_ids, slots)
 

@@ -8,6 +8,7 @@ metrics of one checkpoint share one `MultiScorer`, and the scores of the
 last pairs scored, so the benchmark a first question's metric scored is read
 from memory by the others: each pair's encoder runs once for every question.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,20 +33,29 @@ class SharedQuestionScores:
         self._last_key: Optional[str] = None
         self._last_scores: Mapping[str, np.ndarray] = {}
 
-    def scores(self, column: str, premises: Sequence[str], hypotheses: Sequence[str],
-               questions: Optional[Sequence[Optional[str]]], batch_size: int) -> np.ndarray:
+    def scores(
+        self,
+        column: str,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        questions: Optional[Sequence[Optional[str]]],
+        batch_size: int,
+    ) -> np.ndarray:
         """The `column` scores of the pairs (every column computed at once).
 
         Raises:
           ValueError: for a column the checkpoint has not.
         """
         if column not in self.scorer.names:
-            raise ValueError(f"metric {column!r}: a multi-question checkpoint is evaluated "
-                             f"as metrics named after its questions ({', '.join(self.scorer.names)})")
+            raise ValueError(
+                f"metric {column!r}: a multi-question checkpoint is evaluated "
+                f"as metrics named after its questions ({', '.join(self.scorer.names)})"
+            )
         key = _pairs_key(premises, hypotheses, questions)
         if key != self._last_key:
-            self._last_scores = self.scorer.score(list(premises), list(hypotheses),
-                                                  batch_size=batch_size, questions=questions)
+            self._last_scores = self.scorer.score(
+                list(premises), list(hypotheses), batch_size=batch_size, questions=questions
+            )
             self._last_key = key
         return np.asarray(self._last_scores[column], np.float64)
 

@@ -9,6 +9,7 @@ the Flax examples do::
 
     config = get_config("mt5_small", dtype="bfloat16", dropout_rate=0.0)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,9 +29,13 @@ REMAT_POLICIES = ("none", "minimal", "full")
 
 # How attention is computed (blocked from which length, block sizes), not
 # what the network is.
-ATTENTION_COMPUTATION = ("attention_blocked_min_length", "attention_forward_min_length",
-                         "attention_band_min_length", "attention_query_block",
-                         "attention_key_block")
+ATTENTION_COMPUTATION = (
+    "attention_blocked_min_length",
+    "attention_forward_min_length",
+    "attention_band_min_length",
+    "attention_query_block",
+    "attention_key_block",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,43 +145,63 @@ class T5Config:
     attention_key_block: Optional[int] = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_heads",
-                     "relative_attention_num_buckets",
-                     "relative_attention_max_distance",
-                     "num_encoder_layers", "num_decoder_layers"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "d_kv",
+            "d_ff",
+            "num_heads",
+            "relative_attention_num_buckets",
+            "relative_attention_max_distance",
+            "num_encoder_layers",
+            "num_decoder_layers",
+        ):
             least = 0 if name.startswith("num_") and name.endswith("_layers") else 1
             if not least <= int(getattr(self, name)) <= MAX_SIZE:
-                raise ValueError(f"T5Config.{name} must be {least} to {MAX_SIZE} (ids and "
-                                 f"indices are int32), got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"T5Config.{name} must be {least} to {MAX_SIZE} (ids and "
+                    f"indices are int32), got {getattr(self, name)!r}"
+                )
         if self.dtype not in _COMPUTE_DTYPES:
-            raise ValueError(
-                f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")
+            raise ValueError(f"T5Config.dtype must be one of {_COMPUTE_DTYPES}, got {self.dtype!r}")
         if self.feed_forward_proj not in FEED_FORWARD_PROJS:
             raise ValueError(
                 f"T5Config.feed_forward_proj={self.feed_forward_proj!r} is not supported; "
-                f"choose one of {FEED_FORWARD_PROJS}")
+                f"choose one of {FEED_FORWARD_PROJS}"
+            )
         if not isinstance(self.tie_word_embeddings, bool):
-            raise ValueError("T5Config.tie_word_embeddings must be a bool, got "
-                             f"{self.tie_word_embeddings!r}")
+            raise ValueError(
+                f"T5Config.tie_word_embeddings must be a bool, got {self.tie_word_embeddings!r}"
+            )
         if self.quantize is not None and self.quantize not in QUANTIZATIONS:
             raise ValueError(
-                f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}")
+                f"T5Config.quantize must be None or one of {QUANTIZATIONS}, got {self.quantize!r}"
+            )
         if self.int8_products not in INT8_PRODUCTS:
-            raise ValueError(f"T5Config.int8_products must be one of {INT8_PRODUCTS}, got "
-                             f"{self.int8_products!r}")
+            raise ValueError(
+                f"T5Config.int8_products must be one of {INT8_PRODUCTS}, got {self.int8_products!r}"
+            )
         if self.remat not in REMAT_POLICIES:
             raise ValueError(f"T5Config.remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         for name in ("scan_layers", "relative_bias_per_layer"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"T5Config.{name} must be a bool, got {getattr(self, name)!r}")
-        for name in ("attention_blocked_min_length", "attention_forward_min_length",
-                     "attention_band_min_length", "attention_query_block", "attention_key_block"):
+        for name in (
+            "attention_blocked_min_length",
+            "attention_forward_min_length",
+            "attention_band_min_length",
+            "attention_query_block",
+            "attention_key_block",
+        ):
             value = getattr(self, name)
             if (value is not None or name == "attention_query_block") and (
-                    isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"T5Config.{name} must be a positive integer"
-                                 f"{'' if name == 'attention_query_block' else ' or None'}, "
-                                 f"got {value!r}")
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise ValueError(
+                    f"T5Config.{name} must be a positive integer"
+                    f"{'' if name == 'attention_query_block' else ' or None'}, "
+                    f"got {value!r}"
+                )
         if not 0.0 <= float(self.dropout_rate) < 1.0:
             raise ValueError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
 
@@ -194,8 +219,9 @@ class T5Config:
         (`ATTENTION_COMPUTATION`): what a checkpoint stored there is how its
         training ran, not what the model is, and the outputs are the same to
         float rounding; the scorer loads checkpoints so."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self)
-                    if f.name in ATTENTION_COMPUTATION}
+        defaults = {
+            f.name: f.default for f in dataclasses.fields(self) if f.name in ATTENTION_COMPUTATION
+        }
         return self.replace(**defaults)
 
     def to_dict(self) -> dict[str, Any]:
@@ -222,24 +248,40 @@ class T5Config:
 
 # Published mT5 sizes (Xue et al., 2021; google/mt5-* configs).
 _MT5_SMALL = T5Config(
-    vocab_size=250112, d_model=512, d_kv=64, d_ff=1024, num_heads=6,
-    num_encoder_layers=8, num_decoder_layers=8)
+    vocab_size=250112,
+    d_model=512,
+    d_kv=64,
+    d_ff=1024,
+    num_heads=6,
+    num_encoder_layers=8,
+    num_decoder_layers=8,
+)
 
 PRESETS: dict[str, T5Config] = {
     "mt5_small": _MT5_SMALL,
     "mt5_base": _MT5_SMALL.replace(
-        d_model=768, d_ff=2048, num_heads=12, num_encoder_layers=12, num_decoder_layers=12),
+        d_model=768, d_ff=2048, num_heads=12, num_encoder_layers=12, num_decoder_layers=12
+    ),
     "mt5_large": _MT5_SMALL.replace(
-        d_model=1024, d_ff=2816, num_heads=16, num_encoder_layers=24, num_decoder_layers=24),
+        d_model=1024, d_ff=2816, num_heads=16, num_encoder_layers=24, num_decoder_layers=24
+    ),
     "mt5_xl": _MT5_SMALL.replace(
-        d_model=2048, d_ff=5120, num_heads=32, num_encoder_layers=24, num_decoder_layers=24),
+        d_model=2048, d_ff=5120, num_heads=32, num_encoder_layers=24, num_decoder_layers=24
+    ),
     "mt5_xxl": _MT5_SMALL.replace(
-        d_model=4096, d_ff=10240, num_heads=64, num_encoder_layers=24, num_decoder_layers=24),
+        d_model=4096, d_ff=10240, num_heads=64, num_encoder_layers=24, num_decoder_layers=24
+    ),
     # Tests: mT5-small shrunk, keeping an attention inner width (4 x 16 = 64)
     # different from d_model (32) as mT5-small has.
     "tiny": _MT5_SMALL.replace(
-        vocab_size=512, d_model=32, d_kv=16, d_ff=64, num_heads=4,
-        num_encoder_layers=2, num_decoder_layers=2),
+        vocab_size=512,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+    ),
 }
 
 

@@ -5,6 +5,7 @@ T5X keeps every kernel in its own submodule (`.../attention/query/kernel`);
 the network's layers take a `Kernel` and multiply by it here, so the int8
 form (`quantize.quantize_params`) changes nothing else.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional, Sequence, Union
@@ -43,20 +44,33 @@ class Kernel(nn.Module):
     @nn.compact
     def __call__(self) -> Union[Array, QuantizedKernel]:
         if self.quantize is None:
-            return self.param(self.param_name,
-                              nn.with_logical_partitioning(self.init, tuple(self.axes)),
-                              tuple(self.shape), jnp.float32)
-        values = self.param(self.param_name,
-                            nn.with_logical_partitioning(nn.initializers.zeros, tuple(self.axes)),
-                            tuple(self.shape), jnp.int8)
-        scale = self.param(f"{self.param_name}_scale",
-                           nn.with_logical_partitioning(nn.initializers.ones, (self.axes[-1],)),
-                           (self.shape[-1],), jnp.float32)
+            return self.param(
+                self.param_name,
+                nn.with_logical_partitioning(self.init, tuple(self.axes)),
+                tuple(self.shape),
+                jnp.float32,
+            )
+        values = self.param(
+            self.param_name,
+            nn.with_logical_partitioning(nn.initializers.zeros, tuple(self.axes)),
+            tuple(self.shape),
+            jnp.int8,
+        )
+        scale = self.param(
+            f"{self.param_name}_scale",
+            nn.with_logical_partitioning(nn.initializers.ones, (self.axes[-1],)),
+            (self.shape[-1],),
+            jnp.float32,
+        )
         return QuantizedKernel(values, scale)
 
 
-def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype,
-          int8_products: jnp.dtype = jnp.bfloat16) -> Array:
+def dense(
+    x: Array,
+    kernel: Union[Array, QuantizedKernel],
+    dtype: jnp.dtype,
+    int8_products: jnp.dtype = jnp.bfloat16,
+) -> Array:
     """`x @ kernel` over the last axis of `x`, in the compute dtype.
 
     An int8 kernel is multiplied in `int8_products` (its values are exact in
@@ -68,15 +82,21 @@ def dense(x: Array, kernel: Union[Array, QuantizedKernel], dtype: jnp.dtype,
     """
     if not isinstance(kernel, QuantizedKernel):
         return jnp.dot(x, kernel.astype(dtype))
-    y = jax.lax.dot_general(x.astype(int8_products),
-                            _converted_after(kernel.values, x, int8_products),
-                            (((x.ndim - 1,), (0,)), ((), ())),
-                            preferred_element_type=jnp.float32)
+    y = jax.lax.dot_general(
+        x.astype(int8_products),
+        _converted_after(kernel.values, x, int8_products),
+        (((x.ndim - 1,), (0,)), ((), ())),
+        preferred_element_type=jnp.float32,
+    )
     return (y * kernel.scale).astype(dtype)
 
 
-def kernel_times(kernel: Union[Array, QuantizedKernel], x_IxN: Array, dtype: jnp.dtype,
-                 int8_products: jnp.dtype = jnp.bfloat16) -> Array:
+def kernel_times(
+    kernel: Union[Array, QuantizedKernel],
+    x_IxN: Array,
+    dtype: jnp.dtype,
+    int8_products: jnp.dtype = jnp.bfloat16,
+) -> Array:
     """`kernel @ x`, [D, N] from a kernel [D, I] as it is stored (never
     transposed) and `x` [I, N], in the compute dtype.
 
@@ -86,8 +106,12 @@ def kernel_times(kernel: Union[Array, QuantizedKernel], x_IxN: Array, dtype: jnp
     if not isinstance(kernel, QuantizedKernel):
         return jnp.dot(kernel.astype(dtype), x_IxN.astype(dtype))
     scaled_IxN = (x_IxN * kernel.scale[:, None]).astype(int8_products)
-    y = jax.lax.dot_general(_converted_after(kernel.values, x_IxN, int8_products), scaled_IxN,
-                            (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    y = jax.lax.dot_general(
+        _converted_after(kernel.values, x_IxN, int8_products),
+        scaled_IxN,
+        (((1,), (0,)), ((), ())),
+        preferred_element_type=jnp.float32,
+    )
     return y.astype(dtype)
 
 

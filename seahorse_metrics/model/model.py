@@ -12,6 +12,7 @@ path. Methods take plain (unboxed) parameter pytrees and T5X batch features:
 The array-valued methods are jit-compiled; the compiled functions are shared
 by every model object with an equal config.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,13 @@ Array = jax.Array
 Params = Any
 Batch = Mapping[str, Array]
 
-_PACKING_FEATURES = ("encoder_segment_ids", "decoder_segment_ids", "encoder_positions",
-                     "decoder_positions", "decoder_read_positions")
+_PACKING_FEATURES = (
+    "encoder_segment_ids",
+    "decoder_segment_ids",
+    "encoder_positions",
+    "decoder_positions",
+    "decoder_read_positions",
+)
 
 
 class EncoderDecoderModel:
@@ -72,8 +78,9 @@ class EncoderDecoderModel:
 
     def abstract_params(self) -> Params:
         """Returns the parameters' `jax.ShapeDtypeStruct`s without allocating them."""
-        return jax.eval_shape(lambda rng: nn.meta.unbox(self._init_boxed(rng, 1, 1)),
-                              jax.random.PRNGKey(0))
+        return jax.eval_shape(
+            lambda rng: nn.meta.unbox(self._init_boxed(rng, 1, 1)), jax.random.PRNGKey(0)
+        )
 
     def param_logical_axes(self) -> Params:
         """Returns a pytree of `PartitionSpec`s of logical axis names, shaped as
@@ -86,8 +93,13 @@ class EncoderDecoderModel:
         packing = {name: batch[name] for name in _PACKING_FEATURES if name in batch}
         rngs = {} if dropout_rng is None else {"dropout": dropout_rng}
         return self.module.apply(
-            {"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
-            deterministic=dropout_rng is None, rngs=rngs, **packing)
+            {"params": params},
+            batch["encoder_input_tokens"],
+            batch["decoder_input_tokens"],
+            deterministic=dropout_rng is None,
+            rngs=rngs,
+            **packing,
+        )
 
     @functools.partial(jax.jit, static_argnums=0)
     def logits(self, params: Params, batch: Batch) -> Array:
@@ -105,9 +117,14 @@ class EncoderDecoderModel:
         return (batch["decoder_target_tokens"] != self.config.pad_id).astype(jnp.float32)
 
     @functools.partial(jax.jit, static_argnums=0)
-    def loss(self, params: Params, batch: Batch, dropout_rng: Optional[Array] = None,
-             z_loss: float = 1e-4,
-             loss_normalizing_factor: Optional[float] = None) -> tuple[Array, dict[str, Array]]:
+    def loss(
+        self,
+        params: Params,
+        batch: Batch,
+        dropout_rng: Optional[Array] = None,
+        z_loss: float = 1e-4,
+        loss_normalizing_factor: Optional[float] = None,
+    ) -> tuple[Array, dict[str, Array]]:
         """Token cross-entropy plus T5's z-loss, normalised per target token.
 
         Args:
@@ -131,12 +148,17 @@ class EncoderDecoderModel:
         targets_BxT = batch["decoder_target_tokens"]
         weights_BxT = self._weights(batch)
         log_z_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
-        target_logit_BxT = jnp.take_along_axis(logits_BxTxV, targets_BxT[..., None], axis=-1)[..., 0]
+        target_logit_BxT = jnp.take_along_axis(logits_BxTxV, targets_BxT[..., None], axis=-1)[
+            ..., 0
+        ]
         token_loss_BxT = (log_z_BxT - target_logit_BxT) * weights_BxT
         token_z_loss_BxT = z_loss * jnp.square(log_z_BxT) * weights_BxT
         num_tokens = jnp.sum(weights_BxT)
-        normalizer = (jnp.maximum(num_tokens, 1.0) if loss_normalizing_factor is None
-                      else jnp.asarray(loss_normalizing_factor, jnp.float32))
+        normalizer = (
+            jnp.maximum(num_tokens, 1.0)
+            if loss_normalizing_factor is None
+            else jnp.asarray(loss_normalizing_factor, jnp.float32)
+        )
         cross_entropy = jnp.sum(token_loss_BxT) / normalizer
         total_z_loss = jnp.sum(token_z_loss_BxT) / normalizer
         hits_BxT = (jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT) * weights_BxT
@@ -160,11 +182,13 @@ class EncoderDecoderModel:
         logits_BxTxV = self._logits(params, batch, None)
         log_probs_BxTxV = jax.nn.log_softmax(logits_BxTxV, axis=-1)
         target_log_prob_BxT = jnp.take_along_axis(
-            log_probs_BxTxV, batch["decoder_target_tokens"][..., None], axis=-1)[..., 0]
+            log_probs_BxTxV, batch["decoder_target_tokens"][..., None], axis=-1
+        )[..., 0]
         return jnp.sum(target_log_prob_BxT * self._weights(batch), axis=-1)
 
-    def first_token_probs(self, params: Params, encoder_input_tokens: Array,
-                          token_ids: Sequence[int]) -> Array:
+    def first_token_probs(
+        self, params: Params, encoder_input_tokens: Array, token_ids: Sequence[int]
+    ) -> Array:
         """Probabilities of `token_ids` at the first decoder step.
 
         One encoder pass, then the decoder for the single start position
@@ -186,6 +210,7 @@ class EncoderDecoderModel:
         return self._first_token_probs(params, encoder_input_tokens, token_ids)
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
-    def _first_token_probs(self, params: Params, encoder_input_tokens: Array,
-                           token_ids: tuple[int, ...]) -> Array:
+    def _first_token_probs(
+        self, params: Params, encoder_input_tokens: Array, token_ids: tuple[int, ...]
+    ) -> Array:
         return jnp.exp(first_step.log_probs(self, token_ids, params, encoder_input_tokens))

@@ -12,6 +12,7 @@ the scorer both use these helpers::
 
 These are the only mesh helpers: the trainer, the scorer and `plan` use them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,7 +61,8 @@ def make_mesh(model_parallel: int = 1, devices: Optional[Sequence[jax.Device]] =
     if model_parallel < 1 or len(devices) % model_parallel:
         raise ValueError(
             f"model_parallel={model_parallel} must be >= 1 and divide the {len(devices)} devices "
-            "(the size of the 'model' axis: TrainConfig.model_parallel, or --mesh model=M)")
+            "(the size of the 'model' axis: TrainConfig.model_parallel, or --mesh model=M)"
+        )
     shape = (len(devices) // model_parallel, model_parallel)
     try:
         device_grid = mesh_utils.create_device_mesh(shape, devices)
@@ -82,14 +84,18 @@ def parse_mesh_spec(spec: str) -> dict[str, int]:
         name, sep, value = part.partition("=")
         name = name.strip()
         if not sep or name not in (DATA_AXIS, MODEL_AXIS) or name in sizes:
-            raise ValueError(f"mesh {spec!r}: {part!r} is not data=N or model=N (each at most "
-                             "once), e.g. --mesh data=2,model=4")
+            raise ValueError(
+                f"mesh {spec!r}: {part!r} is not data=N or model=N (each at most "
+                "once), e.g. --mesh data=2,model=4"
+            )
         try:
             sizes[name] = int(value)
         except ValueError:
             sizes[name] = 0
         if sizes[name] < 1:
-            raise ValueError(f"mesh {spec!r}: {name} must be a positive integer, got {value.strip()!r}")
+            raise ValueError(
+                f"mesh {spec!r}: {name} must be a positive integer, got {value.strip()!r}"
+            )
     return sizes
 
 
@@ -111,9 +117,11 @@ def mesh_from_spec(spec: Optional[str], devices: Optional[Sequence[jax.Device]] 
     model = sizes.get(MODEL_AXIS, 1)
     data = sizes.get(DATA_AXIS, max(1, len(devices) // model))
     if data * model > len(devices):
-        raise ValueError(f"mesh {spec!r} needs {data} x {model} = {data * model} devices, but "
-                         f"{len(devices)} are available ({devices[0].platform})")
-    return make_mesh(model_parallel=model, devices=devices[:data * model])
+        raise ValueError(
+            f"mesh {spec!r} needs {data} x {model} = {data * model} devices, but "
+            f"{len(devices)} are available ({devices[0].platform})"
+        )
+    return make_mesh(model_parallel=model, devices=devices[: data * model])
 
 
 @contextlib.contextmanager
@@ -124,8 +132,11 @@ def sharding_context(mesh: Mesh) -> Iterator[None]:
         yield
 
 
-def logical_to_sharding(logical_specs_tree: Any, mesh: Mesh,
-                        rules: Sequence[tuple[str, Optional[str]]] = LOGICAL_AXIS_RULES) -> Any:
+def logical_to_sharding(
+    logical_specs_tree: Any,
+    mesh: Mesh,
+    rules: Sequence[tuple[str, Optional[str]]] = LOGICAL_AXIS_RULES,
+) -> Any:
     """Maps a pytree of logical `PartitionSpec`s to `NamedSharding`s on `mesh`."""
     return nn.logical_to_mesh_sharding(logical_specs_tree, mesh, list(rules))
 
@@ -157,13 +168,16 @@ def split_host_cpu(count: int) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     asked = re.search(re.escape(HOST_DEVICES_FLAG) + r"=(\d+)", flags)
     if asked and int(asked.group(1)) != count:
-        raise ValueError(f"--cpu_devices {count}, but XLA_FLAGS already has "
-                         f"{asked.group(0)}: give one of them")
+        raise ValueError(
+            f"--cpu_devices {count}, but XLA_FLAGS already has {asked.group(0)}: give one of them"
+        )
     if asked or count == 1:
         return
     if xla_bridge.backends_are_initialized():
-        raise ValueError("--cpu_devices must be set before JAX starts its backends (here they "
-                         f"had started): set XLA_FLAGS={HOST_DEVICES_FLAG}={count} instead")
+        raise ValueError(
+            "--cpu_devices must be set before JAX starts its backends (here they "
+            f"had started): set XLA_FLAGS={HOST_DEVICES_FLAG}={count} instead"
+        )
     os.environ["XLA_FLAGS"] = with_host_devices(flags, count)
 
 

@@ -16,6 +16,7 @@ too. On XLA:CPU that is faster than int8 products: with AVX512-BF16,
 bfloat16 dots run at about twice float32's rate and int8 ones (s8 x s8 ->
 s32) at about 1.45x.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -72,12 +73,15 @@ def kernel_converter(model: EncoderDecoderModel) -> Callable[[str, Any], dict[st
         if leaf is None or name.endswith(SCALE_SUFFIX):
             raise ValueError(f"parameter {name!r} is not one of this network's")
         if tuple(value.shape) != tuple(leaf.shape):
-            raise ValueError(f"parameter {name!r} has shape {tuple(value.shape)}, the network "
-                             f"wants {tuple(leaf.shape)}")
+            raise ValueError(
+                f"parameter {name!r} has shape {tuple(value.shape)}, the network "
+                f"wants {tuple(leaf.shape)}"
+            )
         if leaf.dtype == np.int8:
             values, scale = quantize_kernel(np.asarray(jax.device_get(value)))
             return {name: values, name + SCALE_SUFFIX: scale}
         return {name: value if value.dtype == leaf.dtype else value.astype(leaf.dtype)}
+
     return convert
 
 

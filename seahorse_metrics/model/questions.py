@@ -17,6 +17,7 @@ position computes what it would alone (`attention.decoder_attention_masks`).
 The cross-attention's keys and values are then projected (or folded) once
 per pair, not once per question, and no copy of the encoder outputs is made.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,13 +48,11 @@ class QuestionPrefixes:
 
     def __post_init__(self):
         object.__setattr__(self, "names", tuple(str(n) for n in self.names))
-        object.__setattr__(self, "prefixes",
-                           tuple(tuple(int(t) for t in p) for p in self.prefixes))
+        object.__setattr__(self, "prefixes", tuple(tuple(int(t) for t in p) for p in self.prefixes))
         if not self.names:
             raise ValueError("a multi-question metric needs at least one question")
         if len(self.names) != len(self.prefixes):
-            raise ValueError(f"{len(self.names)} question names but {len(self.prefixes)} "
-                             "prefixes")
+            raise ValueError(f"{len(self.names)} question names but {len(self.prefixes)} prefixes")
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"question names repeat: {list(self.names)}")
         empty = [n for n, p in zip(self.names, self.prefixes) if not p]
@@ -86,11 +85,15 @@ class QuestionPrefixes:
         names, prefixes = [], []
         for index, entry in enumerate(entries):
             ids = entry.get("prefix_ids") if isinstance(entry, dict) else None
-            if (not isinstance(entry.get("name") if isinstance(entry, dict) else None, str)
-                    or not isinstance(ids, list)
-                    or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)):
-                raise ValueError(f"{source}: questions[{index}] needs a string 'name' and a "
-                                 "list of integer 'prefix_ids'")
+            if (
+                not isinstance(entry.get("name") if isinstance(entry, dict) else None, str)
+                or not isinstance(ids, list)
+                or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+            ):
+                raise ValueError(
+                    f"{source}: questions[{index}] needs a string 'name' and a "
+                    "list of integer 'prefix_ids'"
+                )
             names.append(entry["name"])
             prefixes.append(ids)
         try:
@@ -101,8 +104,10 @@ class QuestionPrefixes:
     def to_json(self, texts: Optional[Sequence[str]] = None) -> dict:
         """The `questions.json` value; `texts` (the prefixes as text) are kept
         for people reading the file."""
-        entries = [{"name": name, "prefix_ids": list(prefix)}
-                   for name, prefix in zip(self.names, self.prefixes)]
+        entries = [
+            {"name": name, "prefix_ids": list(prefix)}
+            for name, prefix in zip(self.names, self.prefixes)
+        ]
         for entry, text in zip(entries, texts or ()):
             entry["prefix"] = text
         return {"questions": entries}
@@ -113,8 +118,10 @@ class QuestionPrefixes:
         for name, prefix in zip(self.names, self.prefixes):
             bad = [t for t in prefix if not 0 <= t < vocab_size]
             if bad:
-                raise ValueError(f"question {name!r}: prefix token ids {bad} are outside "
-                                 f"the vocabulary [0, {vocab_size})")
+                raise ValueError(
+                    f"question {name!r}: prefix token ids {bad} are outside "
+                    f"the vocabulary [0, {vocab_size})"
+                )
 
     def decoder_row(self, start_id: int) -> dict[str, np.ndarray]:
         """One row's decoder features that score every question at once.
@@ -131,11 +138,15 @@ class QuestionPrefixes:
             segments += [index + 1] * (len(prefix) + 1)
             reads.append(len(tokens) - 1)
         as_row = lambda values: np.asarray([values], np.int32)  # noqa: E731
-        return {"decoder_input_tokens": as_row(tokens), "decoder_segment_ids": as_row(segments),
-                "decoder_read_positions": as_row(reads)}
+        return {
+            "decoder_input_tokens": as_row(tokens),
+            "decoder_segment_ids": as_row(segments),
+            "decoder_read_positions": as_row(reads),
+        }
 
-    def example_targets(self, question: int, label_ids: Sequence[int], eos_id: int
-                        ) -> tuple[np.ndarray, np.ndarray]:
+    def example_targets(
+        self, question: int, label_ids: Sequence[int], eos_id: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The decoder targets and loss weights of one training example.
 
         Args:
@@ -150,5 +161,5 @@ class QuestionPrefixes:
         prefix = self.prefixes[question]
         targets = np.asarray([*prefix, *label_ids, eos_id], np.int32)
         weights = np.ones_like(targets)
-        weights[:len(prefix)] = 0
+        weights[: len(prefix)] = 0
         return targets, weights

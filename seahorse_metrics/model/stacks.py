@@ -21,6 +21,7 @@ Checkpoint files stay per layer whatever the network runs: `stack_layers`
 and `unstack_layers` convert a parameter tree between the two layouts, one
 parameter at a time (no second copy of the model).
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,12 @@ def layer_class(layer: type, config: T5Config, deterministic_argnum: int) -> typ
     """
     if config.remat == "none":
         return layer
-    return nn.remat(layer, policy=_REMAT_POLICIES[config.remat], prevent_cse=not config.scan_layers,
-                    static_argnums=(deterministic_argnum,))
+    return nn.remat(
+        layer,
+        policy=_REMAT_POLICIES[config.remat],
+        prevent_cse=not config.scan_layers,
+        static_argnums=(deterministic_argnum,),
+    )
 
 
 def site_keys(layer_rng: Optional[Array], sites: int) -> list[Optional[Array]]:
@@ -69,9 +74,16 @@ def site_keys(layer_rng: Optional[Array], sites: int) -> list[Optional[Array]]:
     return [jax.random.fold_in(layer_rng, site) for site in range(sites)]
 
 
-def run_layers(config: T5Config, layer: type, num_layers: int, x: Array,
-               broadcast: Sequence[Any], dropout_rng: Optional[Array], deterministic: bool,
-               deterministic_argnum: int) -> Array:
+def run_layers(
+    config: T5Config,
+    layer: type,
+    num_layers: int,
+    x: Array,
+    broadcast: Sequence[Any],
+    dropout_rng: Optional[Array],
+    deterministic: bool,
+    deterministic_argnum: int,
+) -> Array:
     """Applies `num_layers` layers of class `layer` in sequence to `x`.
 
     Call from the `nn.compact` method of the stack (`Encoder`, `Decoder`):
@@ -104,15 +116,20 @@ def run_layers(config: T5Config, layer: type, num_layers: int, x: Array,
     if num_layers == 0:
         return x
 
-    def body(module: nn.Module, carry: Array, layer_rng: Optional[Array],
-             *shared: Any) -> tuple[Array, None]:
+    def body(
+        module: nn.Module, carry: Array, layer_rng: Optional[Array], *shared: Any
+    ) -> tuple[Array, None]:
         return module(carry, *shared, layer_rng, deterministic), None
 
     # Each layer draws its own initialisation keys, and gets its row of layer_rngs.
-    scanned = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
-                      in_axes=(0 if layer_rngs is not None else nn.broadcast,)
-                      + (nn.broadcast,) * len(broadcast), length=num_layers,
-                      metadata_params={nn.PARTITION_NAME: SCANNED_NAME})
+    scanned = nn.scan(
+        body,
+        variable_axes={"params": 0},
+        split_rngs={"params": True},
+        in_axes=(0 if layer_rngs is not None else nn.broadcast,) + (nn.broadcast,) * len(broadcast),
+        length=num_layers,
+        metadata_params={nn.PARTITION_NAME: SCANNED_NAME},
+    )
     x, _ = scanned(layer(config, name=SCANNED_NAME), x, layer_rngs, *broadcast)
     return x
 
@@ -135,8 +152,9 @@ def _stack_leaves(leaves: Sequence[Any], sharding: Any, release: bool) -> Any:
     return stacked
 
 
-def stack_layers(params: Mapping[str, Any], shardings: Optional[Mapping[str, Any]] = None,
-                 release: bool = False) -> dict:
+def stack_layers(
+    params: Mapping[str, Any], shardings: Optional[Mapping[str, Any]] = None, release: bool = False
+) -> dict:
     """Per-layer parameters (`encoder/layers_0/...`) stacked for a scanned
     network (`encoder/layers/...` with a leading layers axis).
 
@@ -167,10 +185,12 @@ def stack_layers(params: Mapping[str, Any], shardings: Optional[Mapping[str, Any
             target = None if shardings is None else shardings[name][SCANNED_NAME]
             structure = jax.tree.structure(layers[0])
             columns = zip(*(jax.tree.leaves(layer) for layer in layers))
-            targets = (jax.tree.leaves(target) if target is not None
-                       else [None] * structure.num_leaves)
+            targets = (
+                jax.tree.leaves(target) if target is not None else [None] * structure.num_leaves
+            )
             stack[SCANNED_NAME] = jax.tree.unflatten(
-                structure, [_stack_leaves(c, t, release) for c, t in zip(columns, targets)])
+                structure, [_stack_leaves(c, t, release) for c, t in zip(columns, targets)]
+            )
         result[name] = stack
     return result
 

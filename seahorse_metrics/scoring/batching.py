@@ -21,6 +21,7 @@ batches as unpacked inputs are.
 The plan depends only on the window's contents, so re-scoring a window
 reproduces every batch exactly (the resumable CLI relies on it).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -30,12 +31,29 @@ from typing import Hashable, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.option_names import option
+
 # Spaced by at most 1.25x above 256 tokens (multiples of 64 up to 512, of 128
 # up to 1024, of 256 above): padding to the bucket wastes ~6-10% of the
 # tokens, for at most 16 shapes to compile up to 2048 tokens, each compiled
 # only when a batch needs it.
-DEFAULT_BUCKET_LENGTHS = (64, 128, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536,
-                          1792, 2048)
+DEFAULT_BUCKET_LENGTHS = (
+    64,
+    128,
+    192,
+    256,
+    320,
+    384,
+    448,
+    512,
+    640,
+    768,
+    896,
+    1024,
+    1280,
+    1536,
+    1792,
+    2048,
+)
 # About 2k tokens per batch: dense layers of a small T5 on a CPU run as fast
 # per token as with 8k (the activations stay in cache), and a window's last,
 # partly empty batch wastes less.
@@ -48,7 +66,9 @@ DEFAULT_WINDOW_SIZE = 512
 TOKENS_PER_SLOT = 128
 
 
-def bucket_lengths(max_input_length: int, buckets: Optional[Sequence[int]] = None) -> tuple[int, ...]:
+def bucket_lengths(
+    max_input_length: int, buckets: Optional[Sequence[int]] = None
+) -> tuple[int, ...]:
     """The bucket lengths used for inputs of at most `max_input_length` tokens.
 
     The given (or default) lengths below `max_input_length`, and
@@ -59,8 +79,9 @@ def bucket_lengths(max_input_length: int, buckets: Optional[Sequence[int]] = Non
     """
     chosen = DEFAULT_BUCKET_LENGTHS if buckets is None else tuple(int(b) for b in buckets)
     if any(b < 1 for b in chosen):
-        raise ValueError(f"{option('buckets', '--buckets')}: bucket lengths must be positive, "
-                         f"got {chosen}")
+        raise ValueError(
+            f"{option('buckets', '--buckets')}: bucket lengths must be positive, got {chosen}"
+        )
     return tuple(sorted({b for b in chosen if b < max_input_length} | {int(max_input_length)}))
 
 
@@ -89,11 +110,14 @@ class BatchingConfig:
     def __post_init__(self):
         for name in ("batch_size", "max_batch_tokens", "row_multiple", "window_size"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{option(name, '--' + name)} must be >= 1, got "
-                                 f"{getattr(self, name)}")
+                raise ValueError(
+                    f"{option(name, '--' + name)} must be >= 1, got {getattr(self, name)}"
+                )
         if not self.buckets or list(self.buckets) != sorted(set(self.buckets)):
-            raise ValueError(f"{option('buckets', '--buckets')} must be distinct ascending "
-                             f"lengths, got {self.buckets}")
+            raise ValueError(
+                f"{option('buckets', '--buckets')} must be distinct ascending "
+                f"lengths, got {self.buckets}"
+            )
 
     def bucket(self, length: int) -> int:
         """The smallest bucket length that holds `length` tokens.
@@ -103,8 +127,9 @@ class BatchingConfig:
         """
         index = bisect.bisect_left(self.buckets, length)
         if index == len(self.buckets):
-            raise ValueError(f"an input of {length} tokens exceeds the longest bucket "
-                             f"{self.buckets[-1]}")
+            raise ValueError(
+                f"an input of {length} tokens exceeds the longest bucket {self.buckets[-1]}"
+            )
         return self.buckets[index]
 
     def rows(self, length: int) -> int:
@@ -146,8 +171,9 @@ class Batch:
         return 1 if self.segment_ids is None else len(self.keys) // self.tokens.shape[0]
 
 
-def batch_window(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
-              pad_id: int) -> list[Batch]:
+def batch_window(
+    units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig, pad_id: int
+) -> list[Batch]:
     """Cuts a window of keyed inputs into padded batches (see the module docstring).
 
     Args:
@@ -167,13 +193,14 @@ def batch_window(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingC
     while position < len(order):
         length = config.bucket(len(units[order[position]][1]))
         rows = config.rows(length)
-        members = order[position:position + rows]
+        members = order[position : position + rows]
         tokens = np.full((rows, length), pad_id, dtype=np.int32)
         for row, index in enumerate(members):
             ids = units[index][1]
-            tokens[row, :len(ids)] = ids
-        batches.append(Batch([units[i][0] for i in members], tokens,
-                             sum(len(units[i][1]) for i in members)))
+            tokens[row, : len(ids)] = ids
+        batches.append(
+            Batch([units[i][0] for i in members], tokens, sum(len(units[i][1]) for i in members))
+        )
         position += rows
     return batches
 
@@ -185,8 +212,14 @@ def _pack_rows(lengths: Sequence[int], config: BatchingConfig) -> list[tuple[int
     # Longest first; ties keep input order, so the plan is deterministic.
     for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         length = lengths[index]
-        row = next((r for r, free in enumerate(room) if free >= length
-                    and len(rows[r][1]) < config.slots(rows[r][0])), None)
+        row = next(
+            (
+                r
+                for r, free in enumerate(room)
+                if free >= length and len(rows[r][1]) < config.slots(rows[r][0])
+            ),
+            None,
+        )
         if row is None:
             bucket = config.bucket(length)
             rows.append((bucket, []))
@@ -197,8 +230,9 @@ def _pack_rows(lengths: Sequence[int], config: BatchingConfig) -> list[tuple[int
     return rows
 
 
-def _batch_packed(units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig,
-                  pad_id: int) -> list[Batch]:
+def _batch_packed(
+    units: Sequence[tuple[Hashable, np.ndarray]], config: BatchingConfig, pad_id: int
+) -> list[Batch]:
     """`batch_window` with several inputs per row (see the module docstring)."""
     rows = _pack_rows([len(ids) for _, ids in units], config)
     # Rows longest first (they already are: each opened after the longer
@@ -212,12 +246,12 @@ def _batch_packed(units: Sequence[tuple[Hashable, np.ndarray]], config: Batching
         segments = np.zeros((per_batch, length), dtype=np.int32)
         keys: list[Optional[Hashable]] = [None] * (per_batch * slots)
         real = 0
-        for row, (_, indices) in enumerate(rows[position:position + per_batch]):
+        for row, (_, indices) in enumerate(rows[position : position + per_batch]):
             offset = 0
             for slot, index in enumerate(indices):
                 key, ids = units[index]
-                tokens[row, offset:offset + len(ids)] = ids
-                segments[row, offset:offset + len(ids)] = slot + 1
+                tokens[row, offset : offset + len(ids)] = ids
+                segments[row, offset : offset + len(ids)] = slot + 1
                 keys[row * slots + slot] = key
                 offset += len(ids)
             real += offset

@@ -9,6 +9,7 @@ window whole (`rows.score_windows`); `WriteWindow` writes the window's shard
 and counts (`output` rows, `job.RowCounts`); `TotalsFn` adds every window's
 counts up with their `merge`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,9 +26,8 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInf
 
 from seahorse_metrics import parent_watch
 from seahorse_metrics.option_names import option
-from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring import files, shards
 from seahorse_metrics.scoring import job as job_lib
-from seahorse_metrics.scoring import shards
 from seahorse_metrics.scoring.job import ScoringJob
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import OutputWriter
@@ -99,9 +99,10 @@ class ReadWindows(beam.DoFn):
         rows = windows = 0
         with shards.local_copy(path) as local:
             try:
-                for items in window_rows(files.read_rows(local, self.job.encoding,
-                                                         self.job.quoting),
-                                         self.job.window_size):
+                for items in window_rows(
+                    files.read_rows(local, self.job.encoding, self.job.quoting),
+                    self.job.window_size,
+                ):
                     self._check_ids(path, items)
                     yield from self._ids(path, items)
                     index = items[0].row // self.job.window_size
@@ -112,13 +113,15 @@ class ReadWindows(beam.DoFn):
                         yield Window(file_index, index, path, items)
             except (ValueError, FileNotFoundError) as error:
                 logger.error("%s", error)
-                yield beam.pvalue.TaggedOutput(self.TOTALS, {
-                    "kind": "fatal", "file": file_index,
-                    "error": str(error).replace(local, path)})
+                yield beam.pvalue.TaggedOutput(
+                    self.TOTALS,
+                    {"kind": "fatal", "file": file_index, "error": str(error).replace(local, path)},
+                )
                 return
         logger.info("%s: %d rows in %d windows, %d written before", path, rows, windows, len(done))
-        yield beam.pvalue.TaggedOutput(self.TOTALS, {"kind": "file", "file": file_index,
-                                                     "rows": rows, "windows": windows})
+        yield beam.pvalue.TaggedOutput(
+            self.TOTALS, {"kind": "file", "file": file_index, "rows": rows, "windows": windows}
+        )
 
     def _ids(self, path: str, items: Sequence[InputRow]) -> Iterator[Any]:
         if not self.job.id_field:
@@ -137,7 +140,8 @@ class ReadWindows(beam.DoFn):
                     f"{path}:{item.line}: the input has a {ROW_ID_FIELD!r} field, which the "
                     f"pipeline adds; pass "
                     f"{option(f'id_field={ROW_ID_FIELD!r}', f'--id_field {ROW_ID_FIELD}')} to "
-                    "use it as the rows' id")
+                    "use it as the rows' id"
+                )
 
 
 # ------------------------------------------------------------------ scoring
@@ -168,15 +172,20 @@ class MultiScorerHandler(ModelHandler):
         checkpoints = {name: shards.staged(path) for name, path in self.job.checkpoints.items()}
         return MultiScorer.load(checkpoints, options=options)
 
-    def run_inference(self, batch: Sequence[Window], model,
-                      inference_args: Optional[dict] = None) -> list[PredictionResult]:
-        return [PredictionResult(window, score_window(model, window, self.job))
-                for window in batch]
+    def run_inference(
+        self, batch: Sequence[Window], model, inference_args: Optional[dict] = None
+    ) -> list[PredictionResult]:
+        return [PredictionResult(window, score_window(model, window, self.job)) for window in batch]
 
     def get_num_bytes(self, batch: Sequence[Window]) -> int:
         """The characters of the windows' text fields (Beam's default pickles the batch)."""
-        return sum(len(value) for window in batch for item in window.rows
-                   for value in (item.record or {}).values() if isinstance(value, str))
+        return sum(
+            len(value)
+            for window in batch
+            for item in window.rows
+            for value in (item.record or {}).values()
+            if isinstance(value, str)
+        )
 
     def get_metrics_namespace(self) -> str:
         return METRICS_NAMESPACE
@@ -187,8 +196,14 @@ def score_window(scorer, window: Window, job: ScoringJob) -> WindowScores:
     stats = ScoringStats()
     start = time.perf_counter()
     entries = {}
-    for group in score_windows(scorer, [window.rows], job.fields, job.columns, stats=stats,
-                               check=functools.partial(_missing_id, job)):
+    for group in score_windows(
+        scorer,
+        [window.rows],
+        job.fields,
+        job.columns,
+        stats=stats,
+        check=functools.partial(_missing_id, job),
+    ):
         entries.update((item.row, entry) for item, entry in group)
     return WindowScores(entries, stats, time.perf_counter() - start, scorer.metadata())
 
@@ -209,26 +224,41 @@ class WriteWindow(beam.DoFn):
 
     def __init__(self, job: ScoringJob):
         self.job = job
-        self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name)
-                         for name in ("rows", "scored", "errors", "truncated", "chunked")}
+        self.counters = {
+            name: Metrics.counter(METRICS_NAMESPACE, name)
+            for name in ("rows", "scored", "errors", "truncated", "chunked")
+        }
         self.rate = Metrics.distribution(METRICS_NAMESPACE, "examples_per_second")
 
     def process(self, prediction):  # PredictionResult(Window, WindowScores)
         window, scores = prediction.example, prediction.inference
         text, counts = render_window(window, scores, self.job)
         # The counts go first: a shard that exists always has its counts.
-        shards.write_bytes(shards.shard_path(self.job, window.file_index, window.index,
-                                             COUNTS_SUFFIX),
-                           json.dumps(counts, ensure_ascii=False).encode("utf-8"))
-        shards.write_bytes(shards.shard_path(self.job, window.file_index, window.index),
-                           text.encode("utf-8"))
-        for name, key in (("rows", "rows"), ("scored", "scored"), ("errors", "bad"),
-                          ("truncated", "truncated"), ("chunked", "chunked")):
+        shards.write_bytes(
+            shards.shard_path(self.job, window.file_index, window.index, COUNTS_SUFFIX),
+            json.dumps(counts, ensure_ascii=False).encode("utf-8"),
+        )
+        shards.write_bytes(
+            shards.shard_path(self.job, window.file_index, window.index), text.encode("utf-8")
+        )
+        for name, key in (
+            ("rows", "rows"),
+            ("scored", "scored"),
+            ("errors", "bad"),
+            ("truncated", "truncated"),
+            ("chunked", "chunked"),
+        ):
             self.counters[name].inc(counts[key])
         if counts["scored"] and scores.seconds > 0:
             self.rate.update(int(round(counts["scored"] / scores.seconds)))
-        logger.info("%s window %d: %d rows (%d bad) in %.2f s", window.path, window.index,
-                    counts["rows"], counts["bad"], scores.seconds)
+        logger.info(
+            "%s window %d: %d rows (%d bad) in %.2f s",
+            window.path,
+            window.index,
+            counts["rows"],
+            counts["bad"],
+            scores.seconds,
+        )
         yield counts
 
 
@@ -253,10 +283,16 @@ def render_window(window: Window, scores: WindowScores, job: ScoringJob) -> tupl
     writer = OutputWriter(buffer, job.output_kind, fields.header(list(input_columns)))
     for record in records:
         writer.write(record)
-    return buffer.getvalue(), {"kind": "window", "file": window.file_index,
-                               "window": window.index, **counts.to_dict(),
-                               "stats": scores.stats.to_dict(), "seconds": scores.seconds,
-                               "settings": scores.settings, "renamed": renamed_here}
+    return buffer.getvalue(), {
+        "kind": "window",
+        "file": window.file_index,
+        "window": window.index,
+        **counts.to_dict(),
+        "stats": scores.stats.to_dict(),
+        "seconds": scores.seconds,
+        "settings": scores.settings,
+        "renamed": renamed_here,
+    }
 
 
 def _with_row_id(item: InputRow, path: str, job: ScoringJob) -> dict:
@@ -285,16 +321,24 @@ class TotalsFn(beam.CombineFn):
     `RowCounts` and `ScoringStats`, each with its `merge`."""
 
     def create_accumulator(self) -> dict:
-        return {"counts": job_lib.RowCounts().to_dict(), "scored_now": 0, "seconds": 0.0,
-                "files": {}, "stats": ScoringStats().to_dict(), "settings": None, "fatal": [],
-                "renamed": {}}
+        return {
+            "counts": job_lib.RowCounts().to_dict(),
+            "scored_now": 0,
+            "seconds": 0.0,
+            "files": {},
+            "stats": ScoringStats().to_dict(),
+            "settings": None,
+            "fatal": [],
+            "renamed": {},
+        }
 
     def add_input(self, totals: dict, counts: Mapping[str, Any]) -> dict:
         if counts["kind"] == "fatal":
             totals["fatal"].append(counts)
             return totals
-        entry = totals["files"].setdefault(str(counts["file"]), {
-            "rows": 0, "windows": 0, "written_rows": 0, "written_windows": 0})
+        entry = totals["files"].setdefault(
+            str(counts["file"]), {"rows": 0, "windows": 0, "written_rows": 0, "written_windows": 0}
+        )
         if counts["kind"] == "file":
             entry["rows"] += counts["rows"]
             entry["windows"] += counts["windows"]
@@ -307,8 +351,11 @@ class TotalsFn(beam.CombineFn):
             totals["scored_now"] += counts["scored"]
             totals["seconds"] += counts["seconds"]
         totals["counts"] = job_lib.RowCounts.from_dict(totals["counts"]).merge(window).to_dict()
-        totals["stats"] = ScoringStats.from_dict(totals["stats"]).merge(
-            ScoringStats.from_dict(counts["stats"])).to_dict()
+        totals["stats"] = (
+            ScoringStats.from_dict(totals["stats"])
+            .merge(ScoringStats.from_dict(counts["stats"]))
+            .to_dict()
+        )
         totals["settings"] = totals["settings"] or counts["settings"]
         totals["renamed"].update(counts.get("renamed") or {})  # Windows written before lack it.
         return totals
@@ -323,10 +370,16 @@ class TotalsFn(beam.CombineFn):
                 mine = merged["files"].setdefault(key, dict.fromkeys(entry, 0))
                 for name, value in entry.items():
                     mine[name] += value
-            merged["counts"] = job_lib.RowCounts.from_dict(merged["counts"]).merge(
-                job_lib.RowCounts.from_dict(other["counts"])).to_dict()
-            merged["stats"] = ScoringStats.from_dict(merged["stats"]).merge(
-                ScoringStats.from_dict(other["stats"])).to_dict()
+            merged["counts"] = (
+                job_lib.RowCounts.from_dict(merged["counts"])
+                .merge(job_lib.RowCounts.from_dict(other["counts"]))
+                .to_dict()
+            )
+            merged["stats"] = (
+                ScoringStats.from_dict(merged["stats"])
+                .merge(ScoringStats.from_dict(other["stats"]))
+                .to_dict()
+            )
             merged["settings"] = merged["settings"] or other["settings"]
             merged["fatal"] += other["fatal"]
             merged["renamed"].update(other["renamed"])
@@ -342,34 +395,48 @@ def duplicate_id(grouped: tuple[str, Iterable[str]], id_field: str) -> Iterator[
     places = sorted(places)
     if len(places) > 1:
         shown = ", ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
-        yield {"kind": "fatal", "file": None,  # about rows of any file
-               "error": f"--id_field {id_field!r}: {len(places)} rows have the id {value!r} "
-                        f"({shown}); evaluate refuses scores with duplicate ids: give every row "
-                        "its own id"}
+        yield {
+            "kind": "fatal",
+            "file": None,  # about rows of any file
+            "error": f"--id_field {id_field!r}: {len(places)} rows have the id {value!r} "
+            f"({shown}); evaluate refuses scores with duplicate ids: give every row "
+            "its own id",
+        }
 
 
 # ------------------------------------------------------------------ pipeline
 def build_pipeline(pipeline: beam.Pipeline, job: ScoringJob, handler: ModelHandler) -> None:
     """Adds the scoring of `job` to `pipeline` (see the module docstring)."""
-    read = (pipeline
-            | "Inputs" >> beam.Create(list(enumerate(job.inputs)))
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(ReadWindows(job)).with_outputs(
-                ReadWindows.DONE, ReadWindows.TOTALS, ReadWindows.IDS, main="windows"))
-    written = (read.windows
-               | "SpreadWindows" >> beam.Reshuffle()
-               | "Score" >> RunInference(handler)
-               | "Write" >> beam.ParDo(WriteWindow(job)))
+    read = (
+        pipeline
+        | "Inputs" >> beam.Create(list(enumerate(job.inputs)))
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "Read"
+        >> beam.ParDo(ReadWindows(job)).with_outputs(
+            ReadWindows.DONE, ReadWindows.TOTALS, ReadWindows.IDS, main="windows"
+        )
+    )
+    written = (
+        read.windows
+        | "SpreadWindows" >> beam.Reshuffle()
+        | "Score" >> RunInference(handler)
+        | "Write" >> beam.ParDo(WriteWindow(job))
+    )
     resumed = read[ReadWindows.DONE] | "ReadCounts" >> beam.ParDo(ReadCounts(job))
     counts = [written, resumed, read[ReadWindows.TOTALS]]
     if job.id_field:
-        counts.append(read[ReadWindows.IDS]
-                      | "GroupIds" >> beam.GroupByKey()
-                      | "DuplicateIds" >> beam.FlatMap(duplicate_id, job.id_field))
-    _ = (tuple(counts)
-         | "AllCounts" >> beam.Flatten()
-         | "Totals" >> beam.CombineGlobally(TotalsFn())
-         | "TotalsJson" >> beam.Map(json.dumps)
-         | "WriteTotals" >> beam.io.WriteToText(
-             shards.FileSystems.join(shards.shards_dir(job), TOTALS_FILE),
-             shard_name_template=""))
+        counts.append(
+            read[ReadWindows.IDS]
+            | "GroupIds" >> beam.GroupByKey()
+            | "DuplicateIds" >> beam.FlatMap(duplicate_id, job.id_field)
+        )
+    _ = (
+        tuple(counts)
+        | "AllCounts" >> beam.Flatten()
+        | "Totals" >> beam.CombineGlobally(TotalsFn())
+        | "TotalsJson" >> beam.Map(json.dumps)
+        | "WriteTotals"
+        >> beam.io.WriteToText(
+            shards.FileSystems.join(shards.shards_dir(job), TOTALS_FILE), shard_name_template=""
+        )
+    )

@@ -24,6 +24,7 @@ The float32 twin is scored in a child process on the CPU, so its weights
 never join the int8 ones in the scorer's memory; where it would not fit in
 the memory available, the check is skipped and says so.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -107,13 +108,16 @@ def probe_tokens(tokenizer: Any, pad_id: int, question_template: str) -> np.ndar
     from seahorse_metrics.data.inputs import encode_pair
 
     articles, summaries = probe_pairs()
-    ids = [encode_pair(tokenizer, a, s, PROBE_LENGTH, long_summaries="cut",
-                       question_template=question_template).ids
-           for a, s in zip(articles, summaries)]
+    ids = [
+        encode_pair(
+            tokenizer, a, s, PROBE_LENGTH, long_summaries="cut", question_template=question_template
+        ).ids
+        for a, s in zip(articles, summaries)
+    ]
     length = -(-max(len(row) for row in ids) // 8) * 8
     tokens = np.full((len(ids), length), pad_id, np.int32)
     for row, row_ids in enumerate(ids):
-        tokens[row, :len(row_ids)] = row_ids
+        tokens[row, : len(row_ids)] = row_ids
     return tokens
 
 
@@ -127,9 +131,11 @@ def agreement(reference: np.ndarray, quantized: np.ndarray) -> dict:
     """Spearman of the two and their largest |difference| (log P("1"))."""
     from scipy.stats import spearmanr
 
-    return {"spearman": round(float(spearmanr(reference, quantized).statistic), 6),
-            "max_abs_log_p1_diff": round(float(np.abs(reference - quantized).max()), 6),
-            "pairs": int(len(reference))}
+    return {
+        "spearman": round(float(spearmanr(reference, quantized).statistic), 6),
+        "max_abs_log_p1_diff": round(float(np.abs(reference - quantized).max()), 6),
+        "pairs": int(len(reference)),
+    }
 
 
 def check_key(identity: dict) -> str:
@@ -164,14 +170,22 @@ def run_check(variant: Int8Variant, quantized_engine: Any, tokens: np.ndarray) -
         return {**cached, "key": key, "cached": True}
     free = available_memory()
     if free is not None and variant.float32_bytes > 0.8 * free:
-        return {"skipped": f"the float32 model ({variant.float32_bytes / 2**30:.1f} GiB) would "
-                           f"not fit in the {free / 2**30:.1f} GiB available", "key": key}
+        return {
+            "skipped": f"the float32 model ({variant.float32_bytes / 2**30:.1f} GiB) would "
+            f"not fit in the {free / 2**30:.1f} GiB available",
+            "key": key,
+        }
     reference = variant.reference(tokens)
     measured = agreement(reference, first_step_log_p1(quantized_engine, tokens))
     _write_cached(path, {**measured, "identity": variant.identity})
-    logger.info("int8 self-check of %s: Spearman %.5f to float32, largest |log P(\"1\") "
-                "difference| %.4f over %d probe pairs", variant.name, measured["spearman"],
-                measured["max_abs_log_p1_diff"], measured["pairs"])
+    logger.info(
+        'int8 self-check of %s: Spearman %.5f to float32, largest |log P("1") '
+        "difference| %.4f over %d probe pairs",
+        variant.name,
+        measured["spearman"],
+        measured["max_abs_log_p1_diff"],
+        measured["pairs"],
+    )
     return {**measured, "key": key, "cached": False}
 
 
@@ -185,23 +199,35 @@ def judge(name: str, check: dict, min_spearman: Optional[float]) -> None:
     if "spearman" not in check:
         logger.warning("int8 self-check of %s skipped: %s", name, check.get("skipped"))
         return
-    figures = (f"Spearman {check['spearman']:.4f} to float32, largest |log P(\"1\") difference| "
-               f"{check['max_abs_log_p1_diff']:.3f} over {check['pairs']} probe pairs")
+    figures = (
+        f'Spearman {check["spearman"]:.4f} to float32, largest |log P("1") difference| '
+        f"{check['max_abs_log_p1_diff']:.3f} over {check['pairs']} probe pairs"
+    )
     if min_spearman is not None and check["spearman"] < min_spearman:
         raise Int8AgreementError(
             f"int8 scores of {name} rank below --int8_min_spearman {min_spearman} on this host "
-            f"({figures}); score in float32, or with the other engine's int8")
+            f"({figures}); score in float32, or with the other engine's int8"
+        )
     if check["spearman"] < WARN_BELOW or check["max_abs_log_p1_diff"] > WARN_LOG_DIFF_ABOVE:
-        logger.warning("int8 scores of %s may rank differently from float32 here (%s; the "
-                       "warning levels are Spearman %.2f and %.2f); score in float32 where "
-                       "ranks matter", name, figures, WARN_BELOW, WARN_LOG_DIFF_ABOVE)
+        logger.warning(
+            "int8 scores of %s may rank differently from float32 here (%s; the "
+            "warning levels are Spearman %.2f and %.2f); score in float32 where "
+            "ranks matter",
+            name,
+            figures,
+            WARN_BELOW,
+            WARN_LOG_DIFF_ABOVE,
+        )
 
 
 def _read_cached(path: str) -> Optional[dict]:
     value = read_json_or_none(path)  # Absent or torn: measured again.
     keys = ("spearman", "max_abs_log_p1_diff", "pairs")
-    return {k: value[k] for k in keys} if isinstance(value, dict) and all(
-        k in value for k in keys) else None
+    return (
+        {k: value[k] for k in keys}
+        if isinstance(value, dict) and all(k in value for k in keys)
+        else None
+    )
 
 
 def _write_cached(path: str, value: dict) -> None:
@@ -214,8 +240,12 @@ def _write_cached(path: str, value: dict) -> None:
         logger.warning("could not keep the int8 self-check in %s: %s", path, error)
 
 
-def check_all(variants: Sequence[Int8Variant], engines: Sequence[Any], tokens: np.ndarray,
-              min_spearman: Optional[float]) -> dict:
+def check_all(
+    variants: Sequence[Int8Variant],
+    engines: Sequence[Any],
+    tokens: np.ndarray,
+    min_spearman: Optional[float],
+) -> dict:
     """name -> `run_check` of each metric, judged (see `judge`)."""
     checks = {}
     for variant, engine in zip(variants, engines):
@@ -234,8 +264,9 @@ def float32_bytes(config: Any) -> int:
     return 4 * sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(abstract))
 
 
-def reference_in_child(checkpoint: str, vocab_path: str, options: dict,
-                       tokens: np.ndarray) -> np.ndarray:
+def reference_in_child(
+    checkpoint: str, vocab_path: str, options: dict, tokens: np.ndarray
+) -> np.ndarray:
     """log P("1") of the probe `tokens` from the float32 model of `checkpoint`,
     scored in a child process on the CPU (`scoring.int8_reference`), so that
     the float32 weights never join the int8 ones in this process's memory.
@@ -256,18 +287,32 @@ def reference_in_child(checkpoint: str, vocab_path: str, options: dict,
         np.save(source, tokens)
         environment = dict(os.environ, JAX_PLATFORMS="cpu")
         done = subprocess.run(
-            [sys.executable, "-m", "seahorse_metrics.scoring.int8_reference", checkpoint,
-             vocab_path, json.dumps(options), source, target],
-            capture_output=True, text=True, env=environment)
+            [
+                sys.executable,
+                "-m",
+                "seahorse_metrics.scoring.int8_reference",
+                checkpoint,
+                vocab_path,
+                json.dumps(options),
+                source,
+                target,
+            ],
+            capture_output=True,
+            text=True,
+            env=environment,
+        )
         if done.returncode or not os.path.isfile(target):
             lines = [line for line in done.stderr.splitlines() if line.strip()]
-            raise RuntimeError(f"the int8 self-check's float32 scoring of {checkpoint} failed: "
-                               f"{lines[-1] if lines else done.returncode}")
+            raise RuntimeError(
+                f"the int8 self-check's float32 scoring of {checkpoint} failed: "
+                f"{lines[-1] if lines else done.returncode}"
+            )
         return np.load(target)
 
 
-def variants(checkpoints: dict, vocab_path: str, engines: Sequence[Any], engine: str,
-             reference_options: dict) -> list[Int8Variant]:
+def variants(
+    checkpoints: dict, vocab_path: str, engines: Sequence[Any], engine: str, reference_options: dict
+) -> list[Int8Variant]:
     """An `Int8Variant` per metric of a scorer.
 
     Args:
@@ -285,13 +330,19 @@ def variants(checkpoints: dict, vocab_path: str, engines: Sequence[Any], engine:
     from seahorse_metrics.engines.choice import engine_class
     from seahorse_metrics.engines.isa import engine_isa
 
-    shared = {"vocabulary": content_digest(vocab_path), "engine": engine,
-              "engine_version": engine_class(engine).library_version(),
-              "isa": engine_isa(engine),
-              "seahorse_metrics": seahorse_metrics.__version__}
-    return [Int8Variant(name, {**shared, "checkpoint": content_digest(path),
-                               "int8": engine.int8_variant()},
-                        functools.partial(reference_in_child, path, vocab_path,
-                                          reference_options),
-                        float32_bytes(engine.model.config))
-            for (name, path), engine in zip(checkpoints.items(), engines)]
+    shared = {
+        "vocabulary": content_digest(vocab_path),
+        "engine": engine,
+        "engine_version": engine_class(engine).library_version(),
+        "isa": engine_isa(engine),
+        "seahorse_metrics": seahorse_metrics.__version__,
+    }
+    return [
+        Int8Variant(
+            name,
+            {**shared, "checkpoint": content_digest(path), "int8": engine.int8_variant()},
+            functools.partial(reference_in_child, path, vocab_path, reference_options),
+            float32_bytes(engine.model.config),
+        )
+        for (name, path), engine in zip(checkpoints.items(), engines)
+    ]

@@ -19,6 +19,7 @@ service) scores a `ScoringJob`:
   field, never dropped; the first 20 are logged, the first 100 kept in the
   metadata) and the counts of rows, with `merge` for counts made apart.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,16 +28,18 @@ import logging
 import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from seahorse_metrics.calibration.maps import maps_for
+from seahorse_metrics.calibration.thresholds import (
+    check_probability_threshold,
+    read_decision_thresholds,
+)
 from seahorse_metrics.checkpoints.layout import checkpoint_names, metric_columns
 from seahorse_metrics.data import tables
+from seahorse_metrics.io.json_files import read_json
 from seahorse_metrics.option_names import option
 from seahorse_metrics.scoring.batching import DEFAULT_WINDOW_SIZE
-from seahorse_metrics.calibration.maps import maps_for
-from seahorse_metrics.calibration.thresholds import (check_probability_threshold,
-                                                     read_decision_thresholds)
 from seahorse_metrics.scoring.options import ScoringOptions
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
-from seahorse_metrics.io.json_files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +76,10 @@ class InputFields:
         arguments of `score_file`) and so on; None gives the defaults."""
         if isinstance(fields, InputFields):
             return fields
-        values = {key[:-len("_field")] if key.endswith("_field") else key: value
-                  for key, value in (fields or {}).items()}
+        values = {
+            key[: -len("_field")] if key.endswith("_field") else key: value
+            for key, value in (fields or {}).items()
+        }
         return cls(**values)
 
     def to_dict(self) -> dict:
@@ -114,7 +119,7 @@ class ScoringJob:
 
     @property
     def output_kind(self) -> str:
-        """"jsonl", "json", "csv" or "tsv"."""
+        """ "jsonl", "json", "csv" or "tsv"."""
         return tables.table_kind(self.output)
 
     @property
@@ -132,8 +137,13 @@ class ScoringJob:
     @property
     def output_fields(self) -> OutputFields:
         """The fields scoring adds to each row of this job's output."""
-        return OutputFields(self.columns, self.per_sentence, self.decisions, self.calibration,
-                            summary_cut=self.options.long_summaries == "cut")
+        return OutputFields(
+            self.columns,
+            self.per_sentence,
+            self.decisions,
+            self.calibration,
+            summary_cut=self.options.long_summaries == "cut",
+        )
 
 
 def check_output_path(input_path: str, output_path: str) -> str:
@@ -146,20 +156,26 @@ def check_output_path(input_path: str, output_path: str) -> str:
     if os.path.isdir(output_path):
         raise IsADirectoryError(
             f"--output {output_path} is a directory; give a file in it, e.g. "
-            f"{os.path.join(output_path, 'scores.jsonl')} (--overwrite never replaces a directory)")
+            f"{os.path.join(output_path, 'scores.jsonl')} (--overwrite never replaces a directory)"
+        )
     kind = tables.table_kind(output_path)
     tables.table_kind(input_path)
     same = os.path.abspath(input_path) == os.path.abspath(output_path) or (
-        os.path.exists(output_path) and os.path.exists(input_path)
-        and os.path.samefile(input_path, output_path))
+        os.path.exists(output_path)
+        and os.path.exists(input_path)
+        and os.path.samefile(input_path, output_path)
+    )
     if same:
-        raise ValueError(f"--output {output_path} is the input file; scoring would overwrite "
-                         "the input: write the scores to another file")
+        raise ValueError(
+            f"--output {output_path} is the input file; scoring would overwrite "
+            "the input: write the scores to another file"
+        )
     return kind
 
 
-def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequence[str],
-                        columns: Mapping[str, str]) -> dict[str, float]:
+def decision_thresholds(
+    thresholds: Optional[Mapping[str, float]], names: Sequence[str], columns: Mapping[str, str]
+) -> dict[str, float]:
     """Score column -> threshold, from metric name -> threshold.
 
     Raises:
@@ -169,22 +185,30 @@ def decision_thresholds(thresholds: Optional[Mapping[str, float]], names: Sequen
     decisions = {}
     for name, threshold in (thresholds or {}).items():
         if name not in names:
-            raise ValueError(f"a threshold is given for {name!r}, which is not one of the "
-                             f"metrics scored ({list(names)})")
-        decisions[columns[name]] = check_probability_threshold(threshold,
-                                                               f"the threshold of {name!r}")
+            raise ValueError(
+                f"a threshold is given for {name!r}, which is not one of the "
+                f"metrics scored ({list(names)})"
+            )
+        decisions[columns[name]] = check_probability_threshold(
+            threshold, f"the threshold of {name!r}"
+        )
     return decisions
 
 
-def resolve_job(inputs: Sequence[str], output: str,
-                checkpoints: Union[Mapping[str, str], Sequence[str]], *,
-                options: Optional[ScoringOptions] = None,
-                columns: Optional[Mapping[str, str]] = None,
-                fields: Optional[Mapping[str, Optional[str]]] = None,
-                thresholds: Union[Mapping[str, float], str, None] = None,
-                calibration: Union[Mapping[str, Any], str, None] = None,
-                id_field: Optional[str] = None, encoding: str = "utf-8",
-                quoting: str = "auto") -> ScoringJob:
+def resolve_job(
+    inputs: Sequence[str],
+    output: str,
+    checkpoints: Union[Mapping[str, str], Sequence[str]],
+    *,
+    options: Optional[ScoringOptions] = None,
+    columns: Optional[Mapping[str, str]] = None,
+    fields: Optional[Mapping[str, Optional[str]]] = None,
+    thresholds: Union[Mapping[str, float], str, None] = None,
+    calibration: Union[Mapping[str, Any], str, None] = None,
+    id_field: Optional[str] = None,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+) -> ScoringJob:
     """Checks a job's formats, columns and thresholds; loads no model.
 
     Args:
@@ -216,16 +240,24 @@ def resolve_job(inputs: Sequence[str], output: str,
         calibration = maps_for(calibration, names)
     columns = dict(columns or {name: name for name in names})
     return ScoringJob(
-        inputs=tuple(inputs), output=output, checkpoints=dict(checkpoints),
-        options=options or ScoringOptions(), columns=columns, fields=InputFields.of(fields),
+        inputs=tuple(inputs),
+        output=output,
+        checkpoints=dict(checkpoints),
+        options=options or ScoringOptions(),
+        columns=columns,
+        fields=InputFields.of(fields),
         decisions=decision_thresholds(thresholds, names, columns),
         calibration={columns[name]: m for name, m in (calibration or {}).items()},
-        id_field=id_field, encoding=encoding, quoting=quoting)
+        id_field=id_field,
+        encoding=encoding,
+        quoting=quoting,
+    )
 
 
 # ------------------------------------------------------------------ fingerprint
-def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
-                    scorer: Mapping[str, Any]) -> dict:
+def job_fingerprint(
+    job: ScoringJob, inputs: Sequence[Mapping[str, Any]], scorer: Mapping[str, Any]
+) -> dict:
     """What a partial or finished output must match to be reused (JSON-ready).
 
     Args:
@@ -237,15 +269,20 @@ def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
     # Imported here: the checkpoints package loads JAX, which the CLI's start-up does not need.
     from seahorse_metrics.checkpoints.content import content_digest_or_none
 
-    content = {name: content_digest_or_none(path) or path
-               for name, path in job.checkpoints.items()}
+    content = {name: content_digest_or_none(path) or path for name, path in job.checkpoints.items()}
     # The int8 self-check is a measurement of this host, not a setting.
     scorer = {key: value for key, value in scorer.items() if key != "int8_check"}
     fingerprint = {
-        "inputs": list(inputs), "output_format": job.output_kind, "encoding": job.encoding,
-        "quoting": job.quoting, "columns": dict(job.columns), "fields": job.fields.to_dict(),
-        "id_field": job.id_field, "thresholds": dict(job.decisions),
-        "batch_size": int(job.options.batch_size), "scorer": dict(scorer),
+        "inputs": list(inputs),
+        "output_format": job.output_kind,
+        "encoding": job.encoding,
+        "quoting": job.quoting,
+        "columns": dict(job.columns),
+        "fields": job.fields.to_dict(),
+        "id_field": job.id_field,
+        "thresholds": dict(job.decisions),
+        "batch_size": int(job.options.batch_size),
+        "scorer": dict(scorer),
         "checkpoint_content": content,
     }
     if job.calibration:  # Absent without maps, as before they were part of the output.
@@ -255,7 +292,9 @@ def job_fingerprint(job: ScoringJob, inputs: Sequence[Mapping[str, Any]],
 
 def calibration_dict(job: ScoringJob) -> dict:
     """Score column -> its calibration map, JSON-ready (the metadata's `calibration`)."""
-    return {column: calibration_map.to_dict() for column, calibration_map in job.calibration.items()}
+    return {
+        column: calibration_map.to_dict() for column, calibration_map in job.calibration.items()
+    }
 
 
 def local_input_stat(path: str) -> dict:
@@ -269,10 +308,15 @@ def refuse_other_settings(what: str, previous: Optional[Mapping[str, Any]]) -> V
     older = isinstance(previous, Mapping) and "checkpoint_content" not in previous
     return ValueError(
         f"{what} was written for another input or other settings (or the checkpoint at the same "
-        "path has changed)" + ("; an earlier version wrote it without recording the "
-                               "checkpoints' content" if older else "")
+        "path has changed)"
+        + (
+            "; an earlier version wrote it without recording the checkpoints' content"
+            if older
+            else ""
+        )
         + f"; rerun with the original ones, or pass {option('overwrite=True', '--overwrite')} "
-          "to start over")
+        "to start over"
+    )
 
 
 # ------------------------------------------------------------------ counts
@@ -295,8 +339,9 @@ class RowCounts:
     resumed: int = 0
     bad_rows: list = dataclasses.field(default_factory=list)
 
-    def add(self, entry: Mapping[str, Any], item: tables.TableRow, file: str,
-            file_index: int = 0) -> None:
+    def add(
+        self, entry: Mapping[str, Any], item: tables.TableRow, file: str, file_index: int = 0
+    ) -> None:
         """Counts one written row (its entry: scores or an `error`)."""
         self.rows += 1
         if ERROR_FIELD not in entry:
@@ -306,17 +351,25 @@ class RowCounts:
             return
         self.bad += 1
         if len(self.bad_rows) < KEPT_BAD_ROWS:
-            self.bad_rows.append({"file": file, "file_index": file_index, "row": item.row,
-                                  "line": item.line, "first_line": item.first_line,
-                                  "error": entry[ERROR_FIELD]})
+            self.bad_rows.append(
+                {
+                    "file": file,
+                    "file_index": file_index,
+                    "row": item.row,
+                    "line": item.line,
+                    "first_line": item.first_line,
+                    "error": entry[ERROR_FIELD],
+                }
+            )
 
     def merge(self, other: "RowCounts") -> "RowCounts":
         """Adds `other`'s counts to these (the kept bad rows stay the first
         in input order); returns self."""
         for name in _ROW_COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.bad_rows = sorted(self.bad_rows + other.bad_rows,
-                               key=lambda r: (r["file_index"], r["row"]))[:KEPT_BAD_ROWS]
+        self.bad_rows = sorted(
+            self.bad_rows + other.bad_rows, key=lambda r: (r["file_index"], r["row"])
+        )[:KEPT_BAD_ROWS]
         return self
 
     def summary(self) -> dict:
@@ -328,8 +381,10 @@ class RowCounts:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "RowCounts":
-        return cls(**{name: values.get(name, 0) for name in _ROW_COUNTS},
-                   bad_rows=list(values.get("bad_rows", [])))
+        return cls(
+            **{name: values.get(name, 0) for name in _ROW_COUNTS},
+            bad_rows=list(values.get("bad_rows", [])),
+        )
 
 
 class BadRowLog:
@@ -341,17 +396,29 @@ class BadRowLog:
     def note(self, path: str, item: tables.TableRow, error: str) -> None:
         self.count += 1
         if self.count <= LOGGED_BAD_ROWS:
-            logger.warning("%s:%s: %s; the row is written with an %r field", path, item.lines,
-                           error, ERROR_FIELD)
+            logger.warning(
+                "%s:%s: %s; the row is written with an %r field",
+                path,
+                item.lines,
+                error,
+                ERROR_FIELD,
+            )
         elif self.count == LOGGED_BAD_ROWS + 1:
             logger.warning("%s: more bad rows; the rest are counted in the metadata", path)
 
 
 # ------------------------------------------------------------------ metadata
-def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts: RowCounts,
-                 stats: Mapping[str, Any], this_run: Mapping[str, Any],
-                 settings: Mapping[str, Any], fingerprint: Mapping[str, Any],
-                 **extra: Any) -> dict:
+def run_metadata(
+    job: ScoringJob,
+    *,
+    inputs: Sequence[Mapping[str, Any]],
+    counts: RowCounts,
+    stats: Mapping[str, Any],
+    this_run: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    fingerprint: Mapping[str, Any],
+    **extra: Any,
+) -> dict:
     """The `<output>.meta.json` of every runner.
 
     Args:
@@ -366,22 +433,27 @@ def run_metadata(job: ScoringJob, *, inputs: Sequence[Mapping[str, Any]], counts
       **extra: "shards", "merged", "renamed_input_columns", "input_table",
         "id_field" where the runner has them (None otherwise).
     """
-    unknown = set(extra) - {"shards", "merged", "renamed_input_columns", "input_table",
-                            "id_field"}
+    unknown = set(extra) - {"shards", "merged", "renamed_input_columns", "input_table", "id_field"}
     if unknown:
         raise TypeError(f"unknown metadata keys {sorted(unknown)}")
     calibration = {"calibration": calibration_dict(job)} if job.calibration else {}
     return {
         "inputs": [dict(entry) for entry in inputs],
         "output": os.path.abspath(job.output) if _is_local(job.output) else job.output,
-        "shards": extra.get("shards"), "merged": extra.get("merged"),
-        "columns": dict(job.columns), "thresholds": dict(job.decisions),
+        "shards": extra.get("shards"),
+        "merged": extra.get("merged"),
+        "columns": dict(job.columns),
+        "thresholds": dict(job.decisions),
         "id_field": extra.get("id_field"),
         "renamed_input_columns": dict(extra.get("renamed_input_columns") or {}),
         "input_table": extra.get("input_table"),
-        "rows": counts.summary(), "bad_rows": list(counts.bad_rows), "stats": dict(stats),
-        "this_run": dict(this_run), "settings": dict(settings),
-        "fingerprint": dict(fingerprint), **calibration,
+        "rows": counts.summary(),
+        "bad_rows": list(counts.bad_rows),
+        "stats": dict(stats),
+        "this_run": dict(this_run),
+        "settings": dict(settings),
+        "fingerprint": dict(fingerprint),
+        **calibration,
     }
 
 
@@ -400,8 +472,9 @@ def read_metadata(path: str) -> Optional[dict]:
 def upgrade_metadata(meta: dict) -> dict:
     """Older metadata's keys in the current schema (new keys kept as they are)."""
     if "input" in meta and "inputs" not in meta:
-        meta["inputs"] = [{"path": meta.pop("input"), "rows": meta.get("rows", {}).get("rows"),
-                           "windows": None}]
+        meta["inputs"] = [
+            {"path": meta.pop("input"), "rows": meta.get("rows", {}).get("rows"), "windows": None}
+        ]
     if "stats" not in meta and isinstance(meta.get("this_run"), dict):
         meta["stats"] = meta["this_run"].pop("stats", None)
     return meta
@@ -415,7 +488,8 @@ def raise_if_nothing_scored(meta: Mapping[str, Any]) -> None:
         raise NothingScoredError(
             f"{first.get('file', '?')}: none of the {rows['rows']} rows could be scored (line "
             f"{first.get('line', '?')}: {first.get('error', '?')}); every row has an "
-            f"{ERROR_FIELD!r} in {meta.get('shards') or meta['output']}")
+            f"{ERROR_FIELD!r} in {meta.get('shards') or meta['output']}"
+        )
 
 
 def finish_run(meta: Mapping[str, Any], output: str) -> None:
@@ -428,6 +502,11 @@ def finish_run(meta: Mapping[str, Any], output: str) -> None:
     for name, signature in ((meta.get("settings") or {}).get("signatures") or {}).items():
         logger.info("signature %s: %s", columns.get(name, name), signature)
     rows, written = meta["rows"], [meta.get("shards"), meta.get("merged")]
-    logger.info("wrote %s (%d rows, %d bad); settings and counts in %s%s",
-                " and ".join(path for path in written if path) or output, rows["rows"],
-                rows["bad"], output, META_SUFFIX)
+    logger.info(
+        "wrote %s (%d rows, %d bad); settings and counts in %s%s",
+        " and ".join(path for path in written if path) or output,
+        rows["rows"],
+        rows["bad"],
+        output,
+        META_SUFFIX,
+    )

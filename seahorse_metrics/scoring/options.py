@@ -9,6 +9,7 @@
   how a spec's `key=value` sets it (`options_from_spec`). A new option is a
   field here and a row of the table (and its flag in `cli/score.py`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -89,8 +90,11 @@ class ScoringOptions:
         values = dataclasses.asdict(self)
         if values["bucket_lengths"] is not None:
             values["bucket_lengths"] = list(values["bucket_lengths"])
-        for name, default in (("engine_options", None), ("int8_check", True),
-                              ("int8_min_spearman", None)):
+        for name, default in (
+            ("engine_options", None),
+            ("int8_check", True),
+            ("int8_min_spearman", None),
+        ):
             if values[name] == default:  # Absent, as before the field existed.
                 del values[name]
         return values
@@ -111,6 +115,7 @@ def _whole_number(field: str) -> Callable[[str], dict]:
             return {field: int(text)}
         except ValueError:
             raise ValueError(f"{field}={text!r} is not a whole number") from None
+
     return parse
 
 
@@ -149,16 +154,20 @@ OPTION_FLAGS = (
     OptionFlag("vocab", "--vocab", from_spec=_as_is("vocab")),
     OptionFlag("dtype", "--dtype"),
     OptionFlag("quantize", "--quantize", from_spec=_as_is("quantize")),
-    OptionFlag("max_input_length", "--max_input_length",
-               from_spec=_whole_number("max_input_length")),
+    OptionFlag(
+        "max_input_length", "--max_input_length", from_spec=_whole_number("max_input_length")
+    ),
     OptionFlag("batch_size", "--batch_size"),
     OptionFlag("truncation", "--truncation"),
     OptionFlag("normalize", "--normalize", from_spec=_as_is("normalize")),
     OptionFlag("long_inputs", "--long_inputs", from_spec=_as_is("long_inputs")),
     OptionFlag("chunk_overlap", "--chunk_overlap"),
     # A spec's per_sentence=AGG turns sentences on with that aggregate.
-    OptionFlag("per_sentence", "--per_sentence",
-               from_spec=lambda text: {"per_sentence": True, "sentence_aggregate": text}),
+    OptionFlag(
+        "per_sentence",
+        "--per_sentence",
+        from_spec=lambda text: {"per_sentence": True, "sentence_aggregate": text},
+    ),
     OptionFlag("sentence_aggregate", "--sentence_aggregate"),
     OptionFlag("long_summaries", "--long_summaries", from_spec=_as_is("long_summaries")),
     OptionFlag("bucket_lengths", "--buckets", from_flag=_bucket_lengths),
@@ -179,8 +188,9 @@ _BY_FIELD = {entry.field: entry for entry in OPTION_FLAGS}
 
 def options_from_flags(args) -> ScoringOptions:
     """The `ScoringOptions` a command line sets (`score`, `serve`)."""
-    return ScoringOptions(**{entry.field: entry.from_flag(getattr(args, entry.dest))
-                             for entry in OPTION_FLAGS})
+    return ScoringOptions(
+        **{entry.field: entry.from_flag(getattr(args, entry.dest)) for entry in OPTION_FLAGS}
+    )
 
 
 def options_from_spec(settings) -> dict:
@@ -194,7 +204,8 @@ def options_from_spec(settings) -> dict:
     for key, value in settings:
         entry = _BY_FIELD.get(key)
         if entry is None or entry.from_spec is None:
-            raise ValueError(f"{key!r} is not a checkpoint option "
-                             f"({', '.join(CHECKPOINT_OPTIONS)})")
+            raise ValueError(
+                f"{key!r} is not a checkpoint option ({', '.join(CHECKPOINT_OPTIONS)})"
+            )
         kwargs.update(entry.from_spec(value))
     return kwargs

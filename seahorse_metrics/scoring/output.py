@@ -17,6 +17,7 @@ so a row looks the same whichever wrote it:
   writes JSONL, a JSON array, CSV or TSV (`seahorse_metrics.io.atomic`
   replaces a file whole or not at all).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,8 +43,9 @@ def float32_text(value: float) -> float:
     return float(str(np.float32(value)))
 
 
-def result_entry(result, names: Sequence[str], columns: Mapping[str, str],
-                 shortest: bool = True) -> dict:
+def result_entry(
+    result, names: Sequence[str], columns: Mapping[str, str], shortest: bool = True
+) -> dict:
     """The entry of a scored example (an `ExampleResult`; its row is `result.key`).
 
     Args:
@@ -54,14 +56,19 @@ def result_entry(result, names: Sequence[str], columns: Mapping[str, str],
         digit of the float (`score_records`, as it always returned them).
     """
     number = float32_text if shortest else float
-    entry = {"row": result.key,
-             "scores": {columns[n]: number(s) for n, s in zip(names, result.scores)},
-             "truncated": bool(result.truncated), "chunked": bool(result.chunked)}
+    entry = {
+        "row": result.key,
+        "scores": {columns[n]: number(s) for n, s in zip(names, result.scores)},
+        "truncated": bool(result.truncated),
+        "chunked": bool(result.chunked),
+    }
     if result.summary_cut is not None:
         entry[SUMMARY_CUT_COLUMN] = bool(result.summary_cut)
     if result.sentence_scores is not None:
-        entry["sentence_scores"] = {columns[n]: [number(v) for v in values]
-                                    for n, values in zip(names, result.sentence_scores)}
+        entry["sentence_scores"] = {
+            columns[n]: [number(v) for v in values]
+            for n, values in zip(names, result.sentence_scores)
+        }
         entry[SENTENCES_COLUMN] = list(result.sentences)
     return entry
 
@@ -129,8 +136,9 @@ class OutputFields:
         added += [c + CALIBRATED_SUFFIX for c in scores if c in self.calibration]
         return added + [ERROR_FIELD]
 
-    def header(self, input_columns: Sequence[str],
-               renamed: Optional[Mapping[str, str]] = None) -> list[str]:
+    def header(
+        self, input_columns: Sequence[str], renamed: Optional[Mapping[str, str]] = None
+    ) -> list[str]:
         """The output's columns: the input's (renamed where an output column
         has their name; see `renamed_input_fields`), then the added ones."""
         renamed = renamed or {}
@@ -141,8 +149,12 @@ class OutputFields:
         """`renamed_input_fields` of an input with these fields."""
         return renamed_input_fields(fields, self.added())
 
-    def record(self, record: Optional[Mapping[str, Any]], entry: Mapping[str, Any],
-               renamed: Optional[Mapping[str, str]] = None) -> dict:
+    def record(
+        self,
+        record: Optional[Mapping[str, Any]],
+        entry: Mapping[str, Any],
+        renamed: Optional[Mapping[str, str]] = None,
+    ) -> dict:
         """The output row of an input record (None for an unreadable row) and its
         entry: the input's fields (renamed as `renamed` says) and fresh score
         fields (decisions, sentences, calibrated scores) or the error field."""
@@ -152,8 +164,9 @@ class OutputFields:
             return output
         output.update(entry["scores"])
         for column, threshold in self.decisions.items():
-            output[column + DECISION_SUFFIX] = ("yes" if entry["scores"][column] >= threshold
-                                                else "no")
+            output[column + DECISION_SUFFIX] = (
+                "yes" if entry["scores"][column] >= threshold else "no"
+            )
         for column, values in entry.get("sentence_scores", {}).items():
             output[column + SENTENCE_SCORES_SUFFIX] = values
         if SENTENCES_COLUMN in entry:

@@ -10,6 +10,7 @@ writing), so a row written twice or a torn last line cannot misplace the
 others. Memory: one byte per row for what is done, and at the end 8 bytes
 per row for the offsets of the records in row order.
 """
+
 from __future__ import annotations
 
 import array
@@ -89,13 +90,17 @@ class PartialFile:
                 raise ValueError(
                     f"{self.path} was written by an older version of seahorse-metrics, whose "
                     f"partial files this one cannot finish; pass "
-                    f"{option('overwrite=True', '--overwrite')} to score the input again")
+                    f"{option('overwrite=True', '--overwrite')} to score the input again"
+                )
             for _, entry in self._records(handle):
                 self._mark(entry["row"])
             good_end = handle.tell()
         if good_end != os.path.getsize(self.path):
-            logger.warning("%s: dropping an incomplete last line (the previous run was "
-                           "interrupted while writing)", self.path)
+            logger.warning(
+                "%s: dropping an incomplete last line (the previous run was "
+                "interrupted while writing)",
+                self.path,
+            )
             with open(self.path, "r+b") as handle:
                 handle.truncate(good_end)
 
@@ -129,8 +134,12 @@ class PartialFile:
                 self._last_sync = time.monotonic()
         except OSError as error:
             if is_no_space(error):
-                raise no_space_error(error, self.path, "free some space and run the same "
-                                     "command again: it resumes from the rows written") from None
+                raise no_space_error(
+                    error,
+                    self.path,
+                    "free some space and run the same "
+                    "command again: it resumes from the rows written",
+                ) from None
             raise
         return written
 
@@ -149,15 +158,20 @@ class PartialFile:
             handle.readline()
             for offset, entry in self._records(handle):
                 if entry["row"] >= num_rows:
-                    raise RuntimeError(f"{self.path}: row {entry['row']} is past the input's "
-                                       f"{num_rows} rows; this is a bug")
+                    raise RuntimeError(
+                        f"{self.path}: row {entry['row']} is past the input's "
+                        f"{num_rows} rows; this is a bug"
+                    )
                 if offsets[entry["row"]] < 0:
                     offsets[entry["row"]] = offset
                 else:
                     repeated += 1
             if repeated:
-                logger.warning("%s: %d rows were written more than once; the first record of "
-                               "each is used", self.path, repeated)
+                logger.warning(
+                    "%s: %d rows were written more than once; the first record of each is used",
+                    self.path,
+                    repeated,
+                )
             for row, offset in enumerate(offsets):
                 if offset < 0:
                     raise RuntimeError(f"row {row} was never scored; this is a bug")
@@ -184,8 +198,12 @@ class PartialFile:
 
 
 def _is_record(entry: Any) -> bool:
-    return (isinstance(entry, dict) and isinstance(entry.get("row"), int) and entry["row"] >= 0
-            and isinstance(entry.get(INPUT_KEY), dict))
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("row"), int)
+        and entry["row"] >= 0
+        and isinstance(entry.get(INPUT_KEY), dict)
+    )
 
 
 def _parse_line(line: bytes) -> Optional[Any]:

@@ -5,10 +5,10 @@ text (and, when a question field is named, so does that). Anything else is a
 bad row: it is reported and returned with an `error` field, never dropped
 silently (`seahorse_metrics.scoring.output` writes it).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
-
 
 
 class BadRecord(ValueError):
@@ -26,8 +26,10 @@ def unencodable(text: str) -> Optional[str]:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        return (f"holds a lone surrogate U+{ord(text[error.start]):04X} at character "
-                f"{error.start}, which is no Unicode text")
+        return (
+            f"holds a lone surrogate U+{ord(text[error.start]):04X} at character "
+            f"{error.start}, which is no Unicode text"
+        )
     return None
 
 
@@ -55,9 +57,13 @@ class RecordFields(NamedTuple):
     question: Optional[str]
 
 
-def record_fields(record: Any, premise_field: str, hypothesis_field: str,
-                  lang_field: Optional[str] = None,
-                  question_field: Optional[str] = None) -> RecordFields:
+def record_fields(
+    record: Any,
+    premise_field: str,
+    hypothesis_field: str,
+    lang_field: Optional[str] = None,
+    question_field: Optional[str] = None,
+) -> RecordFields:
     """(premise, hypothesis, lang, question) of a record.
 
     Args:
@@ -85,8 +91,9 @@ def record_fields(record: Any, premise_field: str, hypothesis_field: str,
     return RecordFields(premise, hypothesis, lang, question)
 
 
-def record_texts(record: Any, premise_field: str, hypothesis_field: str,
-                 lang_field: Optional[str] = None) -> tuple[str, str, Optional[str]]:
+def record_texts(
+    record: Any, premise_field: str, hypothesis_field: str, lang_field: Optional[str] = None
+) -> tuple[str, str, Optional[str]]:
     """(premise, hypothesis, lang) of a record (`record_fields` without a question).
 
     Raises:
@@ -96,8 +103,9 @@ def record_texts(record: Any, premise_field: str, hypothesis_field: str,
     return tuple(record_fields(record, premise_field, hypothesis_field, lang_field)[:3])
 
 
-def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
-                questions: Optional[Sequence[Any]] = None) -> list[Optional[str]]:
+def check_pairs(
+    premises: Sequence[Any], hypotheses: Sequence[Any], questions: Optional[Sequence[Any]] = None
+) -> list[Optional[str]]:
     """Checks the pairs given to `score`; returns the questions as a list (all None
     when not given).
 
@@ -107,11 +115,14 @@ def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
     """
     if len(premises) != len(hypotheses):
         raise ValueError(
-            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up")
+            f"got {len(premises)} premises but {len(hypotheses)} hypotheses; they must pair up"
+        )
     for index, (premise, hypothesis) in enumerate(zip(premises, hypotheses)):
         if not isinstance(premise, str) or not isinstance(hypothesis, str):
-            raise ValueError(f"pair {index}: premise and hypothesis must be strings, got "
-                             f"{type(premise).__name__} and {type(hypothesis).__name__}")
+            raise ValueError(
+                f"pair {index}: premise and hypothesis must be strings, got "
+                f"{type(premise).__name__} and {type(hypothesis).__name__}"
+            )
         for what, text in (("premise", premise), ("hypothesis", hypothesis)):
             reason = unencodable(text)
             if reason is not None:
@@ -120,12 +131,16 @@ def check_pairs(premises: Sequence[Any], hypotheses: Sequence[Any],
         return [None] * len(premises)
     questions = list(questions)
     if len(questions) != len(premises):
-        raise ValueError(f"got {len(questions)} questions for {len(premises)} pairs; give one "
-                         "per pair (None for a summary without a question)")
+        raise ValueError(
+            f"got {len(questions)} questions for {len(premises)} pairs; give one "
+            "per pair (None for a summary without a question)"
+        )
     for index, question in enumerate(questions):
         if question is not None and not isinstance(question, str):
-            raise ValueError(f"pair {index}: the question must be a string or None, got "
-                             f"{type(question).__name__}")
+            raise ValueError(
+                f"pair {index}: the question must be a string or None, got "
+                f"{type(question).__name__}"
+            )
         if question is not None and unencodable(question) is not None:
             raise ValueError(f"pair {index}: the question {unencodable(question)}")
     return questions

@@ -13,6 +13,7 @@ its batches (and so its float32 scores) bit for bit.
 rows it finished (bad rows, with their error entry, as soon as their window
 is read); `score_rows` restores input order.
 """
+
 from __future__ import annotations
 
 import collections
@@ -35,8 +36,9 @@ def window_index(row: int, window_size: int) -> int:
     return row // window_size
 
 
-def window_rows(rows: Iterable, window_size: int,
-                key: Callable[[Any], int] = lambda item: item.row) -> Iterator[list]:
+def window_rows(
+    rows: Iterable, window_size: int, key: Callable[[Any], int] = lambda item: item.row
+) -> Iterator[list]:
     """Consecutive rows (bad ones included; or examples, by `key`) grouped by
     `window_index` of their row number."""
     for _, items in itertools.groupby(rows, key=lambda item: window_index(key(item), window_size)):
@@ -55,19 +57,26 @@ def row_example(item: InputRow, fields: InputFields) -> Optional[Example]:
     if item.error is not None:
         return None
     try:
-        texts = record_fields(item.record, fields.premise, fields.hypothesis, fields.lang,
-                              fields.question)
+        texts = record_fields(
+            item.record, fields.premise, fields.hypothesis, fields.lang, fields.question
+        )
     except BadRecord as error:
         item.error = str(error)
         return None
     return Example(item.row, *texts)
 
 
-def score_windows(scorer, windows: Iterable[Sequence[InputRow]], fields: InputFields,
-                  columns: Optional[dict] = None, *, batch_size: Optional[int] = None,
-                  stats: Optional[ScoringStats] = None,
-                  check: Optional[Callable[[InputRow], Optional[str]]] = None,
-                  shortest: bool = True) -> Iterator[ScoredRows]:
+def score_windows(
+    scorer,
+    windows: Iterable[Sequence[InputRow]],
+    fields: InputFields,
+    columns: Optional[dict] = None,
+    *,
+    batch_size: Optional[int] = None,
+    stats: Optional[ScoringStats] = None,
+    check: Optional[Callable[[InputRow], Optional[str]]] = None,
+    shortest: bool = True,
+) -> Iterator[ScoredRows]:
     """Scores windows of rows with a `MultiScorer`.
 
     Args:
@@ -104,8 +113,7 @@ def score_windows(scorer, windows: Iterable[Sequence[InputRow]], fields: InputFi
             yield examples
 
     for group in scorer.run(examples_of(), batch_size, stats):
-        finished = [_finished(held.pop(r.key), r, scorer.names, columns, shortest)
-                    for r in group]
+        finished = [_finished(held.pop(r.key), r, scorer.names, columns, shortest) for r in group]
         yield _taken(bad) + finished
     if bad:
         yield _taken(bad)
@@ -126,8 +134,9 @@ def _taken(items: list) -> list:
     return taken
 
 
-def score_rows(scorer, rows: Iterable[InputRow], fields: InputFields,
-               columns: Optional[dict] = None, **options) -> Iterator[tuple[InputRow, dict]]:
+def score_rows(
+    scorer, rows: Iterable[InputRow], fields: InputFields, columns: Optional[dict] = None, **options
+) -> Iterator[tuple[InputRow, dict]]:
     """(row, entry) of every row, in input order, windows cut by `window_rows`;
     `options` as `score_windows`. Holds about one window of rows at a time."""
     pending: collections.deque = collections.deque()
@@ -138,12 +147,15 @@ def score_rows(scorer, rows: Iterable[InputRow], fields: InputFields,
             yield item
 
     waiting: dict[int, tuple[InputRow, dict]] = {}
-    for group in score_windows(scorer, window_rows(noted(rows), scorer.window_size), fields,
-                               columns, **options):
+    for group in score_windows(
+        scorer, window_rows(noted(rows), scorer.window_size), fields, columns, **options
+    ):
         for item, entry in group:
             waiting[item.row] = (item, entry)
         while pending and pending[0] in waiting:
             yield waiting.pop(pending.popleft())
     if pending or waiting:
-        raise RuntimeError(f"scoring ended with {len(pending)} rows unscored and "
-                           f"{len(waiting)} unexpected; this is a bug")
+        raise RuntimeError(
+            f"scoring ended with {len(pending)} rows unscored and "
+            f"{len(waiting)} unexpected; this is a bug"
+        )

@@ -7,6 +7,7 @@ written whole under a temporary name and renamed into place
 (`write_bytes`). Local paths go through `os`, others through Beam's
 `FileSystems` (gs://, s3://, hdfs://, ...).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -24,8 +25,8 @@ from typing import Any, Iterable, Iterator, Optional
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from seahorse_metrics.scoring.job import ScoringJob
 from seahorse_metrics.io.atomic import is_gzip, staged_path
+from seahorse_metrics.scoring.job import ScoringJob
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ def _extension(job: ScoringJob) -> str:
     return "." + job.output_kind
 
 
-def shard_path(job: ScoringJob, file_index: int, window: int,
-               suffix: Optional[str] = None) -> str:
+def shard_path(job: ScoringJob, file_index: int, window: int, suffix: Optional[str] = None) -> str:
     """The shard of window `window` of input `file_index` (or its `suffix` file)."""
-    return FileSystems.join(shards_dir(job),
-                            f"{file_index:05d}-{window:06d}{suffix or _extension(job)}")
+    return FileSystems.join(
+        shards_dir(job), f"{file_index:05d}-{window:06d}{suffix or _extension(job)}"
+    )
 
 
 def written_windows(job: ScoringJob, file_index: int) -> set[int]:
@@ -112,8 +113,11 @@ def matching(pattern: str) -> list[str]:
 def file_stat(path: str) -> dict:
     """The fingerprint entry of an input: {"path", "bytes", "modified_ns"}."""
     metadata = FileSystems.match([path])[0].metadata_list[0]
-    return {"path": path, "bytes": metadata.size_in_bytes,
-            "modified_ns": int(round(metadata.last_updated_in_seconds * 1e9))}
+    return {
+        "path": path,
+        "bytes": metadata.size_in_bytes,
+        "modified_ns": int(round(metadata.last_updated_in_seconds * 1e9)),
+    }
 
 
 @contextlib.contextmanager
@@ -124,8 +128,12 @@ def writing(path: str) -> Iterator[Any]:
     directory, name = os.path.split(path) if is_local(path) else path.rsplit("/", 1)
     temporary = FileSystems.join(directory, f"{name}.tmp-{uuid.uuid4().hex}")
     if is_local(path):
-        with staged_path(path, "free some space and run the same command again: it resumes",
-                         temporary) as staged, open(staged, "wb") as handle:
+        with (
+            staged_path(
+                path, "free some space and run the same command again: it resumes", temporary
+            ) as staged,
+            open(staged, "wb") as handle,
+        ):
             with _compressed(handle, path) as target:
                 yield target
             handle.flush()
@@ -183,8 +191,9 @@ def staged(path: str) -> str:
     atexit.register(shutil.rmtree, target, True)
     found = matching(root + "/**")
     if found:
-        copies = {source: os.path.join(target, *source[len(root) + 1:].split("/"))
-                  for source in found}
+        copies = {
+            source: os.path.join(target, *source[len(root) + 1 :].split("/")) for source in found
+        }
         local = target
     elif exists(root):
         local = os.path.join(target, root.rsplit("/", 1)[-1])

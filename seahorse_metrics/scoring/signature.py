@@ -16,13 +16,13 @@ sums only, so they are not in it. `score` prints one per metric and writes
 them to `meta.json`, `evaluate` shows them in its reports, `serve` returns
 them (`/healthz`, and the `X-Seahorse-Signature` header).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 from typing import Any, Mapping, Optional
-
 
 UNSAVED = "unsaved"  # A model scored from memory, with no checkpoint to hash.
 
@@ -52,8 +52,7 @@ def checkpoint_hash(checkpoint: Optional[str], vocab_path: str) -> str:
     return _short_hash(content_digest(checkpoint), content_digest(vocab_path))
 
 
-def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str],
-                     vocab_path: str) -> str:
+def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str], vocab_path: str) -> str:
     """The signature of one metric's scores (see the module docstring).
 
     Args:
@@ -65,24 +64,29 @@ def metric_signature(engine: Any, settings: Any, checkpoint: Optional[str],
     import seahorse_metrics
     from seahorse_metrics.engines.isa import engine_isa
 
-    units = (f"sentence-{settings.sentence_aggregate}" if settings.per_sentence else "summary")
-    long_inputs = (f"chunk-{settings.chunk_overlap}" if settings.long_inputs == "chunk"
-                   else settings.long_inputs)
+    units = f"sentence-{settings.sentence_aggregate}" if settings.per_sentence else "summary"
+    long_inputs = (
+        f"chunk-{settings.chunk_overlap}"
+        if settings.long_inputs == "chunk"
+        else settings.long_inputs
+    )
     # A multi-question metric's columns share a checkpoint: the question tells them apart.
     question = {"q": engine.question} if getattr(engine, "question", None) else {}
-    return format_signature({
-        "seahorse": seahorse_metrics.__version__,
-        "engine": f"{engine.name}-{engine.library_version()}",
-        "isa": engine_isa(engine.name).replace(" ", "_"),
-        "dtype": engine.model.config.dtype,
-        "quant": engine.quantization(),
-        "ckpt": checkpoint_hash(checkpoint, vocab_path),
-        "len": settings.max_input_length,
-        "trunc": settings.truncation,
-        "long": long_inputs,
-        "unit": units,
-        "norm": settings.normalize,
-        "cut": settings.long_summaries,
-        "tmpl": _short_hash(settings.question_template)[:4],
-        **question,
-    })
+    return format_signature(
+        {
+            "seahorse": seahorse_metrics.__version__,
+            "engine": f"{engine.name}-{engine.library_version()}",
+            "isa": engine_isa(engine.name).replace(" ", "_"),
+            "dtype": engine.model.config.dtype,
+            "quant": engine.quantization(),
+            "ckpt": checkpoint_hash(checkpoint, vocab_path),
+            "len": settings.max_input_length,
+            "trunc": settings.truncation,
+            "long": long_inputs,
+            "unit": units,
+            "norm": settings.normalize,
+            "cut": settings.long_summaries,
+            "tmpl": _short_hash(settings.question_template)[:4],
+            **question,
+        }
+    )

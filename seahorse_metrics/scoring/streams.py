@@ -11,6 +11,7 @@ With `--output -` the rows are written to a temporary file in the input's
 format (JSONL for standard input in JSON lines, ...) and copied to standard
 output once all are scored; such a run does not resume (nothing is kept).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,7 +27,7 @@ _SNIFF_BYTES = 1 << 16
 
 
 def sniff_kind(head: bytes) -> Optional[str]:
-    """"jsonl", "json", "csv" or "tsv" from a table's first bytes, or None
+    """ "jsonl", "json", "csv" or "tsv" from a table's first bytes, or None
     when they do not say."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"{"):
@@ -52,10 +53,13 @@ def save_stdin(output: str, stream: BinaryIO) -> str:
     head = stream.read(_SNIFF_BYTES)
     kind = sniff_kind(head)
     if kind is None:
-        raise ValueError("--input -: cannot tell the format of standard input (JSON lines start "
-                         "with {, a JSON array with [, a CSV header has commas and a TSV header "
-                         "tabs); save it to a file with its extension" if head else
-                         "--input -: standard input is empty")
+        raise ValueError(
+            "--input -: cannot tell the format of standard input (JSON lines start "
+            "with {, a JSON array with [, a CSV header has commas and a TSV header "
+            "tabs); save it to a file with its extension"
+            if head
+            else "--input -: standard input is empty"
+        )
     path = f"{output}{STDIN_SUFFIX}.{kind}"
     digest = hashlib.sha256()
     with staged_path(path) as temporary:

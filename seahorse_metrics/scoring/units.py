@@ -26,6 +26,7 @@ scores with one encoder pass and one decoder step:
 A query-focused example carries its question, which every unit repeats
 whole, written by `InputSettings.question_template`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,10 +35,17 @@ from typing import Optional
 
 import numpy as np
 
+from seahorse_metrics.data.inputs import (
+    LONG_SUMMARY_POLICIES,
+    QUESTION_TEMPLATE,
+    TRUNCATION_MODES,
+    EncodedPair,
+    Tokenizer,
+    check_question_template,
+    encode_pair,
+    format_input,
+)
 from seahorse_metrics.option_names import option
-from seahorse_metrics.data.inputs import (LONG_SUMMARY_POLICIES, QUESTION_TEMPLATE,
-                                          TRUNCATION_MODES, EncodedPair, Tokenizer,
-                                          check_question_template, encode_pair, format_input)
 
 LONG_INPUT_MODES = ("truncate", "chunk")
 SENTENCE_AGGREGATES = ("min", "mean", "share@T")
@@ -86,19 +94,27 @@ class InputSettings:
     long_summaries: str = "error"
 
     def __post_init__(self):
-        choices = (("truncation", TRUNCATION_MODES), ("long_inputs", LONG_INPUT_MODES),
-                   ("normalize", NORMALIZATIONS), ("long_summaries", LONG_SUMMARY_POLICIES))
+        choices = (
+            ("truncation", TRUNCATION_MODES),
+            ("long_inputs", LONG_INPUT_MODES),
+            ("normalize", NORMALIZATIONS),
+            ("long_summaries", LONG_SUMMARY_POLICIES),
+        )
         share_threshold(self.sentence_aggregate)  # Validates the aggregate.
         check_question_template(self.question_template)
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.max_input_length < 2:
-            raise ValueError(f"{option('max_input_length', '--max_input_length')} must be >= 2, "
-                             f"got {self.max_input_length}")
+            raise ValueError(
+                f"{option('max_input_length', '--max_input_length')} must be >= 2, "
+                f"got {self.max_input_length}"
+            )
         if self.chunk_overlap < 0:
-            raise ValueError(f"{option('chunk_overlap', '--chunk_overlap')} must be >= 0, got "
-                             f"{self.chunk_overlap}")
+            raise ValueError(
+                f"{option('chunk_overlap', '--chunk_overlap')} must be >= 0, got "
+                f"{self.chunk_overlap}"
+            )
 
     def to_dict(self) -> dict:
         """The settings as a JSON-ready dict (recorded with every output)."""
@@ -149,12 +165,14 @@ def share_threshold(sentence_aggregate: str) -> Optional[float]:
         return None
     if sentence_aggregate.startswith(_SHARE_PREFIX):
         try:
-            return float(sentence_aggregate[len(_SHARE_PREFIX):])
+            return float(sentence_aggregate[len(_SHARE_PREFIX) :])
         except ValueError:
             pass
-    raise ValueError(f"{option('sentence_aggregate', '--sentence_aggregate')} must be min, mean "
-                     f"or share@T with T a number "
-                     f"(e.g. share@0.5), got {sentence_aggregate!r}")
+    raise ValueError(
+        f"{option('sentence_aggregate', '--sentence_aggregate')} must be min, mean "
+        f"or share@T with T a number "
+        f"(e.g. share@0.5), got {sentence_aggregate!r}"
+    )
 
 
 def split_sentences(text: str) -> list[str]:
@@ -185,9 +203,15 @@ def chunk_windows(num_pieces: int, room: int, overlap: int) -> list[tuple[int, i
         start += stride
 
 
-def premise_chunks(tokenizer: Tokenizer, premise: str, hypothesis: str, max_length: int,
-                   overlap: int, question: Optional[str] = None,
-                   question_template: str = QUESTION_TEMPLATE) -> Optional[list[str]]:
+def premise_chunks(
+    tokenizer: Tokenizer,
+    premise: str,
+    hypothesis: str,
+    max_length: int,
+    overlap: int,
+    question: Optional[str] = None,
+    question_template: str = QUESTION_TEMPLATE,
+) -> Optional[list[str]]:
     """The premise split into overlapping texts that each fit beside `hypothesis`
     (and `question`).
 
@@ -214,48 +238,63 @@ def _as_array(pair: EncodedPair) -> np.ndarray:
     return np.asarray(pair.ids, dtype=np.int32)
 
 
-def _encode_sentence(tokenizer: Tokenizer, premise: str, hypothesis: str,
-                     settings: InputSettings,
-                     question: Optional[str] = None) -> tuple[list[EncodedPair], bool]:
+def _encode_sentence(
+    tokenizer: Tokenizer,
+    premise: str,
+    hypothesis: str,
+    settings: InputSettings,
+    question: Optional[str] = None,
+) -> tuple[list[EncodedPair], bool]:
     """Units of the premise against one hypothesis, and whether it was chunked."""
     max_length = settings.max_input_length
     template = settings.question_template
     policy = settings.long_summaries if settings.truncation == "summary_first" else None
-    pair = encode_pair(tokenizer, premise, hypothesis, max_length, settings.truncation,
-                       question, template, policy)
+    pair = encode_pair(
+        tokenizer, premise, hypothesis, max_length, settings.truncation, question, template, policy
+    )
     if settings.long_inputs == "truncate" or not pair.truncated or pair.summary_cut:
         return [pair], False
-    chunks = premise_chunks(tokenizer, premise, hypothesis, max_length, settings.chunk_overlap,
-                            question, template)
+    chunks = premise_chunks(
+        tokenizer, premise, hypothesis, max_length, settings.chunk_overlap, question, template
+    )
     if chunks is None:  # The summary alone (nearly) fills the budget.
         return [pair], False
     pairs = []
     for chunk in chunks:
-        chunk_pair = encode_pair(tokenizer, chunk, hypothesis, max_length, "summary_first",
-                                 question, template)
+        chunk_pair = encode_pair(
+            tokenizer, chunk, hypothesis, max_length, "summary_first", question, template
+        )
         # Re-tokenising a chunk inside the input can merge a piece or two
         # differently; encode_pair trims them. That is not truncation of the
         # example: only a cut summary is.
-        pairs.append(EncodedPair(chunk_pair.ids, chunk_pair.hypothesis_cut,
-                                 chunk_pair.hypothesis_cut))
+        pairs.append(
+            EncodedPair(chunk_pair.ids, chunk_pair.hypothesis_cut, chunk_pair.hypothesis_cut)
+        )
     return pairs, True
 
 
-def encode_example(tokenizer: Tokenizer, premise: str, hypothesis: str,
-                   settings: InputSettings, question: Optional[str] = None) -> EncodedExample:
+def encode_example(
+    tokenizer: Tokenizer,
+    premise: str,
+    hypothesis: str,
+    settings: InputSettings,
+    question: Optional[str] = None,
+) -> EncodedExample:
     """The units of one example under `settings` (see the module docstring);
     `question` is that of a query-focused summary, or None."""
     sentences = split_sentences(hypothesis) if settings.per_sentence else [hypothesis]
     units, sentence_of_unit, pairs, chunked = [], [], [], False
     for index, sentence in enumerate(sentences):
-        sentence_pairs, sentence_chunked = _encode_sentence(tokenizer, premise, sentence, settings,
-                                                            question)
+        sentence_pairs, sentence_chunked = _encode_sentence(
+            tokenizer, premise, sentence, settings, question
+        )
         chunked |= sentence_chunked
         pairs.extend(sentence_pairs)
         units.extend(_as_array(p) for p in sentence_pairs)
         sentence_of_unit.extend([index] * len(sentence_pairs))
-    return EncodedExample(units, sentence_of_unit, sentences if settings.per_sentence else None,
-                          pairs, chunked)
+    return EncodedExample(
+        units, sentence_of_unit, sentences if settings.per_sentence else None, pairs, chunked
+    )
 
 
 def unit_scores(log_p_one: np.ndarray, log_p_zero: np.ndarray, normalize: str) -> np.ndarray:
@@ -272,8 +311,9 @@ def unit_scores(log_p_one: np.ndarray, log_p_zero: np.ndarray, normalize: str) -
     raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {normalize!r}")
 
 
-def aggregate(scores: np.ndarray, sentence_of_unit: list[int], num_sentences: int,
-              sentence_aggregate: str) -> tuple[float, np.ndarray]:
+def aggregate(
+    scores: np.ndarray, sentence_of_unit: list[int], num_sentences: int, sentence_aggregate: str
+) -> tuple[float, np.ndarray]:
     """Combines unit scores: max over the chunks of a sentence, then min, mean
     or `share@T` (share of sentences scored at or above T) over the sentences.
 

@@ -9,6 +9,7 @@ tokenises and pads while the devices compute. Results are yielded per
 finished batch, for the examples whose units are all scored (completion
 order; `in_input_order` restores input order).
 """
+
 from __future__ import annotations
 
 import collections
@@ -19,15 +20,21 @@ from typing import Hashable, Iterable, Iterator, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.data.inputs import SummaryTooLongError, Tokenizer, TruncationStats
-from seahorse_metrics.scoring import units as units_lib
-from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 from seahorse_metrics.engines.base import Engine
 from seahorse_metrics.engines.question_columns import shared_calls
+from seahorse_metrics.scoring import units as units_lib
+from seahorse_metrics.scoring.batching import Batch, BatchingConfig, batch_window
 
 logger = logging.getLogger(__name__)
 
-_STATS_COUNTS = ("examples", "model_inputs", "chunked_examples", "real_tokens", "batch_tokens",
-                 "batches")
+_STATS_COUNTS = (
+    "examples",
+    "model_inputs",
+    "chunked_examples",
+    "real_tokens",
+    "batch_tokens",
+    "batches",
+)
 _TRUNCATION_COUNTS = ("count", "truncated", "hypothesis_cut")
 
 
@@ -109,8 +116,9 @@ class ScoringStats:
             "chunked_examples": self.chunked_examples,
             "truncation": self.truncation.summary(),
             "batches": self.batches,
-            "padding_fraction": (1.0 - self.real_tokens / self.batch_tokens
-                                 if self.batch_tokens else 0.0),
+            "padding_fraction": (
+                1.0 - self.real_tokens / self.batch_tokens if self.batch_tokens else 0.0
+            ),
         }
 
     def merge(self, other: "ScoringStats") -> "ScoringStats":
@@ -123,18 +131,24 @@ class ScoringStats:
     def to_dict(self) -> dict:
         """Every count, JSON-ready (`from_dict` reads it back; `summary` is the report)."""
         truncation = self.truncation
-        return {**{name: getattr(self, name) for name in _STATS_COUNTS},
-                "truncation": {**{name: getattr(truncation, name) for name in _TRUNCATION_COUNTS},
-                               "by_language": {lang: dict(counts) for lang, counts
-                                               in truncation.by_language.items()}}}
+        return {
+            **{name: getattr(self, name) for name in _STATS_COUNTS},
+            "truncation": {
+                **{name: getattr(truncation, name) for name in _TRUNCATION_COUNTS},
+                "by_language": {
+                    lang: dict(counts) for lang, counts in truncation.by_language.items()
+                },
+            },
+        }
 
     @classmethod
     def from_dict(cls, values: dict) -> "ScoringStats":
         """The counts `to_dict` wrote."""
         stats = cls(**{name: values[name] for name in _STATS_COUNTS})
         truncation = values["truncation"]
-        stats.truncation = TruncationStats(**{name: truncation[name]
-                                              for name in _TRUNCATION_COUNTS})
+        stats.truncation = TruncationStats(
+            **{name: truncation[name] for name in _TRUNCATION_COUNTS}
+        )
         for lang, counts in truncation["by_language"].items():
             stats.truncation.by_language[lang].update(counts)
         return stats
@@ -143,8 +157,11 @@ class ScoringStats:
         """Logs the truncation counts (a warning when anything was cut)."""
         self.truncation.log("scoring", max_input_length)
         if self.chunked_examples:
-            logger.info("scoring: %d of %d examples were split into premise chunks",
-                        self.chunked_examples, self.examples)
+            logger.info(
+                "scoring: %d of %d examples were split into premise chunks",
+                self.chunked_examples,
+                self.examples,
+            )
 
 
 @dataclasses.dataclass
@@ -161,8 +178,14 @@ class _Window:
 class WindowScorer:
     """Scores examples with one or more models sharing a tokenizer and mesh."""
 
-    def __init__(self, tokenizer: Tokenizer, engines: Sequence[Engine],
-                 settings: units_lib.InputSettings, batching: BatchingConfig, pad_id: int):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        engines: Sequence[Engine],
+        settings: units_lib.InputSettings,
+        batching: BatchingConfig,
+        pad_id: int,
+    ):
         """Args:
           tokenizer: The models' SentencePiece tokenizer.
           engines: One per model; all on the same mesh.
@@ -179,16 +202,19 @@ class WindowScorer:
         if any(r.mesh != engines[0].mesh for r in engines[1:]):
             raise ValueError("all models must run on the same device mesh")
         if batching.row_multiple % engines[0].data_parallel:
-            raise ValueError(f"batch rows must be a multiple of the {engines[0].data_parallel} "
-                             f"data-parallel devices, got row_multiple={batching.row_multiple}")
+            raise ValueError(
+                f"batch rows must be a multiple of the {engines[0].data_parallel} "
+                f"data-parallel devices, got row_multiple={batching.row_multiple}"
+            )
         self.tokenizer = tokenizer
         self.engines = list(engines)
         self.settings = settings
         self.batching = batching
         self.pad_id = pad_id
 
-    def run(self, windows: Iterable[Sequence[Example]],
-            stats: Optional[ScoringStats] = None) -> Iterator[list[ExampleResult]]:
+    def run(
+        self, windows: Iterable[Sequence[Example]], stats: Optional[ScoringStats] = None
+    ) -> Iterator[list[ExampleResult]]:
         """Scores windows of examples.
 
         Args:
@@ -224,15 +250,19 @@ class WindowScorer:
         if batch.segment_ids is None:
             return shared_calls(self.engines, lambda engine: engine(tokens))
         segments = self.engines[0].put(batch.segment_ids)
-        return shared_calls(self.engines,
-                            lambda engine: engine(tokens, segments, batch.slots))
+        return shared_calls(self.engines, lambda engine: engine(tokens, segments, batch.slots))
 
     def _encode_window(self, examples: Sequence[Example], stats: ScoringStats) -> _Window:
         encoded, kept, failed = [], [], []
         for example in examples:
             try:
-                item = units_lib.encode_example(self.tokenizer, example.premise,
-                                                example.hypothesis, self.settings, example.question)
+                item = units_lib.encode_example(
+                    self.tokenizer,
+                    example.premise,
+                    example.hypothesis,
+                    self.settings,
+                    example.question,
+                )
             except SummaryTooLongError as error:
                 failed.append(self._failed(example, str(error)))
                 continue
@@ -244,33 +274,48 @@ class WindowScorer:
             stats.chunked_examples += int(item.chunked)
             encoded.append(item)
         models = len(self.engines)
-        return _Window(kept, encoded,
-                       [np.zeros((models, len(e.units), 2), np.float32) for e in encoded],
-                       [len(e.units) for e in encoded], failed)
+        return _Window(
+            kept,
+            encoded,
+            [np.zeros((models, len(e.units), 2), np.float32) for e in encoded],
+            [len(e.units) for e in encoded],
+            failed,
+        )
 
     def _failed(self, example: Example, error: str) -> ExampleResult:
-        return ExampleResult(key=example.key, scores=np.full(len(self.engines), np.nan),
-                             sentence_scores=None, sentences=None, num_units=0, chunked=False,
-                             truncated=True, error=error)
+        return ExampleResult(
+            key=example.key,
+            scores=np.full(len(self.engines), np.nan),
+            sentence_scores=None,
+            sentences=None,
+            num_units=0,
+            chunked=False,
+            truncated=True,
+            error=error,
+        )
 
-    def _batches(self, windows: Iterable[Sequence[Example]],
-                 stats: ScoringStats) -> Iterator[tuple[_Window, Batch]]:
+    def _batches(
+        self, windows: Iterable[Sequence[Example]], stats: ScoringStats
+    ) -> Iterator[tuple[_Window, Batch]]:
         for examples in windows:
             if not examples:
                 continue
             window = self._encode_window(examples, stats)
             if window.failed:
                 yield window, None
-            keyed = [((position, unit), ids)
-                     for position, item in enumerate(window.encoded)
-                     for unit, ids in enumerate(item.units)]
+            keyed = [
+                ((position, unit), ids)
+                for position, item in enumerate(window.encoded)
+                for unit, ids in enumerate(item.units)
+            ]
             for batch in batch_window(keyed, self.batching, self.pad_id):
                 yield window, batch
 
     def _finish(self, window: _Window, batch: Batch, outputs: list) -> list[ExampleResult]:
         # Waits for the devices; packed outputs [rows, slots, 2] go slot by slot.
-        log_probs = [engine.read(output).reshape(-1, 2)
-                     for engine, output in zip(self.engines, outputs)]
+        log_probs = [
+            engine.read(output).reshape(-1, 2) for engine, output in zip(self.engines, outputs)
+        ]
         finished = []
         for row, key in enumerate(batch.keys):
             if key is None:  # An empty slot of a packed row.
@@ -289,10 +334,12 @@ class WindowScorer:
         num_sentences = len(item.sentences) if item.sentences is not None else 1
         scores, sentence_scores = [], []
         for model in range(len(self.engines)):
-            unit_scores = units_lib.unit_scores(log_probs[model, :, 0], log_probs[model, :, 1],
-                                                self.settings.normalize)
+            unit_scores = units_lib.unit_scores(
+                log_probs[model, :, 0], log_probs[model, :, 1], self.settings.normalize
+            )
             score, per_sentence = units_lib.aggregate(
-                unit_scores, item.sentence_of_unit, num_sentences, self.settings.sentence_aggregate)
+                unit_scores, item.sentence_of_unit, num_sentences, self.settings.sentence_aggregate
+            )
             scores.append(score)
             sentence_scores.append(per_sentence)
         # The window keeps only what is still needed.
@@ -305,11 +352,13 @@ class WindowScorer:
             num_units=len(item.units),
             chunked=item.chunked,
             truncated=any(p.truncated for p in item.pairs),
-            summary_cut=item.summary_cut if self.settings.long_summaries == "cut" else None)
+            summary_cut=item.summary_cut if self.settings.long_summaries == "cut" else None,
+        )
 
 
-def in_input_order(results: Iterable[list[ExampleResult]],
-                   pending_keys: "collections.deque[Hashable]") -> Iterator[ExampleResult]:
+def in_input_order(
+    results: Iterable[list[ExampleResult]], pending_keys: "collections.deque[Hashable]"
+) -> Iterator[ExampleResult]:
     """Re-orders batched results into input order.
 
     Args:
@@ -331,5 +380,7 @@ def in_input_order(results: Iterable[list[ExampleResult]],
         while pending_keys and pending_keys[0] in waiting:
             yield waiting.pop(pending_keys.popleft())
     if pending_keys or waiting:
-        raise RuntimeError(f"scoring ended with {len(pending_keys)} examples unscored and "
-                           f"{len(waiting)} unexpected; this is a bug")
+        raise RuntimeError(
+            f"scoring ended with {len(pending_keys)} examples unscored and "
+            f"{len(waiting)} unexpected; this is a bug"
+        )

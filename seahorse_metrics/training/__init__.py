@@ -8,6 +8,7 @@ Modules: `config` (TrainConfig, gin), `optimizers`, `data` (examples and the
 resumable batch stream), `sharding`, `state`, `step` (the jitted train step),
 `checkpointing`, `validation`, `summaries`, `trainer` (the loop).
 """
+
 import importlib
 
 # Importing the package stays cheap (the command line parses its flags before

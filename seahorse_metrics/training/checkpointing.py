@@ -18,6 +18,7 @@ are per layer (`encoder/layers_0/...`) also when the run scans its layers
 The resumable state in `checkpoints/` is saved as the run holds it (stacked
 when scanned), which is why `scan_layers` cannot change on resume.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,9 +33,9 @@ from jax.experimental import multihost_utils
 
 from seahorse_metrics import checkpoints as checkpoint_formats
 from seahorse_metrics.checkpoints.layout import BEST_RECORD, VOCAB_FILE, write_question_prefixes
-from seahorse_metrics.model import stacks
 from seahorse_metrics.io.atomic import replace_directory, restore_directory, write_json_atomically
 from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model import stacks
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,10 @@ class RunCheckpoints:
         self._manager.save(
             step,
             args=ocp.args.Composite(
-                **{STATE_ITEM: ocp.args.StandardSave(state), RECORD_ITEM: ocp.args.JsonSave(dict(record))}
+                **{
+                    STATE_ITEM: ocp.args.StandardSave(state),
+                    RECORD_ITEM: ocp.args.JsonSave(dict(record)),
+                }
             ),
             force=True,
         )
@@ -83,7 +87,10 @@ class RunCheckpoints:
         restored = self._manager.restore(
             step,
             args=ocp.args.Composite(
-                **{STATE_ITEM: ocp.args.StandardRestore(abstract_state), RECORD_ITEM: ocp.args.JsonRestore()}
+                **{
+                    STATE_ITEM: ocp.args.StandardRestore(abstract_state),
+                    RECORD_ITEM: ocp.args.JsonRestore(),
+                }
             ),
         )
         return restored[STATE_ITEM], dict(restored[RECORD_ITEM])
@@ -106,15 +113,22 @@ class RunCheckpoints:
                 reason = " ".join(str(error).split())[:300] or type(error).__name__
                 failures.append(f"step {step}: {type(error).__name__}: {reason}")
                 moved = self._set_aside(step)
-                logger.warning("Checkpoint step %d of %s cannot be read (%s: %s); moved it to %s "
-                               "and trying the previous one.", step, self.directory,
-                               type(error).__name__, reason, moved)
+                logger.warning(
+                    "Checkpoint step %d of %s cannot be read (%s: %s); moved it to %s "
+                    "and trying the previous one.",
+                    step,
+                    self.directory,
+                    type(error).__name__,
+                    reason,
+                    moved,
+                )
                 continue
             return step, state, record
         if failures:
             raise checkpoint_formats.CheckpointError(
                 f"none of the checkpoints in {self.directory} can be read ({'; '.join(failures)});"
-                f" they were moved to {self.directory}_damaged, so running again starts over")
+                f" they were moved to {self.directory}_damaged, so running again starts over"
+            )
         return None
 
     def _set_aside(self, step: int) -> str:
@@ -171,8 +185,13 @@ class BestCheckpoint:
         it as `questions.json` (None: a metric of one question).
     """
 
-    def __init__(self, directory: str, vocabulary_path: Optional[str], metric: str = "roc_auc",
-                 questions: Optional[Any] = None):
+    def __init__(
+        self,
+        directory: str,
+        vocabulary_path: Optional[str],
+        metric: str = "roc_auc",
+        questions: Optional[Any] = None,
+    ):
         self.directory = os.path.abspath(directory)
         self.vocabulary_path = vocabulary_path
         self.metric = metric
@@ -212,9 +231,15 @@ class BestCheckpoint:
                 shutil.copyfile(self.vocabulary_path, os.path.join(staging, VOCAB_FILE))
             if self.questions is not None:
                 write_question_prefixes(staging, self.questions)
-            write_json_atomically(os.path.join(staging, BEST_RECORD), record, sort_keys=True,
-                                  newline=True)
+            write_json_atomically(
+                os.path.join(staging, BEST_RECORD), record, sort_keys=True, newline=True
+            )
             replace_directory(staging, self.directory)
-        logger.info("New best checkpoint at step %d (%s=%s) in %s.", step, self.metric,
-                    metrics.get(self.metric), self.directory)
+        logger.info(
+            "New best checkpoint at step %d (%s=%s) in %s.",
+            step,
+            self.metric,
+            metrics.get(self.metric),
+            self.directory,
+        )
         return record

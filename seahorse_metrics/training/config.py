@@ -6,6 +6,7 @@ Gin files bind the fields of `TrainConfig` and `OptimizerConfig` (see
 literal (a bare path or name) is read as a string, so shell quoting does not
 matter.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,9 +16,9 @@ import logging
 import os
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-import gin
 import gin.config_parser
 
+import gin
 from seahorse_metrics.model.config import REMAT_POLICIES
 from seahorse_metrics.training.optimizers import OptimizerConfig
 
@@ -27,11 +28,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # finds t5x/configs: `runs/demo.gin`, `gin/runs/demo.gin` (and `include
 # 'gin/models/tiny.gin'`) resolve from any working directory.
 REPO_ROOT = os.path.dirname(_PACKAGE_DIR)
-GIN_ROOTS = tuple(root for root in (_PACKAGE_DIR, REPO_ROOT)
-                  if os.path.isdir(os.path.join(root, "gin", "runs")))
+GIN_ROOTS = tuple(
+    root for root in (_PACKAGE_DIR, REPO_ROOT) if os.path.isdir(os.path.join(root, "gin", "runs"))
+)
 # The sample's backbone, shipped inside the package (see `sample_backbone`).
-BACKBONE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
-                            "backbone")
+BACKBONE_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "backbone"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,23 +157,41 @@ class TrainConfig:
         if isinstance(self.optimizer, Mapping):  # e.g. read back from train_config.json
             object.__setattr__(self, "optimizer", OptimizerConfig(**self.optimizer))
         if not isinstance(self.optimizer, OptimizerConfig):
-            raise ValueError(f"TrainConfig.optimizer must be an OptimizerConfig, got {self.optimizer!r}.")
+            raise ValueError(
+                f"TrainConfig.optimizer must be an OptimizerConfig, got {self.optimizer!r}."
+            )
         if not self.model_dir:
             raise ValueError("TrainConfig.model_dir is required (--gin.MODEL_DIR=/path/to/run).")
         if not self.task:
             raise ValueError("TrainConfig.task is required (--gin.TASK=seahorse_q4).")
-        positive = ("input_length", "target_length", "batch_size", "train_steps", "microbatches",
-                    "checkpoint_every", "eval_batch_size", "log_every")
+        positive = (
+            "input_length",
+            "target_length",
+            "batch_size",
+            "train_steps",
+            "microbatches",
+            "checkpoint_every",
+            "eval_batch_size",
+            "log_every",
+        )
         for name in positive:
             if int(getattr(self, name)) <= 0:
-                raise ValueError(f"TrainConfig.{name} must be positive, got {getattr(self, name)!r}.")
+                raise ValueError(
+                    f"TrainConfig.{name} must be positive, got {getattr(self, name)!r}."
+                )
         if self.remat not in REMAT_POLICIES:
-            raise ValueError(f"TrainConfig.remat must be one of {REMAT_POLICIES}, got {self.remat!r}.")
+            raise ValueError(
+                f"TrainConfig.remat must be one of {REMAT_POLICIES}, got {self.remat!r}."
+            )
         if not isinstance(self.scan_layers, bool):
-            raise ValueError(f"TrainConfig.scan_layers must be True or False, got {self.scan_layers!r}.")
+            raise ValueError(
+                f"TrainConfig.scan_layers must be True or False, got {self.scan_layers!r}."
+            )
         if self.batch_size % self.microbatches:
-            raise ValueError(f"TrainConfig.microbatches={self.microbatches} must divide "
-                             f"batch_size={self.batch_size}.")
+            raise ValueError(
+                f"TrainConfig.microbatches={self.microbatches} must divide "
+                f"batch_size={self.batch_size}."
+            )
         if self.eval_every < 0:
             raise ValueError("TrainConfig.eval_every must be >= 0 (0 disables validation).")
 
@@ -179,7 +200,9 @@ class TrainConfig:
         """Decoder length of a training row (packed or not)."""
         if not self.pack:
             return self.target_length
-        return self.packed_target_length or max(self.target_length, self.target_length * self.input_length // 128)
+        return self.packed_target_length or max(
+            self.target_length, self.target_length * self.input_length // 128
+        )
 
     @property
     def cache_dir(self) -> str:
@@ -192,9 +215,18 @@ class TrainConfig:
 # Settings a resumed run may change (with allow_config_change=True): they
 # decide how long and how often the run works, or where it reads from, not
 # what one training step computes.
-CHANGEABLE_ON_RESUME = ("train_steps", "checkpoint_every", "keep_checkpoints", "eval_every",
-                        "eval_batch_size", "log_every", "data_dir", "data_cache_dir",
-                        "model_parallel", "remat")
+CHANGEABLE_ON_RESUME = (
+    "train_steps",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "eval_every",
+    "eval_batch_size",
+    "log_every",
+    "data_dir",
+    "data_cache_dir",
+    "model_parallel",
+    "remat",
+)
 _NOT_COMPARED = ("model_dir", "allow_config_change")
 
 
@@ -210,8 +242,11 @@ def config_differences(saved: Mapping[str, Any], config: TrainConfig) -> dict[st
     """
     current = json.loads(json.dumps(config.to_json(), default=str))
     defaults = json.loads(json.dumps(TrainConfig(model_dir="-", task="-").to_json(), default=str))
-    return {name: (saved.get(name, defaults.get(name)), value) for name, value in current.items()
-            if name not in _NOT_COMPARED and saved.get(name, defaults.get(name)) != value}
+    return {
+        name: (saved.get(name, defaults.get(name)), value)
+        for name, value in current.items()
+        if name not in _NOT_COMPARED and saved.get(name, defaults.get(name)) != value
+    }
 
 
 # --------------------------------------------------------------------------
@@ -251,7 +286,7 @@ def split_gin_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     while args:
         arg = args.pop(0)
         if arg.startswith("--gin."):
-            name, sep, value = arg[len("--gin."):].partition("=")
+            name, sep, value = arg[len("--gin.") :].partition("=")
             if not sep:
                 if not args:
                     raise ValueError(f"{arg} needs a value: {arg}=VALUE.")

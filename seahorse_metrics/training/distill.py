@@ -31,6 +31,7 @@ settings and the content of the teacher (and, with `student_layers`, of
 scores, the cut student, checkpoints) under other settings is refused as
 `train` refuses one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,16 +40,26 @@ import logging
 import os
 from typing import Any, Optional, Sequence
 
-import gin
 import numpy as np
 
+import gin
 from seahorse_metrics.io.atomic import staged_path, write_json_atomically
 from seahorse_metrics.training import soft_targets
-from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig,
-                                               config_differences, parse_gin)
-from seahorse_metrics.training.distill_pairs import (Pairs, concatenate, first, pair_key,
-                                                     read_pair_files, read_split)
+from seahorse_metrics.training.config import (
+    CHANGEABLE_ON_RESUME,
+    TrainConfig,
+    config_differences,
+    parse_gin,
+)
 from seahorse_metrics.training.data import ExampleSet
+from seahorse_metrics.training.distill_pairs import (
+    Pairs,
+    concatenate,
+    first,
+    pair_key,
+    read_pair_files,
+    read_split,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -103,13 +114,17 @@ class DistillConfig:
 
     def __post_init__(self):
         if not self.teacher or self.teacher is gin.REQUIRED:
-            raise ValueError("DistillConfig.teacher is required (--gin.TEACHER=checkpoint, hub "
-                             "id or scores file)")
+            raise ValueError(
+                "DistillConfig.teacher is required (--gin.TEACHER=checkpoint, hub "
+                "id or scores file)"
+            )
         if not self.temperature > 0 or not 0.0 <= self.label_weight <= 1.0:
             raise ValueError("DistillConfig.temperature must be > 0 and label_weight in [0, 1]")
         if self.train.data_dir is None:
-            raise ValueError("TrainConfig.data_dir is required: the prepared splits give the "
-                             "held-out and test pairs")
+            raise ValueError(
+                "TrainConfig.data_dir is required: the prepared splits give the "
+                "held-out and test pairs"
+            )
 
     def to_json(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
@@ -141,8 +156,9 @@ class TeacherScores:
         scoring settings (written by an earlier version included).
     """
 
-    def __init__(self, teacher: str, cache_dir: str, config: DistillConfig,
-                 content: Optional[str] = None):
+    def __init__(
+        self, teacher: str, cache_dir: str, config: DistillConfig, content: Optional[str] = None
+    ):
         self.teacher, self.config = teacher, config
         self.cache_path = os.path.join(cache_dir, "scores.jsonl")
         self.record_path = os.path.join(cache_dir, TEACHER_RECORD)
@@ -154,9 +170,12 @@ class TeacherScores:
             return
         from seahorse_metrics.checkpoints.content import content_digest_or_none
 
-        self.identity = {"teacher": content or content_digest_or_none(teacher) or teacher,
-                         "max_input_length": config.teacher_max_input_length,
-                         "normalize": "pair", "long_summaries": soft_targets.LONG_SUMMARIES}
+        self.identity = {
+            "teacher": content or content_digest_or_none(teacher) or teacher,
+            "max_input_length": config.teacher_max_input_length,
+            "normalize": "pair",
+            "long_summaries": soft_targets.LONG_SUMMARIES,
+        }
         self._known = self._read_cache()
 
     def _read_file(self) -> dict[str, float]:
@@ -175,8 +194,10 @@ class TeacherScores:
             if isinstance(premise, str) and isinstance(hypothesis, str):
                 known[pair_key(premise, hypothesis)] = score
         if not known:
-            raise ValueError(f"{self.teacher}: no row with {self.config.premise_field}, "
-                             f"{self.config.hypothesis_field} and a numeric {column!r}")
+            raise ValueError(
+                f"{self.teacher}: no row with {self.config.premise_field}, "
+                f"{self.config.hypothesis_field} and a numeric {column!r}"
+            )
         return known
 
     def _read_cache(self) -> dict[str, float]:
@@ -203,27 +224,37 @@ class TeacherScores:
         from seahorse_metrics.io.json_files import read_json
 
         saved = read_json(self.record_path) if os.path.isfile(self.record_path) else {}
-        changed = {name: (saved.get(name), value) for name, value in self.identity.items()
-                   if saved.get(name) != value}
+        changed = {
+            name: (saved.get(name), value)
+            for name, value in self.identity.items()
+            if saved.get(name) != value
+        }
         if not changed:
             return
         listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in changed.items())
-        which = (f"of another teacher or of other scoring settings ({listed}; the teacher by "
-                 "its content)" if saved else
-                 f"without a {TEACHER_RECORD} saying whose they are (an earlier version's)")
+        which = (
+            f"of another teacher or of other scoring settings ({listed}; the teacher by "
+            "its content)"
+            if saved
+            else f"without a {TEACHER_RECORD} saying whose they are (an earlier version's)"
+        )
         raise ValueError(
             f"{self.cache_path} holds scores {which}; they are not mixed with "
             f"{self.teacher}'s: distil into a new MODEL_DIR, or remove "
-            f"{os.path.dirname(self.cache_path)} to score the teacher again")
+            f"{os.path.dirname(self.cache_path)} to score the teacher again"
+        )
 
     def _score(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
         if self._scorer is None:
             from seahorse_metrics.scoring.single import Scorer
 
-            self._scorer = Scorer.load(self.teacher, batch_size=self.config.teacher_batch_size,
-                                       max_input_length=self.config.teacher_max_input_length,
-                                       normalize="pair",
-                                       long_summaries=soft_targets.LONG_SUMMARIES)
+            self._scorer = Scorer.load(
+                self.teacher,
+                batch_size=self.config.teacher_batch_size,
+                max_input_length=self.config.teacher_max_input_length,
+                normalize="pair",
+                long_summaries=soft_targets.LONG_SUMMARIES,
+            )
         return self._scorer.score(premises, hypotheses, show_progress=False)
 
     def scores(self, pairs: Pairs) -> np.ndarray:
@@ -238,17 +269,20 @@ class TeacherScores:
             if key not in self._known:
                 todo.setdefault(key, (premise, hypothesis))
         if todo and self.is_file:
-            raise ValueError(f"{self.teacher} has no {self.config.teacher_column!r} for "
-                             f"{len(todo)} of the {len(keys)} pairs (e.g. "
-                             f"{next(iter(todo.values()))[1][:60]!r}); score them with "
-                             "`seahorse-metrics score`")
+            raise ValueError(
+                f"{self.teacher} has no {self.config.teacher_column!r} for "
+                f"{len(todo)} of the {len(keys)} pairs (e.g. "
+                f"{next(iter(todo.values()))[1][:60]!r}); score them with "
+                "`seahorse-metrics score`"
+            )
         if todo:
             self._score_and_cache(list(todo.items()))
         return np.asarray([self._known[key] for key in keys], np.float64)
 
     def _score_and_cache(self, todo: list) -> None:
-        logger.info("teacher %s: scoring %d pairs (%d cached)", self.teacher, len(todo),
-                    len(self._known))
+        logger.info(
+            "teacher %s: scoring %d pairs (%d cached)", self.teacher, len(todo), len(self._known)
+        )
         os.makedirs(os.path.dirname(self.cache_path), exist_ok=True)
         if not self._cache_bytes:  # A new cache: say first whose scores it holds.
             write_json_atomically(self.record_path, self.identity)
@@ -256,7 +290,7 @@ class TeacherScores:
             os.truncate(self.cache_path, self._cache_bytes)
         with open(self.cache_path, "a", encoding="utf-8") as handle:
             for start in range(0, len(todo), TEACHER_CHUNK):
-                chunk = todo[start:start + TEACHER_CHUNK]
+                chunk = todo[start : start + TEACHER_CHUNK]
                 values = self._score([p for _, (p, _) in chunk], [h for _, (_, h) in chunk])
                 for (key, _), value in zip(chunk, values):
                     self._known[key] = float(value)
@@ -271,8 +305,9 @@ class TeacherScores:
 # The student's examples.
 
 
-def student_examples(pairs: Pairs, vocabulary_path: str, input_length: int,
-                     truncation: str) -> tuple[ExampleSet, tuple[int, int]]:
+def student_examples(
+    pairs: Pairs, vocabulary_path: str, input_length: int, truncation: str
+) -> tuple[ExampleSet, tuple[int, int]]:
     """Tokenised pairs (targets "1"/"0" by the label, else "1") in the
     student's vocabulary, and the ids of "1" and "0"."""
     from seahorse_metrics.data import vocab
@@ -280,23 +315,34 @@ def student_examples(pairs: Pairs, vocabulary_path: str, input_length: int,
 
     tokenizer = vocab.SentencePieceTokenizer(vocabulary_path)
     token_ids = vocab.target_token_ids(tokenizer)
-    targets = {True: tokenizer.encode("1") + [tokenizer.eos_id],
-               False: tokenizer.encode("0") + [tokenizer.eos_id]}
-    inputs = [encode_pair(tokenizer, p, h, input_length, truncation,
-                          long_summaries=soft_targets.LONG_SUMMARIES).ids
-              for p, h in zip(pairs.premises, pairs.hypotheses)]
+    targets = {
+        True: tokenizer.encode("1") + [tokenizer.eos_id],
+        False: tokenizer.encode("0") + [tokenizer.eos_id],
+    }
+    inputs = [
+        encode_pair(
+            tokenizer, p, h, input_length, truncation, long_summaries=soft_targets.LONG_SUMMARIES
+        ).ids
+        for p, h in zip(pairs.premises, pairs.hypotheses)
+    ]
     return ExampleSet.from_examples(
-        inputs, [targets[not label == 0.0] for label in pairs.labels],
+        inputs,
+        [targets[not label == 0.0] for label in pairs.labels],
         [None if np.isnan(label) else float(label) for label in pairs.labels],
-        pairs.ids), token_ids
+        pairs.ids,
+    ), token_ids
 
 
 def _cut_layers(params: dict, stack: str, keep: int, available: int) -> dict:
     if not 0 < keep <= available:
-        raise ValueError(f"student_layers: keep {keep} of the {available} {stack} layers "
-                         f"(1 to {available})")
-    return {name: value for name, value in params[stack].items()
-            if not name.startswith("layers_") or int(name[len("layers_"):]) < keep}
+        raise ValueError(
+            f"student_layers: keep {keep} of the {available} {stack} layers (1 to {available})"
+        )
+    return {
+        name: value
+        for name, value in params[stack].items()
+        if not name.startswith("layers_") or int(name[len("layers_") :]) < keep
+    }
 
 
 def write_student_init(config: DistillConfig, directory: str) -> str:
@@ -312,10 +358,11 @@ def write_student_init(config: DistillConfig, directory: str) -> str:
         raise ValueError("DistillConfig.student_layers cuts TrainConfig.init_checkpoint: set one")
     model_config, params = checkpoints.load_checkpoint(source, dtype="float32")
     encoder, decoder = (int(n) for n in config.student_layers)
-    params = dict(params, encoder=_cut_layers(params, "encoder", encoder,
-                                              model_config.num_encoder_layers),
-                  decoder=_cut_layers(params, "decoder", decoder,
-                                      model_config.num_decoder_layers))
+    params = dict(
+        params,
+        encoder=_cut_layers(params, "encoder", encoder, model_config.num_encoder_layers),
+        decoder=_cut_layers(params, "decoder", decoder, model_config.num_decoder_layers),
+    )
     model_config = model_config.replace(num_encoder_layers=encoder, num_decoder_layers=decoder)
     with staged_path(directory) as staging:
         save_checkpoint(staging, model_config, params)
@@ -352,7 +399,8 @@ class DistillResult:
 # Settings a resumed distillation may change (with allow_config_change): the
 # student's as `train` allows, and how many pairs the teacher scores at once.
 CHANGEABLE = tuple(f"TrainConfig.{name}" for name in CHANGEABLE_ON_RESUME) + (
-    "DistillConfig.teacher_batch_size",)
+    "DistillConfig.teacher_batch_size",
+)
 
 
 def run_record(config: DistillConfig) -> dict[str, Any]:
@@ -363,29 +411,46 @@ def run_record(config: DistillConfig) -> dict[str, Any]:
 
     record = config.to_json()
     record["teacher_content"] = content_digest_or_none(config.teacher)
-    record["init_checkpoint_content"] = (None if config.student_layers is None
-                                         else content_digest_or_none(config.train.init_checkpoint))
+    record["init_checkpoint_content"] = (
+        None
+        if config.student_layers is None
+        else content_digest_or_none(config.train.init_checkpoint)
+    )
     record["train"] = json.loads(json.dumps(config.train.to_json(), default=str))
     return record
 
 
 def _has_progress(model_dir: str) -> bool:
     """Whether MODEL_DIR holds work a change of settings would mix with new work."""
-    return any(os.path.exists(os.path.join(model_dir, name)) for name in (
-        os.path.join(TEACHER_DIR, "scores.jsonl"), STUDENT_INIT_DIR, "checkpoints", "best"))
+    return any(
+        os.path.exists(os.path.join(model_dir, name))
+        for name in (
+            os.path.join(TEACHER_DIR, "scores.jsonl"),
+            STUDENT_INIT_DIR,
+            "checkpoints",
+            "best",
+        )
+    )
 
 
-def _differences(saved: dict[str, Any], record: dict[str, Any],
-                 config: DistillConfig) -> dict[str, tuple]:
+def _differences(
+    saved: dict[str, Any], record: dict[str, Any], config: DistillConfig
+) -> dict[str, tuple]:
     """{setting: (saved, now)}, named as gin binds them (DistillConfig.*, TrainConfig.*)."""
-    differences = {f"DistillConfig.{name}": (saved.get(name), value)
-                   for name, value in record.items()
-                   if name != "train" and saved.get(name) != value}
+    differences = {
+        f"DistillConfig.{name}": (saved.get(name), value)
+        for name, value in record.items()
+        if name != "train" and saved.get(name) != value
+    }
     if "train" not in saved:  # Written by an earlier version.
         differences["TrainConfig"] = ("not recorded", "recorded now")
     else:
-        differences.update({f"TrainConfig.{name}": values for name, values in
-                            config_differences(saved["train"], config.train).items()})
+        differences.update(
+            {
+                f"TrainConfig.{name}": values
+                for name, values in config_differences(saved["train"], config.train).items()
+            }
+        )
     return differences
 
 
@@ -411,9 +476,14 @@ def check_resume(config: DistillConfig, record: Optional[dict[str, Any]] = None)
     path = os.path.join(model_dir, DISTILL_CONFIG_JSON)
     record = run_record(config) if record is None else record
     if os.path.isfile(path) and _has_progress(model_dir):
-        trainer.refuse_other_settings(model_dir, _differences(read_json(path), record, config),
-                                      CHANGEABLE, config.train.allow_config_change, path,
-                                      run="distillation")
+        trainer.refuse_other_settings(
+            model_dir,
+            _differences(read_json(path), record, config),
+            CHANGEABLE,
+            config.train.allow_config_change,
+            path,
+            run="distillation",
+        )
     write_json_atomically(path, record)
 
 
@@ -425,26 +495,33 @@ def _student_config(config: DistillConfig) -> TrainConfig:
     return train
 
 
-def soft_splits(config: DistillConfig, train_config: TrainConfig,
-                teacher: TeacherScores) -> dict[str, soft_targets.SoftExampleSet]:
+def soft_splits(
+    config: DistillConfig, train_config: TrainConfig, teacher: TeacherScores
+) -> dict[str, soft_targets.SoftExampleSet]:
     """The student's train and held-out examples with the teacher's scores."""
     from seahorse_metrics.training import trainer
 
     data_dir = train_config.data_dir
     train_pairs = read_split(data_dir, "train", config.question)
     if config.pairs:
-        train_pairs = concatenate([train_pairs, read_pair_files(
-            config.pairs, config.premise_field, config.hypothesis_field)])
+        train_pairs = concatenate(
+            [
+                train_pairs,
+                read_pair_files(config.pairs, config.premise_field, config.hypothesis_field),
+            ]
+        )
     if config.max_train_pairs is not None:
         train_pairs = first(train_pairs, config.max_train_pairs)
     held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
     vocabulary = trainer.resolve_vocabulary(train_config)
     splits = {}
     for name, pairs in (("train", train_pairs), ("validation", held_out)):
-        examples, token_ids = student_examples(pairs, vocabulary, train_config.input_length,
-                                               train_config.truncation)
+        examples, token_ids = student_examples(
+            pairs, vocabulary, train_config.input_length, train_config.truncation
+        )
         splits[name] = soft_targets.SoftExampleSet.build(
-            examples, teacher.scores(pairs), config.temperature, config.label_weight, token_ids)
+            examples, teacher.scores(pairs), config.temperature, config.label_weight, token_ids
+        )
         logger.info("%s: %d pairs with teacher scores", name, len(pairs))
     return splits
 
@@ -465,16 +542,21 @@ def distill(config: DistillConfig, *, report: bool = True) -> DistillResult:
         record = run_record(config)
         check_resume(config, record)
         train_config = _student_config(config)
-        teacher = TeacherScores(config.teacher, os.path.join(train_config.model_dir, TEACHER_DIR),
-                                config, content=record["teacher_content"])
+        teacher = TeacherScores(
+            config.teacher,
+            os.path.join(train_config.model_dir, TEACHER_DIR),
+            config,
+            content=record["teacher_content"],
+        )
         splits = soft_splits(config, train_config, teacher)
         result = trainer.train_locked(train_config, splits)
         numbers, table = _report(config, train_config, teacher, result) if report else ({}, "")
     return DistillResult(result, teacher.scored, numbers, table)
 
 
-def _report(config: DistillConfig, train_config: TrainConfig, teacher: TeacherScores,
-            result) -> tuple[dict, str]:
+def _report(
+    config: DistillConfig, train_config: TrainConfig, teacher: TeacherScores, result
+) -> tuple[dict, str]:
     """The teacher/student table's numbers and Markdown, written to MODEL_DIR."""
     from seahorse_metrics.training import distill_report
 
@@ -482,8 +564,13 @@ def _report(config: DistillConfig, train_config: TrainConfig, teacher: TeacherSc
         return {}, ""
     data_dir = train_config.data_dir
     held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
-    numbers = distill_report.compare(config, teacher, result.best_checkpoint, held_out,
-                                     read_split(data_dir, "test", config.question))
+    numbers = distill_report.compare(
+        config,
+        teacher,
+        result.best_checkpoint,
+        held_out,
+        read_split(data_dir, "test", config.question),
+    )
     table = distill_report.markdown(numbers)
     distill_report.write(train_config.model_dir, numbers, table)
     return numbers, table
@@ -498,8 +585,9 @@ def config_from_gin(gin_files: Sequence[str], bindings: Sequence[str] = ()) -> D
         raise ValueError(f"Invalid distillation configuration: {error}") from error
 
 
-def distill_from_gin(gin_files: Sequence[str], bindings: Sequence[str] = (),
-                     pairs: Sequence[str] = ()) -> DistillResult:
+def distill_from_gin(
+    gin_files: Sequence[str], bindings: Sequence[str] = (), pairs: Sequence[str] = ()
+) -> DistillResult:
     """`distill` as gin files say; `pairs` are added to `DistillConfig.pairs`."""
     config = config_from_gin(gin_files, bindings)
     if pairs:

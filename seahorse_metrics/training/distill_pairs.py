@@ -4,6 +4,7 @@
 question; `read_pair_files` reads unlabelled pairs from JSONL/CSV/TSV files
 (globs); `pair_key` is the key of a pair in the teacher's score cache.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,9 @@ def read_split(data_dir: str, split: str, question: int) -> Pairs:
     """
     path = os.path.join(data_dir, f"{split}.jsonl")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: prepare the release with "
-                                "`seahorse-metrics prepare` (DATA_DIR)")
+        raise FileNotFoundError(
+            f"{path} not found: prepare the release with `seahorse-metrics prepare` (DATA_DIR)"
+        )
     pairs = Pairs([], [], [], [])
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -64,8 +66,10 @@ def read_split(data_dir: str, split: str, question: int) -> Pairs:
                 record = json.loads(line)
                 premise, hypothesis = record["article"], record["summary"]
             except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a prepared row ({error}); prepare the "
-                                 "release again with `seahorse-metrics prepare`") from None
+                raise ValueError(
+                    f"{path}:{number}: not a prepared row ({error}); prepare the "
+                    "release again with `seahorse-metrics prepare`"
+                ) from None
             pairs.premises.append(premise)
             pairs.hypotheses.append(hypothesis)
             pairs.labels.append(_label(record.get(f"q{question}")))
@@ -74,8 +78,9 @@ def read_split(data_dir: str, split: str, question: int) -> Pairs:
     return pairs
 
 
-def read_pair_files(patterns: Sequence[str], premise_field: str = "article",
-                    hypothesis_field: str = "summary") -> Pairs:
+def read_pair_files(
+    patterns: Sequence[str], premise_field: str = "article", hypothesis_field: str = "summary"
+) -> Pairs:
     """Unlabelled pairs from JSONL/CSV/TSV files (paths or globs).
 
     Rows without both texts are skipped, counted and logged.
@@ -94,27 +99,38 @@ def read_pair_files(patterns: Sequence[str], premise_field: str = "article",
             for row in tables.iter_table(path):
                 record = row.record or {}
                 premise, hypothesis = record.get(premise_field), record.get(hypothesis_field)
-                if not (isinstance(premise, str) and premise.strip() and isinstance(
-                        hypothesis, str) and hypothesis.strip()):
+                if not (
+                    isinstance(premise, str)
+                    and premise.strip()
+                    and isinstance(hypothesis, str)
+                    and hypothesis.strip()
+                ):
                     skipped += 1
                     continue
                 pairs.premises.append(premise)
                 pairs.hypotheses.append(hypothesis)
                 pairs.ids.append(f"{path}:{row.line}")
     if skipped:
-        logger.warning("--pairs: %d rows without %s and %s were skipped", skipped,
-                       premise_field, hypothesis_field)
+        logger.warning(
+            "--pairs: %d rows without %s and %s were skipped",
+            skipped,
+            premise_field,
+            hypothesis_field,
+        )
     pairs.labels = np.full(len(pairs.ids), np.nan)
     return pairs
 
 
 def concatenate(parts: Sequence[Pairs]) -> Pairs:
-    return Pairs([p for part in parts for p in part.premises],
-                 [h for part in parts for h in part.hypotheses],
-                 np.concatenate([part.labels for part in parts]),
-                 [i for part in parts for i in part.ids])
+    return Pairs(
+        [p for part in parts for p in part.premises],
+        [h for part in parts for h in part.hypotheses],
+        np.concatenate([part.labels for part in parts]),
+        [i for part in parts for i in part.ids],
+    )
 
 
 def first(pairs: Pairs, count: int) -> Pairs:
-    return Pairs(pairs.premises[:count], pairs.hypotheses[:count], pairs.labels[:count],
-                 pairs.ids[:count])
+    return Pairs(
+        pairs.premises[:count], pairs.hypotheses[:count], pairs.labels[:count], pairs.ids[:count]
+    )

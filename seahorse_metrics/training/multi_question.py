@@ -12,6 +12,7 @@ question's ROC-AUC and Pearson (`roc_auc_q4`, ...) and their means
 (`roc_auc`, `pearson`); the mean ROC-AUC picks the best checkpoint, which
 gets `questions.json` beside it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,12 @@ def question_tasks(questions: QuestionPrefixes) -> list[str]:
     return [f"seahorse_{name}" for name in questions.names]
 
 
-def load_question_examples(load_split, vocabulary_path: str, splits: Sequence[str],
-                           rates: Optional[Mapping[str, float]] = None) -> dict:
+def load_question_examples(
+    load_split,
+    vocabulary_path: str,
+    splits: Sequence[str],
+    rates: Optional[Mapping[str, float]] = None,
+) -> dict:
     """Each split of the six SEAHORSE questions' tasks as one `QuestionExampleSet`,
     the prefixes (`seahorse_question_texts`) tokenised with the run's vocabulary.
 
@@ -43,11 +48,15 @@ def load_question_examples(load_split, vocabulary_path: str, splits: Sequence[st
     """
     from seahorse_metrics.data.vocab import SentencePieceTokenizer
 
-    questions = QuestionPrefixes.from_texts(seahorse_question_texts(),
-                                            SentencePieceTokenizer(vocabulary_path))
-    return {split: QuestionExampleSet.build([load_split(split, task)
-                                             for task in question_tasks(questions)],
-                                            questions, rates) for split in splits}
+    questions = QuestionPrefixes.from_texts(
+        seahorse_question_texts(), SentencePieceTokenizer(vocabulary_path)
+    )
+    return {
+        split: QuestionExampleSet.build(
+            [load_split(split, task) for task in question_tasks(questions)], questions, rates
+        )
+        for split in splits
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +74,12 @@ class QuestionExampleSet(ExampleSet):
     rates: tuple[float, ...] = ()
 
     @classmethod
-    def build(cls, sets: Sequence[ExampleSet], questions: QuestionPrefixes,
-              rates: Optional[Mapping[str, float]] = None) -> "QuestionExampleSet":
+    def build(
+        cls,
+        sets: Sequence[ExampleSet],
+        questions: QuestionPrefixes,
+        rates: Optional[Mapping[str, float]] = None,
+    ) -> "QuestionExampleSet":
         """One set from each question's examples (in `questions` order).
 
         Args:
@@ -83,36 +96,52 @@ class QuestionExampleSet(ExampleSet):
         rates = dict(rates or {})
         unknown = sorted(set(rates) - set(questions.names))
         if unknown:
-            raise ValueError(f"question_rates of unknown questions {unknown}; the questions "
-                             f"are {list(questions.names)}")
-        values = tuple(float(rates.get(name, len(subset)))
-                       for name, subset in zip(questions.names, sets))
+            raise ValueError(
+                f"question_rates of unknown questions {unknown}; the questions "
+                f"are {list(questions.names)}"
+            )
+        values = tuple(
+            float(rates.get(name, len(subset))) for name, subset in zip(questions.names, sets)
+        )
         if not all(v > 0 for v in values):
-            raise ValueError(f"question_rates must be positive, got {dict(zip(questions.names, values))}")
+            raise ValueError(
+                f"question_rates must be positive, got {dict(zip(questions.names, values))}"
+            )
         inputs, targets, labels, ids, question = [], [], [], [], []
         for index, (prefix, subset) in enumerate(zip(questions.prefixes, sets)):
             for example in range(len(subset)):
                 inputs.append(subset.inputs(example))
-                targets.append(np.concatenate([np.asarray(prefix, np.int32),
-                                               subset.targets(example)]))
+                targets.append(
+                    np.concatenate([np.asarray(prefix, np.int32), subset.targets(example)])
+                )
                 labels.append(float(subset.labels[example]))
                 ids.append(f"{questions.names[index]}:{subset.ids[example]}")
                 question.append(index)
         base = ExampleSet.from_examples(inputs, targets, labels, ids)
-        return cls(**{f.name: getattr(base, f.name) for f in dataclasses.fields(ExampleSet)},
-                   question=np.asarray(question, np.int32), questions=questions, rates=values)
+        return cls(
+            **{f.name: getattr(base, f.name) for f in dataclasses.fields(ExampleSet)},
+            question=np.asarray(question, np.int32),
+            questions=questions,
+            rates=values,
+        )
 
     def take(self, count: int) -> "QuestionExampleSet":
         """The first `count` examples of each question (the trainer's
         `eval_max_examples` of a multi-question run)."""
-        kept = np.concatenate([np.flatnonzero(self.question == q)[:count]
-                               for q in range(len(self.questions))])
-        base = ExampleSet.from_examples([self.inputs(i) for i in kept],
-                                        [self.targets(i) for i in kept],
-                                        self.labels[kept].tolist(), [self.ids[i] for i in kept])
+        kept = np.concatenate(
+            [np.flatnonzero(self.question == q)[:count] for q in range(len(self.questions))]
+        )
+        base = ExampleSet.from_examples(
+            [self.inputs(i) for i in kept],
+            [self.targets(i) for i in kept],
+            self.labels[kept].tolist(),
+            [self.ids[i] for i in kept],
+        )
         return dataclasses.replace(
-            self, **{f.name: getattr(base, f.name) for f in dataclasses.fields(ExampleSet)},
-            question=self.question[kept])
+            self,
+            **{f.name: getattr(base, f.name) for f in dataclasses.fields(ExampleSet)},
+            question=self.question[kept],
+        )
 
     def prefix_length(self, index: int) -> int:
         """Prefix tokens of example `index` (weighted 0 in the loss)."""
@@ -127,15 +156,25 @@ class QuestionStream(BatchStream):
       ValueError: when packing, or for targets longer than the target length.
     """
 
-    def __init__(self, examples: QuestionExampleSet, batch_size: int, input_length: int,
-                 target_length: int, *args, **kwargs):
+    def __init__(
+        self,
+        examples: QuestionExampleSet,
+        batch_size: int,
+        input_length: int,
+        target_length: int,
+        *args,
+        **kwargs,
+    ):
         if kwargs.get("pack"):
-            raise ValueError("a multi-question run trains one example per row: set "
-                             "TrainConfig.pack = False")
+            raise ValueError(
+                "a multi-question run trains one example per row: set TrainConfig.pack = False"
+            )
         longest = int(examples.target_lengths.max())
         if longest > target_length:
-            raise ValueError(f"question prefix + label + EOS take {longest} target tokens but "
-                             f"TrainConfig.target_length is {target_length}; raise it")
+            raise ValueError(
+                f"question prefix + label + EOS take {longest} target tokens but "
+                f"TrainConfig.target_length is {target_length}; raise it"
+            )
         super().__init__(examples, batch_size, input_length, target_length, *args, **kwargs)
         self._rows: list[list[int]] = []
 
@@ -155,7 +194,7 @@ class QuestionStream(BatchStream):
     def __next__(self) -> dict[str, np.ndarray]:
         batch = super().__next__()
         for row, (index,) in enumerate(self._rows):
-            batch["decoder_loss_weights"][row, :self.examples.prefix_length(index)] = 0
+            batch["decoder_loss_weights"][row, : self.examples.prefix_length(index)] = 0
         return batch
 
 
@@ -164,7 +203,7 @@ def _rated_order(examples: QuestionExampleSet, rng: np.random.Generator) -> np.n
     wanted = rates / rates.sum() * len(examples)
     counts = np.floor(wanted).astype(np.int64)
     # Largest remainders get the draws left over, so an epoch is len(examples) long.
-    for index in np.argsort(-(wanted - counts))[:len(examples) - int(counts.sum())]:
+    for index in np.argsort(-(wanted - counts))[: len(examples) - int(counts.sum())]:
         counts[index] += 1
     drawn = []
     for question, count in enumerate(counts):
@@ -195,30 +234,45 @@ def validation_metrics(examples: QuestionExampleSet, probs: np.ndarray) -> dict[
         values = [metrics.get(f"{key}_{name}") for name in examples.questions.names]
         values = [v for v in values if v is not None]
         metrics[key] = float(np.mean(values)) if values else None
-    metrics["num_examples"] = int(sum(metrics[f"num_examples_{name}"]
-                                      for name in examples.questions.names))
+    metrics["num_examples"] = int(
+        sum(metrics[f"num_examples_{name}"] for name in examples.questions.names)
+    )
     return metrics
 
 
-def validate(model, params, examples: QuestionExampleSet, token_ids, batch_size: int,
-             max_length: int, mesh) -> dict[str, Any]:
+def validate(
+    model, params, examples: QuestionExampleSet, token_ids, batch_size: int, max_length: int, mesh
+) -> dict[str, Any]:
     """`validation_metrics` of `validation_probabilities`."""
-    return validation_metrics(examples, validation_probabilities(
-        model, params, examples, token_ids, batch_size, max_length, mesh))
+    return validation_metrics(
+        examples,
+        validation_probabilities(model, params, examples, token_ids, batch_size, max_length, mesh),
+    )
 
 
-def validation_probabilities(model, params, examples: QuestionExampleSet, token_ids,
-                             batch_size: int, max_length: int, mesh) -> np.ndarray:
+def validation_probabilities(
+    model, params, examples: QuestionExampleSet, token_ids, batch_size: int, max_length: int, mesh
+) -> np.ndarray:
     """float32 [len(examples), questions, 2]: every question's first-step
     probabilities for each example's input, each distinct input scored once
     (one encoder pass for all questions)."""
     from seahorse_metrics.training import validation
 
     representatives, position = distinct_inputs(examples)
-    distinct = ExampleSet.from_examples([examples.inputs(i) for i in representatives],
-                                        [examples.targets(i) for i in representatives])
-    probs = validation.first_token_probabilities(model, params, distinct, token_ids, batch_size,
-                                                 max_length, mesh, questions=examples.questions)
+    distinct = ExampleSet.from_examples(
+        [examples.inputs(i) for i in representatives],
+        [examples.targets(i) for i in representatives],
+    )
+    probs = validation.first_token_probabilities(
+        model,
+        params,
+        distinct,
+        token_ids,
+        batch_size,
+        max_length,
+        mesh,
+        questions=examples.questions,
+    )
     return probs[position]
 
 

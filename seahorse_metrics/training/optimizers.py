@@ -13,6 +13,7 @@ layer exactly as an unrolled run updates `layers_i`. Its factored moments
 are per layer already: they reduce the two largest axes, never the layers
 axis (fewer than 128 layers).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,9 +74,7 @@ class OptimizerConfig:
 
     def __post_init__(self):
         if self.name not in OPTIMIZERS:
-            raise ValueError(
-                f"OptimizerConfig.name={self.name!r} is not one of {OPTIMIZERS}."
-            )
+            raise ValueError(f"OptimizerConfig.name={self.name!r} is not one of {OPTIMIZERS}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(
                 f"OptimizerConfig.schedule={self.schedule!r} is not one of {SCHEDULES}."
@@ -108,7 +107,9 @@ def make_schedule(config: OptimizerConfig, train_steps: int) -> optax.Schedule:
     if config.schedule == "constant":
         main = optax.constant_schedule(peak)
     elif config.schedule == "cosine":
-        main = optax.cosine_decay_schedule(peak, decay, alpha=config.end_learning_rate / peak if peak else 0.0)
+        main = optax.cosine_decay_schedule(
+            peak, decay, alpha=config.end_learning_rate / peak if peak else 0.0
+        )
     else:
         main = optax.linear_schedule(peak, config.end_learning_rate, decay)
     if warmup == 0:

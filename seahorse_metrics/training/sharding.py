@@ -6,6 +6,7 @@ parameter they describe (Adafactor's factored row/column statistics drop the
 reduced dimension's mesh axis); scalars are replicated. Batches are split on
 their leading (batch) axis over `data`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

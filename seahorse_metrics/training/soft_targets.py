@@ -16,6 +16,7 @@ The T^2 factor keeps the gradient's scale independent of T (Hinton et al.
 2015). Validation on a `SoftExampleSet` adds the Spearman correlation of the
 student's P("1") with the teacher's, which then picks the best checkpoint.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,9 +43,13 @@ LONG_SUMMARIES = "cut"
 AGREEMENT = "teacher_spearman"
 
 
-def soft_target_cross_entropy(logits_BxV: jax.Array, targets_B: jax.Array,
-                              token_ids_Bx2: jax.Array, temperature_B: jax.Array,
-                              weights_B: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+def soft_target_cross_entropy(
+    logits_BxV: jax.Array,
+    targets_B: jax.Array,
+    token_ids_Bx2: jax.Array,
+    temperature_B: jax.Array,
+    weights_B: jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Soft-label cross-entropy of first-step logits against target P("1").
 
     Args:
@@ -68,19 +73,25 @@ def soft_target_cross_entropy(logits_BxV: jax.Array, targets_B: jax.Array,
     rows = jnp.sum(weights_B)
     loss = jnp.sum(cross_entropy_B * weights_B) / jnp.maximum(rows, 1.0)
     agrees_B = (log_p_Bx2[:, 0] > log_p_Bx2[:, 1]) == (targets_B > 0.5)
-    aux = {"cross_entropy": loss, "z_loss": jnp.zeros((), jnp.float32), "num_tokens": rows,
-           "accuracy": jnp.sum(agrees_B * weights_B) / jnp.maximum(rows, 1.0)}
+    aux = {
+        "cross_entropy": loss,
+        "z_loss": jnp.zeros((), jnp.float32),
+        "num_tokens": rows,
+        "accuracy": jnp.sum(agrees_B * weights_B) / jnp.maximum(rows, 1.0),
+    }
     return loss, aux
 
 
-def distillation_loss(model, params: Any, batch: dict[str, jax.Array],
-                      dropout_rng: Optional[jax.Array]) -> tuple[jax.Array, dict[str, jax.Array]]:
+def distillation_loss(
+    model, params: Any, batch: dict[str, jax.Array], dropout_rng: Optional[jax.Array]
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """`soft_target_cross_entropy` of the model's first decoder step on a
     distillation batch (the model's own forward path, dropout included)."""
     logits_BxV = model._logits(params, batch, dropout_rng)[:, 0, :]  # pylint: disable=protected-access
     weights_B = (batch["decoder_target_tokens"][:, 0] != 0).astype(jnp.float32)
-    return soft_target_cross_entropy(logits_BxV, batch[SOFT_TARGETS], batch[TOKEN_IDS],
-                                     batch[TEMPERATURE], weights_B)
+    return soft_target_cross_entropy(
+        logits_BxV, batch[SOFT_TARGETS], batch[TOKEN_IDS], batch[TEMPERATURE], weights_B
+    )
 
 
 def tempered(p_yes: np.ndarray, temperature: float) -> np.ndarray:
@@ -89,8 +100,9 @@ def tempered(p_yes: np.ndarray, temperature: float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(np.log(p) - np.log1p(-p)) / temperature))
 
 
-def mixed_targets(teacher_p_yes: np.ndarray, labels: np.ndarray, temperature: float,
-                  label_weight: float) -> np.ndarray:
+def mixed_targets(
+    teacher_p_yes: np.ndarray, labels: np.ndarray, temperature: float, label_weight: float
+) -> np.ndarray:
     """The target P("1") of each example: the tempered teacher, mixed with
     weight `label_weight` with the human label where there is one (NaN = none)."""
     targets = tempered(teacher_p_yes, temperature)
@@ -116,8 +128,14 @@ class SoftExampleSet(ExampleSet):
     token_ids: tuple[int, int] = (0, 0)
 
     @classmethod
-    def build(cls, examples: ExampleSet, teacher_p_yes: np.ndarray, temperature: float,
-              label_weight: float, token_ids: tuple[int, int]) -> "SoftExampleSet":
+    def build(
+        cls,
+        examples: ExampleSet,
+        teacher_p_yes: np.ndarray,
+        temperature: float,
+        label_weight: float,
+        token_ids: tuple[int, int],
+    ) -> "SoftExampleSet":
         """`examples` with the teacher's scores (one per example).
 
         Raises:
@@ -130,13 +148,19 @@ class SoftExampleSet(ExampleSet):
         if not np.all((teacher >= 0.0) & (teacher <= 1.0)):
             raise ValueError("teacher scores must be probabilities in [0, 1]")
         if not temperature > 0 or not 0.0 <= label_weight <= 1.0:
-            raise ValueError(f"temperature must be > 0 and label_weight in [0, 1], got "
-                             f"{temperature} and {label_weight}")
-        return cls(**{f.name: getattr(examples, f.name) for f in dataclasses.fields(ExampleSet)},
-                   teacher_p_yes=teacher.astype(np.float32),
-                   soft_targets=mixed_targets(teacher, examples.labels.astype(np.float64),
-                                              temperature, label_weight),
-                   temperature=float(temperature), token_ids=tuple(int(t) for t in token_ids))
+            raise ValueError(
+                f"temperature must be > 0 and label_weight in [0, 1], got "
+                f"{temperature} and {label_weight}"
+            )
+        return cls(
+            **{f.name: getattr(examples, f.name) for f in dataclasses.fields(ExampleSet)},
+            teacher_p_yes=teacher.astype(np.float32),
+            soft_targets=mixed_targets(
+                teacher, examples.labels.astype(np.float64), temperature, label_weight
+            ),
+            temperature=float(temperature),
+            token_ids=tuple(int(t) for t in token_ids),
+        )
 
 
 class SoftTargetStream(BatchStream):
@@ -144,8 +168,9 @@ class SoftTargetStream(BatchStream):
 
     def __init__(self, examples: SoftExampleSet, *args, **kwargs):
         if kwargs.get("pack"):
-            raise ValueError("distillation trains one example per row: set TrainConfig.pack = "
-                             "False")
+            raise ValueError(
+                "distillation trains one example per row: set TrainConfig.pack = False"
+            )
         super().__init__(examples, *args, **kwargs)
         self._rows: list[list[int]] = []
 

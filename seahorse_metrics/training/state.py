@@ -5,6 +5,7 @@ the shapes, the shardings follow from the logical axis names, and a jitted
 init with those `out_shardings` materialises each shard only on the devices
 that own it (no full copy on one device).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -63,7 +64,11 @@ def place_params(host_params, shardings):
     placed in those shardings are kept as they are."""
 
     def put(array, sharding):
-        if isinstance(array, jax.Array) and array.dtype == jnp.float32 and array.sharding == sharding:
+        if (
+            isinstance(array, jax.Array)
+            and array.dtype == jnp.float32
+            and array.sharding == sharding
+        ):
             return array
         array = np.asarray(array, dtype=np.float32)
         return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
@@ -86,7 +91,9 @@ def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
     return init_key, dropout_key
 
 
-def plan_state(model, optimizer: optax.GradientTransformation, mesh: Mesh) -> tuple[TrainState, TrainState]:
+def plan_state(
+    model, optimizer: optax.GradientTransformation, mesh: Mesh
+) -> tuple[TrainState, TrainState]:
     """Shapes and shardings of the train state, without allocating it.
 
     Args:
@@ -119,15 +126,23 @@ def initializers(model, optimizer: optax.GradientTransformation, shardings: Trai
     """
     from_scratch = jax.jit(_scratch_init(model, optimizer), out_shardings=shardings)
     from_params = jax.jit(
-        lambda params, key: _new_state(params, optimizer, key), out_shardings=shardings, donate_argnums=0
+        lambda params, key: _new_state(params, optimizer, key),
+        out_shardings=shardings,
+        donate_argnums=0,
     )
     return from_scratch, from_params
 
 
 def check_param_shapes(host_params, abstract_params) -> None:
     """Raises ValueError naming the parameters that do not match the model."""
-    expected = {jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_leaves_with_path(abstract_params)}
-    found = {jax.tree_util.keystr(k): np.shape(v) for k, v in jax.tree_util.tree_leaves_with_path(host_params)}
+    expected = {
+        jax.tree_util.keystr(k): v.shape
+        for k, v in jax.tree_util.tree_leaves_with_path(abstract_params)
+    }
+    found = {
+        jax.tree_util.keystr(k): np.shape(v)
+        for k, v in jax.tree_util.tree_leaves_with_path(host_params)
+    }
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
     wrong = sorted(k for k in set(expected) & set(found) if tuple(expected[k]) != tuple(found[k]))

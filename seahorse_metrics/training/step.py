@@ -7,6 +7,7 @@ state). `compiled_step` caches the result per hashable configuration, so
 several runs in one process (the demo trains six metrics) share compiled
 steps whose shapes match.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,16 +19,20 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from seahorse_metrics.model import EncoderDecoderModel, T5Config
-from seahorse_metrics.model import partitioning
-from seahorse_metrics.training import optimizers
-from seahorse_metrics.training import soft_targets
+from seahorse_metrics.model import EncoderDecoderModel, T5Config, partitioning
+from seahorse_metrics.training import optimizers, soft_targets
 from seahorse_metrics.training import state as state_lib
 from seahorse_metrics.training.state import TrainState
 
 
-def _loss_and_grads(model: EncoderDecoderModel, params, batch, dropout_rng, z_loss: float,
-                    loss_normalizing_factor: Optional[float]):
+def _loss_and_grads(
+    model: EncoderDecoderModel,
+    params,
+    batch,
+    dropout_rng,
+    z_loss: float,
+    loss_normalizing_factor: Optional[float],
+):
     """((loss, aux), grads) of the whole batch in one pass."""
 
     def loss_fn(p):
@@ -53,9 +58,15 @@ def split_microbatches(batch: dict[str, jax.Array], microbatches: int) -> dict[s
     return {name: split(value) for name, value in batch.items()}
 
 
-def _accumulated_loss_and_grads(model: EncoderDecoderModel, params, batch, dropout_rng,
-                                z_loss: float, loss_normalizing_factor: Optional[float],
-                                microbatches: int):
+def _accumulated_loss_and_grads(
+    model: EncoderDecoderModel,
+    params,
+    batch,
+    dropout_rng,
+    z_loss: float,
+    loss_normalizing_factor: Optional[float],
+    microbatches: int,
+):
     """`_loss_and_grads` of the whole batch, from `microbatches` passes.
 
     A `lax.scan` over the microbatches sums the unnormalised token loss,
@@ -65,8 +76,10 @@ def _accumulated_loss_and_grads(model: EncoderDecoderModel, params, batch, dropo
     `fold_in(dropout_rng, i)`.
     """
     if soft_targets.SOFT_TARGETS in batch:
-        raise ValueError("distillation batches (soft targets) are not split into microbatches; "
-                         "train the student with microbatches=1")
+        raise ValueError(
+            "distillation batches (soft targets) are not split into microbatches; "
+            "train the student with microbatches=1"
+        )
     split = split_microbatches(batch, microbatches)
 
     def body(carry, inputs):
@@ -76,16 +89,29 @@ def _accumulated_loss_and_grads(model: EncoderDecoderModel, params, batch, dropo
         hits = aux["accuracy"] * jnp.maximum(aux["num_tokens"], 1.0)
         sums = (aux["cross_entropy"], aux["z_loss"], aux["num_tokens"], hits)
         carry_grads, carry_sums = carry
-        return (jax.tree.map(jnp.add, carry_grads, grads),
-                tuple(a + b for a, b in zip(carry_sums, sums))), None
+        return (
+            jax.tree.map(jnp.add, carry_grads, grads),
+            tuple(a + b for a, b in zip(carry_sums, sums)),
+        ), None
 
-    zeros = (jax.tree.map(jnp.zeros_like, params), tuple(jnp.zeros((), jnp.float32) for _ in range(4)))
+    zeros = (
+        jax.tree.map(jnp.zeros_like, params),
+        tuple(jnp.zeros((), jnp.float32) for _ in range(4)),
+    )
     (grads, (cross_entropy, z_sum, num_tokens, hits)), _ = jax.lax.scan(
-        body, zeros, (jnp.arange(microbatches), split))
-    normalizer = (jnp.maximum(num_tokens, 1.0) if loss_normalizing_factor is None
-                  else jnp.asarray(loss_normalizing_factor, jnp.float32))
-    aux = {"cross_entropy": cross_entropy / normalizer, "z_loss": z_sum / normalizer,
-           "num_tokens": num_tokens, "accuracy": hits / jnp.maximum(num_tokens, 1.0)}
+        body, zeros, (jnp.arange(microbatches), split)
+    )
+    normalizer = (
+        jnp.maximum(num_tokens, 1.0)
+        if loss_normalizing_factor is None
+        else jnp.asarray(loss_normalizing_factor, jnp.float32)
+    )
+    aux = {
+        "cross_entropy": cross_entropy / normalizer,
+        "z_loss": z_sum / normalizer,
+        "num_tokens": num_tokens,
+        "accuracy": hits / jnp.maximum(num_tokens, 1.0),
+    }
     grads = jax.tree.map(lambda g: g / normalizer, grads)
     return (aux["cross_entropy"] + aux["z_loss"], aux), grads
 
@@ -114,13 +140,17 @@ def train_step(
       (new state, metrics): loss, cross_entropy, z_loss, accuracy,
       num_tokens, grad_norm; scalars.
     """
-    dropout_rng = jax.random.fold_in(state.rng, state.step) if model.config.dropout_rate > 0 else None
+    dropout_rng = (
+        jax.random.fold_in(state.rng, state.step) if model.config.dropout_rate > 0 else None
+    )
     if microbatches == 1:
-        (loss, aux), grads = _loss_and_grads(model, state.params, batch, dropout_rng, z_loss,
-                                             loss_normalizing_factor)
+        (loss, aux), grads = _loss_and_grads(
+            model, state.params, batch, dropout_rng, z_loss, loss_normalizing_factor
+        )
     else:
         (loss, aux), grads = _accumulated_loss_and_grads(
-            model, state.params, batch, dropout_rng, z_loss, loss_normalizing_factor, microbatches)
+            model, state.params, batch, dropout_rng, z_loss, loss_normalizing_factor, microbatches
+        )
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {
@@ -141,7 +171,8 @@ def check_microbatches(microbatches: int, batch_size: int, mesh: Mesh) -> None:
         raise ValueError(
             f"microbatches={microbatches} must be >= 1 and divide the {rows_per_device} rows "
             f"each of the {mesh.shape['data']} data-parallel devices gets of batch_size="
-            f"{batch_size}")
+            f"{batch_size}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,4 +267,3 @@ def compiled_step(
         init_from_params=from_params,
         mesh=mesh,
     )
-

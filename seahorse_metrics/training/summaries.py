@@ -3,6 +3,7 @@
 Only process 0 writes; the other processes of a multi-host run hold a writer
 that does nothing, so the training loop never asks which process it is on.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,14 +55,20 @@ class MetricsWriter:
             from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
             # purge_step: TensorBoard hides the earlier run's events of the redone steps.
-            self._tensorboard = SummaryWriter(os.path.join(model_dir, "tensorboard"),
-                                              purge_step=start_step + 1 if dropped else None)
+            self._tensorboard = SummaryWriter(
+                os.path.join(model_dir, "tensorboard"),
+                purge_step=start_step + 1 if dropped else None,
+            )
 
     def write(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
         """Records `metrics` of `split` at `step`."""
         if not self.enabled:
             return
-        record = {"step": int(step), "split": split, **{k: _jsonable(v) for k, v in metrics.items()}}
+        record = {
+            "step": int(step),
+            "split": split,
+            **{k: _jsonable(v) for k, v in metrics.items()},
+        }
         self._log.write(json.dumps(record, sort_keys=True) + "\n")
         self._log.flush()
         for name, value in metrics.items():
@@ -101,8 +108,9 @@ def _drop_records_after(path: str, step: int) -> int:
                 unterminated |= not line.endswith("\n")
                 kept.append(line if line.endswith("\n") else line + "\n")
     if dropped or unterminated:
-        logger.info("%s: dropping %d records after step %d (those steps run again)", path,
-                    dropped, step)
+        logger.info(
+            "%s: dropping %d records after step %d (those steps run again)", path, dropped, step
+        )
         write_atomically(path, lambda handle: handle.writelines(kept))
     return dropped
 
@@ -123,7 +131,10 @@ class Throughput:
         """Rates since the last `read`, then starts a new window."""
         now = time.perf_counter()
         elapsed = max(now - self._start, 1e-9)
-        rates = {"examples_per_sec": self._examples / elapsed, "tokens_per_sec": self._tokens / elapsed}
+        rates = {
+            "examples_per_sec": self._examples / elapsed,
+            "tokens_per_sec": self._tokens / elapsed,
+        }
         self._start, self._examples, self._tokens = now, 0, 0
         return rates
 

@@ -11,6 +11,7 @@ finds its need over the cap. On a GPU the same child runs it under the cap
 and must meet the runtime's out-of-memory error (`is_out_of_memory`, tested
 below on the error XLA raises).
 """
+
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import sys
 
 import pytest
+
 from fixtures import paths
 
 REPO = paths.REPO
@@ -27,8 +29,13 @@ from accelerator_report import check_record  # noqa: E402
 from accelerator_roles import is_out_of_memory  # noqa: E402
 
 TRAIN_PARTS = ("train_mt5_large", "train_mt5_xl", "anchor_mt5_large_32_8")
-SCORE_PARTS = ("score_mt5_xxl_int8_cap24GB", "score_mt5_large_bfloat16", "score_mt5_large_int8",
-               "score_mt5_xl_bfloat16", "score_mt5_xl_int8")
+SCORE_PARTS = (
+    "score_mt5_xxl_int8_cap24GB",
+    "score_mt5_large_bfloat16",
+    "score_mt5_large_int8",
+    "score_mt5_xl_bfloat16",
+    "score_mt5_xl_int8",
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +47,25 @@ def tiny_run(tmp_path_factory, tiny_hf_dir):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("OUT", None)
     done = subprocess.run(
-        [sys.executable, os.path.join(REPO, "bench", "accelerator.py"), "--tiny",
-         "--metrics_dir", str(root / "metrics"), "--results_dir", str(root / "results"),
-         "--out", str(root / "out"), "--budget_s", "1500"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1700)
+        [
+            sys.executable,
+            os.path.join(REPO, "bench", "accelerator.py"),
+            "--tiny",
+            "--metrics_dir",
+            str(root / "metrics"),
+            "--results_dir",
+            str(root / "results"),
+            "--out",
+            str(root / "out"),
+            "--budget_s",
+            "1500",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1700,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with open(root / "out" / "accelerator.json", encoding="utf-8") as handle:
         record = json.load(handle)
@@ -60,8 +82,12 @@ def test_tiny_run_measures_every_part_and_writes_its_record(tiny_run):
     with open(root / "results" / dated, encoding="utf-8") as handle:
         assert json.load(handle) == record
     parts = record["parts"]
-    for name in ("probe",) + TRAIN_PARTS + SCORE_PARTS + (
-            "numerics", "numerics_cpu_reference", "cpu_plan_training", "cpu_plan_anchor"):
+    for name in (
+        ("probe",)
+        + TRAIN_PARTS
+        + SCORE_PARTS
+        + ("numerics", "numerics_cpu_reference", "cpu_plan_training", "cpu_plan_anchor")
+    ):
         assert parts[name]["status"] == "ok", (name, parts[name])
     for name in TRAIN_PARTS:
         part = parts[name]
@@ -72,7 +98,7 @@ def test_tiny_run_measures_every_part_and_writes_its_record(tiny_run):
         # XLA:CPU compiled the same program for the CPU plan: the same figure.
         assert part["cpu_planned_bytes"] == part["planned_bytes"]
     xxl = parts["score_mt5_xxl_int8_cap24GB"]
-    assert xxl["cap_bytes"] == 24 * 10 ** 9 and xxl["cap_enforced"] is False
+    assert xxl["cap_bytes"] == 24 * 10**9 and xxl["cap_enforced"] is False
     compared = parts["numerics"]["against_cpu_float32"]
     assert set(compared) == {"float32", "bfloat16"} and set(compared["float32"]) == {"q1", "q2"}
     # XLA:CPU float32 against itself is the same program: no difference.
@@ -85,12 +111,18 @@ def test_tiny_run_setting_that_does_not_fit_is_planned_over_the_cap(tiny_run):
     record, printed, _ = tiny_run
     nofit, xl = record["parts"]["does_not_fit"], record["parts"]["train_mt5_xl"]
     setting = {key: nofit["setting"][key] for key in ("remat", "microbatches")}
-    refused = [t for t in xl["fit"]["trials"] if not t["fits"]
-               and {"remat": t["remat"], "microbatches": t["microbatches"]} == setting]
+    refused = [
+        t
+        for t in xl["fit"]["trials"]
+        if not t["fits"] and {"remat": t["remat"], "microbatches": t["microbatches"]} == setting
+    ]
     assert refused, (setting, xl["fit"]["trials"])
     assert setting != xl["setting"]
     assert nofit["cap_bytes"] == xl["fit"]["budget_bytes"]
-    assert nofit["predicted_bytes"] > nofit["cap_bytes"] and nofit["planned_bytes"] > nofit["cap_bytes"]
+    assert (
+        nofit["predicted_bytes"] > nofit["cap_bytes"]
+        and nofit["planned_bytes"] > nofit["cap_bytes"]
+    )
     assert nofit["status"] == "not run" and "no memory cap" in nofit["note"]
     goal = next(g for g in record["goals"] if "does not fit" in g["goal"])
     assert goal["met"] is None  # nothing ran that could fail
@@ -98,8 +130,9 @@ def test_tiny_run_setting_that_does_not_fit_is_planned_over_the_cap(tiny_run):
 
 
 def test_out_of_memory_is_told_from_other_errors():
-    gpu = RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 85899345920 "
-                       "bytes.")
+    gpu = RuntimeError(
+        "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 85899345920 bytes."
+    )
     assert is_out_of_memory(gpu)
     assert not is_out_of_memory(ValueError("INVALID_ARGUMENT: shapes do not match"))
 

@@ -6,6 +6,7 @@ The reference is the plain way: every weight file read whole (safetensors'
 `hf.parameter_map` and cast with numpy. The streaming loader is run with tiny
 row blocks so that every tensor is read in several pieces.
 """
+
 import os
 import shutil
 
@@ -13,11 +14,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fixtures import tiny_model
-from seahorse_metrics.checkpoints import (CheckpointError, load_checkpoint, save_checkpoint,
-                                          streaming)
+from seahorse_metrics.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+    streaming,
+)
 from seahorse_metrics.checkpoints.hf import parameter_map
 from seahorse_metrics.checkpoints.params import flatten, unflatten
+
+from fixtures import tiny_model
 
 HF_WEIGHTS = ["safetensors", "sharded", "bin", "bin_sharded", "flax"]
 
@@ -79,7 +85,9 @@ def test_whole_file_reference_is_what_the_files_hold(tmp_path, tiny_hf_model):
     import torch
     from safetensors.numpy import load_file
 
-    directory = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / "sharded"), weights="sharded")
+    directory = tiny_model.save_hf_model(
+        tiny_hf_model, str(tmp_path / "sharded"), weights="sharded"
+    )
     stored = {}
     for name in os.listdir(directory):
         if name.endswith(".safetensors"):
@@ -89,8 +97,10 @@ def test_whole_file_reference_is_what_the_files_hold(tmp_path, tiny_hf_model):
             assert stored[name].tobytes() == tensor.detach().numpy().tobytes(), name
     bin_dir = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / "bin"), weights="bin")
     state = torch.load(os.path.join(bin_dir, "pytorch_model.bin"), weights_only=True)
-    assert state["lm_head.weight"].numpy().tobytes() == \
-        tiny_hf_model.lm_head.weight.detach().numpy().tobytes()
+    assert (
+        state["lm_head.weight"].numpy().tobytes()
+        == tiny_hf_model.lm_head.weight.detach().numpy().tobytes()
+    )
 
 
 def test_legacy_torch_pickle_is_read_whole(tmp_path, tiny_hf_model, small_blocks):
@@ -115,8 +125,11 @@ def test_t5x_and_ours_stream_bit_for_bit(tmp_path, tiny_hf_model, small_blocks, 
     expected32 = reference_params(tiny_hf_model)
     expected = reference_params(tiny_hf_model, dtype)
     step_dir = tiny_model.write_t5x_checkpoint(
-        str(tmp_path / "t5x"), unflatten(expected32), step=3,
-        inline=[name for name in expected32 if "relpos" in name])
+        str(tmp_path / "t5x"),
+        unflatten(expected32),
+        step=3,
+        inline=[name for name in expected32 if "relpos" in name],
+    )
     _, params = load_checkpoint(step_dir, dtype=dtype)
     assert_bitwise_equal(params, expected)
     ours = save_checkpoint(str(tmp_path / "ours"), tiny_model.tiny_config(), unflatten(expected32))
@@ -160,7 +173,9 @@ def test_truncated_shard_is_named(tmp_path, tiny_hf_model, weights, suffix):
 
 
 def test_index_naming_a_tensor_no_shard_has(tmp_path, tiny_hf_model):
-    directory = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / "sharded"), weights="sharded")
+    directory = tiny_model.save_hf_model(
+        tiny_hf_model, str(tmp_path / "sharded"), weights="sharded"
+    )
     index_path = os.path.join(directory, "model.safetensors.index.json")
     from seahorse_metrics.checkpoints.readers import read_json_object
 
@@ -168,18 +183,23 @@ def test_index_naming_a_tensor_no_shard_has(tmp_path, tiny_hf_model):
     first_shard = sorted(set(index["weight_map"].values()))[0]
     index["weight_map"]["encoder.block.9.layer.0.SelfAttention.q.weight"] = first_shard
     tiny_model.write_json(index_path, index)
-    with pytest.raises(CheckpointError, match=r"index\.json places tensor "
-                                              r"encoder\.block\.9\.layer\.0\.SelfAttention\.q\.weight"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"index\.json places tensor "
+        r"encoder\.block\.9\.layer\.0\.SelfAttention\.q\.weight",
+    ):
         load_checkpoint(directory)
 
 
-def test_failed_read_names_the_array_and_releases_what_was_placed(tmp_path, tiny_hf_model,
-                                                                  monkeypatch):
+def test_failed_read_names_the_array_and_releases_what_was_placed(
+    tmp_path, tiny_hf_model, monkeypatch
+):
     import jax
     from jax.sharding import Mesh
 
-    step_dir = tiny_model.write_t5x_checkpoint(str(tmp_path / "t5x"),
-                                               unflatten(reference_params(tiny_hf_model)), step=1)
+    step_dir = tiny_model.write_t5x_checkpoint(
+        str(tmp_path / "t5x"), unflatten(reference_params(tiny_hf_model)), step=1
+    )
     broken = os.path.join(step_dir, "target.encoder.layers_1.mlp.wo.kernel")
     for name in os.listdir(broken):
         if not name.startswith("."):  # the chunk files, not .zarray
@@ -187,10 +207,13 @@ def test_failed_read_names_the_array_and_releases_what_was_placed(tmp_path, tiny
                 handle.write(b"not gzip data")
     placed = []
     place = streaming._place_sharded
-    monkeypatch.setattr(streaming, "_place_sharded",
-                        lambda *args: placed.append(place(*args)) or placed[-1])
+    monkeypatch.setattr(
+        streaming, "_place_sharded", lambda *args: placed.append(place(*args)) or placed[-1]
+    )
     mesh = Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
-    with pytest.raises(CheckpointError, match=f"{broken}: cannot read tensor encoder/layers_1/mlp/wo/kernel"):
+    with pytest.raises(
+        CheckpointError, match=f"{broken}: cannot read tensor encoder/layers_1/mlp/wo/kernel"
+    ):
         load_checkpoint(step_dir, mesh=mesh)
     assert placed and all(array.is_deleted() for array in placed)
 

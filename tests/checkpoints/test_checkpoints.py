@@ -5,6 +5,7 @@ width 64 != d_model 32, 2+2 layers, untied head) run by PyTorch on sequences
 longer than 128 tokens, so the far relative-position buckets are used in both
 the bidirectional encoder and the causal decoder.
 """
+
 import json
 import os
 import shutil
@@ -12,11 +13,17 @@ import shutil
 import numpy as np
 import pytest
 
-from fixtures import tiny_model
-from seahorse_metrics.checkpoints import (CheckpointError, detect_format, export_hf,
-                                          load_checkpoint, save_checkpoint)
+from seahorse_metrics.checkpoints import (
+    CheckpointError,
+    detect_format,
+    export_hf,
+    load_checkpoint,
+    save_checkpoint,
+)
 from seahorse_metrics.checkpoints.params import flatten
 from seahorse_metrics.model import EncoderDecoderModel
+
+from fixtures import tiny_model
 
 # The same [4, 160] -> [4, 140] shapes as test_model.py, so compilations are shared.
 INPUT_LENGTH = 160
@@ -31,8 +38,11 @@ def make_batch(vocab_size: int, pad_id: int = 0, start_id: int = 0, seed: int = 
     encoder_tokens[1::2, PADDED_ROW_LENGTH:] = pad_id
     targets = rng.integers(3, vocab_size, size=(4, TARGET_LENGTH)).astype(np.int32)
     decoder_inputs = np.concatenate([np.full((4, 1), start_id, np.int32), targets[:, :-1]], axis=1)
-    return {"encoder_input_tokens": encoder_tokens, "decoder_input_tokens": decoder_inputs,
-            "decoder_target_tokens": targets}
+    return {
+        "encoder_input_tokens": encoder_tokens,
+        "decoder_input_tokens": decoder_inputs,
+        "decoder_target_tokens": targets,
+    }
 
 
 def hf_outputs(hf_model, batch):
@@ -42,8 +52,11 @@ def hf_outputs(hf_model, batch):
     with torch.no_grad():
         input_ids = torch.from_numpy(batch["encoder_input_tokens"]).long()
         attention_mask = (input_ids != 0).long()
-        out = hf_model(input_ids=input_ids, attention_mask=attention_mask,
-                       decoder_input_ids=torch.from_numpy(batch["decoder_input_tokens"]).long())
+        out = hf_model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=torch.from_numpy(batch["decoder_input_tokens"]).long(),
+        )
     return out.encoder_last_hidden_state.numpy(), out.logits.numpy()
 
 
@@ -53,12 +66,15 @@ def assert_matches_hf(config, params, hf_model, batch):
     encoded = np.asarray(model.encode(params, batch["encoder_input_tokens"]))
     # Padded positions are not compared: neither implementation defines them.
     np.testing.assert_allclose(encoded[0::2], hf_encoded[0::2], **TOLERANCE)
-    np.testing.assert_allclose(encoded[1::2, :PADDED_ROW_LENGTH],
-                               hf_encoded[1::2, :PADDED_ROW_LENGTH], **TOLERANCE)
+    np.testing.assert_allclose(
+        encoded[1::2, :PADDED_ROW_LENGTH], hf_encoded[1::2, :PADDED_ROW_LENGTH], **TOLERANCE
+    )
     logits = np.asarray(model.logits(params, batch))
     np.testing.assert_allclose(logits, hf_logits, **TOLERANCE)
     # First step alone (encoder once, decoder for one position).
-    probs = np.asarray(model.first_token_probs(params, batch["encoder_input_tokens"], range(config.vocab_size)))
+    probs = np.asarray(
+        model.first_token_probs(params, batch["encoder_input_tokens"], range(config.vocab_size))
+    )
     hf_first = hf_logits[:, 0]
     hf_probs = np.exp(hf_first - hf_first.max(-1, keepdims=True))
     hf_probs /= hf_probs.sum(-1, keepdims=True)
@@ -81,8 +97,10 @@ def t5_class_model():
 @pytest.mark.parametrize("weights", ["safetensors", "sharded", "bin", "bin_sharded", "flax"])
 def test_hf_formats_match_pytorch(tmp_path, tiny_hf_model, batch, weights):
     directory = tiny_model.save_hf_model(tiny_hf_model, str(tmp_path / weights), weights=weights)
-    shards = {"sharded": ("model.safetensors.index.json", ".safetensors"),
-              "bin_sharded": ("pytorch_model.bin.index.json", ".bin")}
+    shards = {
+        "sharded": ("model.safetensors.index.json", ".safetensors"),
+        "bin_sharded": ("pytorch_model.bin.index.json", ".bin"),
+    }
     if weights in shards:
         index, suffix = shards[weights]
         assert os.path.isfile(os.path.join(directory, index))
@@ -109,7 +127,9 @@ def assert_log_probs_close(config, params, hf_model, batch, tolerance=1e-4):
 
     _, hf_logits = hf_outputs(hf_model, batch)
     logits = np.asarray(EncoderDecoderModel(config).logits(params, batch))
-    difference = np.abs(np.asarray(jax.nn.log_softmax(logits)) - np.asarray(jax.nn.log_softmax(hf_logits)))
+    difference = np.abs(
+        np.asarray(jax.nn.log_softmax(logits)) - np.asarray(jax.nn.log_softmax(hf_logits))
+    )
     assert difference.max() < tolerance, difference.max()
 
 
@@ -147,9 +167,11 @@ def test_t5_v1_0_t5x_checkpoint(tmp_path, t5_v1_0_model, batch):
 
 def test_t5x_encoder_only_is_refused(tmp_path, tiny_hf_dir):
     _, params = load_checkpoint(tiny_hf_dir)
-    encoder_only = {name: value for name, value in flatten(params).items()
-                    if not name.startswith("decoder/")}
+    encoder_only = {
+        name: value for name, value in flatten(params).items() if not name.startswith("decoder/")
+    }
     from seahorse_metrics.checkpoints.params import unflatten
+
     tiny_model.write_t5x_checkpoint(str(tmp_path), unflatten(encoder_only), step=1)
     with pytest.raises(CheckpointError, match="encoder-only"):
         load_checkpoint(str(tmp_path))
@@ -163,11 +185,13 @@ def test_t5x_checkpoint_matches_pytorch(tmp_path, tiny_hf_dir, tiny_hf_model, ba
     if layout == "mixed_inline":
         # T5X writes unpartitioned parameters into the msgpack itself.
         inline = [name for name in flatten(params) if "layer_norm" in name or "relpos" in name]
-    tiny_model.write_t5x_checkpoint(model_dir, params, step=1000, inline=inline,
-                                    placeholders=(layout == "placeholders"))
+    tiny_model.write_t5x_checkpoint(
+        model_dir, params, step=1000, inline=inline, placeholders=(layout == "placeholders")
+    )
     # An older step with other weights: the model directory must resolve to the latest.
     shifted = {name: np.asarray(value) + 1.0 for name, value in flatten(params).items()}
     from seahorse_metrics.checkpoints.params import unflatten
+
     tiny_model.write_t5x_checkpoint(model_dir, unflatten(shifted), step=500)
     assert detect_format(model_dir) == "t5x"
     for path in (model_dir, os.path.join(model_dir, "checkpoint_1000")):
@@ -189,7 +213,9 @@ def test_t5x_bfloat16_arrays(tmp_path, tiny_hf_dir):
     for name, value in flatten(params).items():
         rounded = np.asarray(value).astype(ml_dtypes.bfloat16)
         assert flatten(loaded)[name].dtype == np.float32
-        np.testing.assert_array_equal(flatten(loaded)[name], rounded.astype(np.float32), err_msg=name)
+        np.testing.assert_array_equal(
+            flatten(loaded)[name], rounded.astype(np.float32), err_msg=name
+        )
         assert flatten(loaded_bf16)[name].dtype == ml_dtypes.bfloat16
 
 
@@ -220,7 +246,8 @@ def test_round_trip_hf_orbax_hf_is_exact(tmp_path, tiny_hf_model, tiny_hf_dir, t
 
     # Hugging Face reads the export back without missing or unexpected weights.
     reloaded, info = transformers.MT5ForConditionalGeneration.from_pretrained(
-        export_dir, output_loading_info=True)
+        export_dir, output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     for name, tensor in reloaded.state_dict().items():
         assert torch.equal(tensor, tiny_hf_model.state_dict()[name]), name
@@ -231,11 +258,13 @@ def test_save_with_steps_loads_latest(tmp_path, tiny_hf_dir):
     save_checkpoint(str(tmp_path), config, params, step=10)
     bumped = {name: np.asarray(v) * 2 for name, v in flatten(params).items()}
     from seahorse_metrics.checkpoints.params import unflatten
+
     save_checkpoint(str(tmp_path), config, unflatten(bumped), step=20)
     assert detect_format(str(tmp_path)) == "ours"
     _, loaded = load_checkpoint(str(tmp_path))
-    np.testing.assert_array_equal(flatten(loaded)["token_embedder/embedding"],
-                                  bumped["token_embedder/embedding"])
+    np.testing.assert_array_equal(
+        flatten(loaded)["token_embedder/embedding"], bumped["token_embedder/embedding"]
+    )
     with pytest.raises(FileExistsError):
         save_checkpoint(str(tmp_path), config, params, step=20)
 
@@ -246,8 +275,9 @@ def test_relative_paths_save_and_load(tmp_path, tiny_hf_dir, monkeypatch):
     monkeypatch.chdir(tmp_path)
     save_checkpoint(os.path.join("runs", "q4", "best"), config, params)
     _, loaded = load_checkpoint(os.path.join("runs", "q4", "best"))
-    np.testing.assert_array_equal(flatten(loaded)["token_embedder/embedding"],
-                                  flatten(params)["token_embedder/embedding"])
+    np.testing.assert_array_equal(
+        flatten(loaded)["token_embedder/embedding"], flatten(params)["token_embedder/embedding"]
+    )
 
 
 # ------------------------------------------------------------------ errors
@@ -274,7 +304,9 @@ def test_missing_parameter_is_named(tmp_path, tiny_hf_dir):
 
 def test_unknown_parameter_is_named(tmp_path, tiny_hf_dir):
     directory = _copy(tiny_hf_dir, tmp_path)
-    _edit_safetensors(directory, lambda t: t.update({"encoder.block.0.extra.weight": np.ones(3, np.float32)}))
+    _edit_safetensors(
+        directory, lambda t: t.update({"encoder.block.0.extra.weight": np.ones(3, np.float32)})
+    )
     with pytest.raises(CheckpointError, match=r"encoder\.block\.0\.extra\.weight"):
         load_checkpoint(directory)
 
@@ -295,18 +327,24 @@ def test_integer_dtype_is_refused(tmp_path, tiny_hf_dir):
         load_checkpoint(directory)
 
 
-@pytest.mark.parametrize("change, message", [
-    # The head of these weights is not the embedding.
-    ({"tie_word_embeddings": True}, r"lm_head\.weight differs.*tie_word_embeddings"),
-    ({"feed_forward_proj": "gated-silu"}, "feed_forward_proj='gated-silu' is not supported"),
-    ({"feed_forward_proj": "gelu"}, "feed_forward_proj='gelu' is not supported"),
-    # A ReLU config over gated weights: the wi kernels are missing.
-    ({"feed_forward_proj": "relu"}, r"missing parameters.*DenseReluDense\.wi\.weight"),
-    ({"architectures": ["T5EncoderModel"]}, r"architectures=\['T5EncoderModel'\] is an encoder-only"),
-    ({"is_encoder_decoder": False}, "is_encoder_decoder=false"),
-    ({"num_decoder_layers": 0}, "num_decoder_layers=0 is an encoder-only"),
-    ({"model_type": "bart"}, "not a T5"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        # The head of these weights is not the embedding.
+        ({"tie_word_embeddings": True}, r"lm_head\.weight differs.*tie_word_embeddings"),
+        ({"feed_forward_proj": "gated-silu"}, "feed_forward_proj='gated-silu' is not supported"),
+        ({"feed_forward_proj": "gelu"}, "feed_forward_proj='gelu' is not supported"),
+        # A ReLU config over gated weights: the wi kernels are missing.
+        ({"feed_forward_proj": "relu"}, r"missing parameters.*DenseReluDense\.wi\.weight"),
+        (
+            {"architectures": ["T5EncoderModel"]},
+            r"architectures=\['T5EncoderModel'\] is an encoder-only",
+        ),
+        ({"is_encoder_decoder": False}, "is_encoder_decoder=false"),
+        ({"num_decoder_layers": 0}, "num_decoder_layers=0 is an encoder-only"),
+        ({"model_type": "bart"}, "not a T5"),
+    ],
+)
 def test_unsupported_hf_configs(tmp_path, tiny_hf_dir, change, message):
     directory = _copy(tiny_hf_dir, tmp_path)
     path = os.path.join(directory, "config.json")
@@ -349,15 +387,23 @@ def test_save_checkpoint_refuses_mismatched_params(tmp_path, tiny_hf_dir):
 
 def test_t5_v1_0_scores_through_the_scorer(tmp_path, t5_v1_0_model, tiny_vocab_path):
     # The TRUE NLI baseline's network, scored like any SEAHORSE metric.
-    from fixtures import scoring_reference as ref
     from seahorse_metrics import Scorer
     from seahorse_metrics.data.vocab import SentencePieceTokenizer
 
-    directory = tiny_model.save_hf_model(t5_v1_0_model, str(tmp_path / "nli"), vocab_path=tiny_vocab_path)
+    from fixtures import scoring_reference as ref
+
+    directory = tiny_model.save_hf_model(
+        t5_v1_0_model, str(tmp_path / "nli"), vocab_path=tiny_vocab_path
+    )
     premises, hypotheses = ref.random_pairs(6, seed=3)
     scores = Scorer.load(directory, batch_size=4).score(premises, hypotheses)
-    expected = ref.hf_scores(t5_v1_0_model, SentencePieceTokenizer(tiny_vocab_path), tiny_vocab_path,
-                             premises, hypotheses)
+    expected = ref.hf_scores(
+        t5_v1_0_model,
+        SentencePieceTokenizer(tiny_vocab_path),
+        tiny_vocab_path,
+        premises,
+        hypotheses,
+    )
     np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-7)
 
 
@@ -383,13 +429,19 @@ def test_a_damaged_file_is_named(tmp_path, tiny_hf_dir):
     for case in ("metadata", "data"):
         written = save_checkpoint(str(tmp_path / case), config, params)
         params_dir = os.path.join(written, "params")
-        damaged = (os.path.join(params_dir, "_METADATA") if case == "metadata"
-                   else _largest_file(params_dir))
+        damaged = (
+            os.path.join(params_dir, "_METADATA")
+            if case == "metadata"
+            else _largest_file(params_dir)
+        )
         _truncate(damaged)
         expected = damaged if case == "metadata" else params_dir
         for convert in (None, int8):  # int8 scoring reads ours one tensor at a time
-            with pytest.raises(CheckpointError, match=rf"{expected}: cannot read this checkpoint "
-                                                      ".*damaged or incomplete"):
+            with pytest.raises(
+                CheckpointError,
+                match=rf"{expected}: cannot read this checkpoint "
+                ".*damaged or incomplete",
+            ):
                 load_checkpoint(written, convert=convert)
     hf = str(tmp_path / "hf")
     shutil.copytree(tiny_hf_dir, hf)

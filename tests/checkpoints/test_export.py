@@ -5,14 +5,13 @@ T5X export is read the way T5X's `checkpoints.load_t5x_checkpoint` reads a
 checkpoint (msgpack, then each relative TensorStore spec with its chunks and
 compressor dropped); both round-trip through our loader bit for bit.
 """
+
 import json
 import os
 
 import numpy as np
 import pytest
 
-from fixtures import scoring_reference as ref
-from fixtures import tiny_model
 from seahorse_metrics.checkpoints import load_checkpoint
 from seahorse_metrics.checkpoints.export import chunk_shape, export_checkpoint
 from seahorse_metrics.checkpoints.params import flatten
@@ -20,6 +19,9 @@ from seahorse_metrics.cli import main
 from seahorse_metrics.data.inputs import encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.model import EncoderDecoderModel
+
+from fixtures import scoring_reference as ref
+from fixtures import tiny_model
 
 BEST_STEP = 40
 
@@ -29,7 +31,8 @@ def make_run(directory, config, params, vocab_path):
     from seahorse_metrics.training.checkpointing import BestCheckpoint
 
     BestCheckpoint(os.path.join(directory, "best"), vocab_path).save(
-        BEST_STEP, config, params, {"roc_auc": 0.75})
+        BEST_STEP, config, params, {"roc_auc": 0.75}
+    )
     return directory
 
 
@@ -57,32 +60,45 @@ def first_step_log_p1(config, params, vocab_path, hf_model):
 
     tokenizer = SentencePieceTokenizer(vocab_path)
     one, _ = ref.target_ids(vocab_path)
-    rows = [encode_pair(tokenizer, p, h, 2048, "summary_first").ids
-            for p, h in zip(*ref.random_pairs(5, seed=11))]
+    rows = [
+        encode_pair(tokenizer, p, h, 2048, "summary_first").ids
+        for p, h in zip(*ref.random_pairs(5, seed=11))
+    ]
     ids = np.zeros((len(rows), max(map(len, rows))), np.int32)
     for index, row in enumerate(rows):
-        ids[index, :len(row)] = row
-    ours = np.log(np.asarray(EncoderDecoderModel(config).first_token_probs(params, ids, [one]))[:, 0])
+        ids[index, : len(row)] = row
+    ours = np.log(
+        np.asarray(EncoderDecoderModel(config).first_token_probs(params, ids, [one]))[:, 0]
+    )
     with torch.no_grad():
         input_ids = torch.from_numpy(ids).long()
-        logits = hf_model(input_ids=input_ids, attention_mask=(input_ids != 0).long(),
-                          decoder_input_ids=torch.zeros((len(rows), 1), dtype=torch.long)).logits
+        logits = hf_model(
+            input_ids=input_ids,
+            attention_mask=(input_ids != 0).long(),
+            decoder_input_ids=torch.zeros((len(rows), 1), dtype=torch.long),
+        ).logits
     theirs = torch.log_softmax(logits[:, 0].float(), -1)[:, one].numpy()
     return ours, theirs
 
 
 def test_hf_export_of_model_dir_best_scores_identically_in_transformers(
-        run_dir, tmp_path, tiny_vocab_path, capsys):
+    run_dir, tmp_path, tiny_vocab_path, capsys
+):
     import transformers
 
     output = str(tmp_path / "q4-hf")
     assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", output]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == ["config.json", "model.safetensors",
-                                          "seahorse_export.json", "spiece.model"]
+    assert sorted(os.listdir(output)) == [
+        "config.json",
+        "model.safetensors",
+        "seahorse_export.json",
+        "spiece.model",
+    ]
     assert_same_params(output, os.path.join(run_dir, "best"))
     model, info = transformers.MT5ForConditionalGeneration.from_pretrained(
-        output, output_loading_info=True)
+        output, output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     config, params = load_checkpoint(output)
     ours, theirs = first_step_log_p1(config, params, tiny_vocab_path, model.eval())
@@ -101,7 +117,9 @@ def test_hf_export_of_a_t5_v1_0_model(tmp_path, tiny_vocab_path):
     assert written["architectures"] == ["T5ForConditionalGeneration"]
     assert written["feed_forward_proj"] == "relu" and written["tie_word_embeddings"] is True
     assert_same_params(output, source)
-    model, info = transformers.T5ForConditionalGeneration.from_pretrained(output, output_loading_info=True)
+    model, info = transformers.T5ForConditionalGeneration.from_pretrained(
+        output, output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     config, params = load_checkpoint(output)
     ours, theirs = first_step_log_p1(config, params, tiny_vocab_path, model.eval())
@@ -113,10 +131,25 @@ def test_t5x_export_reads_the_t5x_way_and_round_trips(run_dir, tmp_path):
     from flax import serialization
 
     output = str(tmp_path / "q4-t5x")
-    assert main(["export", "--checkpoint", os.path.join(run_dir, "best"), "--to", "t5x",
-                 "--output", output]) == 0
-    assert sorted(os.listdir(output)) == [f"checkpoint_{BEST_STEP}", "seahorse_export.json",
-                                          "spiece.model"]
+    assert (
+        main(
+            [
+                "export",
+                "--checkpoint",
+                os.path.join(run_dir, "best"),
+                "--to",
+                "t5x",
+                "--output",
+                output,
+            ]
+        )
+        == 0
+    )
+    assert sorted(os.listdir(output)) == [
+        f"checkpoint_{BEST_STEP}",
+        "seahorse_export.json",
+        "spiece.model",
+    ]
     step_dir = os.path.join(output, f"checkpoint_{BEST_STEP}")
     with open(os.path.join(step_dir, "checkpoint"), "rb") as handle:
         contents = serialization.msgpack_restore(handle.read())
@@ -191,18 +224,22 @@ def test_overwrite_replaces_only_a_previous_export(run_dir, tmp_path):
 
 
 def test_overwrite_never_replaces_the_current_directory_or_its_parents(
-        run_dir, tmp_path, monkeypatch, capsys):
+    run_dir, tmp_path, monkeypatch, capsys
+):
     project = tmp_path / "project"
     (project / "runs" / "q4").mkdir(parents=True)
     (project / "train.py").write_text("print('mine')")
     before = sorted(str(path) for path in tmp_path.rglob("*"))
     monkeypatch.chdir(project)
-    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", ".",
-                 "--overwrite"]) == 2
+    assert (
+        main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", ".", "--overwrite"]) == 2
+    )
     assert "current directory" in capsys.readouterr().err
     monkeypatch.chdir(project / "runs" / "q4")
-    assert main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", "../..",
-                 "--overwrite"]) == 2
+    assert (
+        main(["export", "--checkpoint", run_dir, "--to", "hf", "--output", "../..", "--overwrite"])
+        == 2
+    )
     assert "one of its parents" in capsys.readouterr().err
     assert sorted(str(path) for path in tmp_path.rglob("*")) == before
 
@@ -262,8 +299,13 @@ def test_export_honours_the_umask(run_dir, tmp_path):
     for root in ("hf", "t5x"):
         for directory, _, files in os.walk(tmp_path / root):
             modes[directory] = os.stat(directory).st_mode & 0o777
-            modes.update({os.path.join(directory, name):
-                          os.stat(os.path.join(directory, name)).st_mode & 0o777 for name in files})
+            modes.update(
+                {
+                    os.path.join(directory, name): os.stat(os.path.join(directory, name)).st_mode
+                    & 0o777
+                    for name in files
+                }
+            )
     directories = {path for path in modes if os.path.isdir(path)}
     assert len(directories) > 3 and len(modes) > len(directories) + 5
     assert {modes[path] for path in directories} == {0o755}, modes

@@ -6,6 +6,7 @@ commit, `snapshots/<commit>/` holding the files) and read with
 `HF_HUB_OFFLINE=1`. The hub settings are environment variables huggingface_hub
 reads once, so each case runs in a child process with its own environment.
 """
+
 import json
 import os
 import shutil
@@ -58,9 +59,8 @@ print(json.dumps({"scores": scores.tolist()}))
 
 
 def test_scorer_score_and_evaluate_load_a_hub_id_offline(hub, tiny_hf_dir):
-    from seahorse_metrics import Scorer
+    from seahorse_metrics import Scorer, stats
     from seahorse_metrics.data.seahorse import iter_prepared
-    from seahorse_metrics import stats
 
     env = child_env(extra={"HF_HOME": hub["hf_home"], "HF_HUB_OFFLINE": "1"})
     env.pop("HF_HUB_CACHE", None)
@@ -68,8 +68,9 @@ def test_scorer_score_and_evaluate_load_a_hub_id_offline(hub, tiny_hf_dir):
     from_hub = np.asarray(json.loads(result.stdout.strip().splitlines()[-1])["scores"])
 
     records = list(iter_prepared(os.path.join(hub["prepared"], "test.jsonl")))
-    expected = Scorer.load(tiny_hf_dir).score([r["article"] for r in records],
-                                              [r["summary"] for r in records])
+    expected = Scorer.load(tiny_hf_dir).score(
+        [r["article"] for r in records], [r["summary"] for r in records]
+    )
     np.testing.assert_allclose(from_hub, expected, rtol=1e-6)
     with open(hub["root"] / "scored.jsonl") as handle:
         scored = [json.loads(line)["q4"] for line in handle]
@@ -92,15 +93,22 @@ except FileNotFoundError as error:
 """
 
 
-@pytest.mark.parametrize("hub_env", [{"HF_HUB_OFFLINE": "1"},
-                                     # Online, but the hub does not answer (a closed port).
-                                     {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}])
+@pytest.mark.parametrize(
+    "hub_env",
+    [
+        {"HF_HUB_OFFLINE": "1"},
+        # Online, but the hub does not answer (a closed port).
+        {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"},
+    ],
+)
 def test_an_id_neither_local_nor_cached_is_a_clear_error(hub, hub_env):
     env = child_env(extra=dict(hub_env, HF_HOME=hub["hf_home"]))
     result = run_python(["-c", _RESOLVE, "google/seahorse-xxl-q9"], env, timeout=120)
     message = result.stdout
-    assert "FileNotFoundError: google/seahorse-xxl-q9 is neither a local directory nor a " \
-           "Hugging Face hub id in the cache" in message
+    assert (
+        "FileNotFoundError: google/seahorse-xxl-q9 is neither a local directory nor a "
+        "Hugging Face hub id in the cache" in message
+    )
     assert os.path.join(hub["hf_home"], "hub") in message
     assert ("HF_HUB_OFFLINE is set" in message) == (hub_env["HF_HUB_OFFLINE"] == "1")
 
@@ -115,8 +123,7 @@ def test_local_paths_are_never_taken_for_hub_ids(tmp_path, monkeypatch):
     assert is_hub_id("google/seahorse-large-q4") and is_hub_id("google/seahorse-large-q4@main")
 
 
-def test_a_mistyped_local_path_is_a_missing_directory_not_a_hub_id(tmp_path, monkeypatch,
-                                                                   capsys):
+def test_a_mistyped_local_path_is_a_missing_directory_not_a_hub_id(tmp_path, monkeypatch, capsys):
     """Issue 48 point 18: `--checkpoint runs/q5`, where runs/ exists, said
     "download the model while online: huggingface-cli download runs/q5"."""
     from seahorse_metrics.checkpoints import hub
@@ -132,8 +139,21 @@ def test_a_mistyped_local_path_is_a_missing_directory_not_a_hub_id(tmp_path, mon
     assert hub.is_hub_id("google/seahorse-large-q4")  # no google/ directory here
     source = tmp_path / "in.jsonl"
     source.write_text('{"article": "a fox.", "summary": "a fox."}\n')
-    assert cli_main(["score", "--checkpoint", "runs/q5", "--input", str(source),
-                     "--output", str(tmp_path / "out.jsonl"), "--no_progress"]) == 2
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                "runs/q5",
+                "--input",
+                str(source),
+                "--output",
+                str(tmp_path / "out.jsonl"),
+                "--no_progress",
+            ]
+        )
+        == 2
+    )
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: ") and "runs/q5 does not exist" in line, line
     assert "huggingface" not in line and "hub" not in line, line

@@ -1,5 +1,6 @@
 """Exporting a multi-question metric (issue 49): questions.json travels with
 the HF and T5X exports, and transformers agrees per question."""
+
 import os
 
 import numpy as np
@@ -33,7 +34,8 @@ def test_exports_carry_the_questions_and_transformers_agrees(tmp_path, multi_que
             np.testing.assert_allclose(scores[name], expected[name], atol=1e-6)
 
     hf_model = transformers.MT5ForConditionalGeneration.from_pretrained(
-        str(tmp_path / "export-hf")).eval()
+        str(tmp_path / "export-hf")
+    ).eval()
     for row, ids in enumerate(source.encode_inputs(PREMISES, HYPOTHESES)):
         input_ids = torch.tensor([ids], dtype=torch.long)
         for name, prefix in zip(questions.names, questions.prefixes):

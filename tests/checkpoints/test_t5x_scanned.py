@@ -13,17 +13,22 @@ uses) where T5X is importable (see /work/shared/t5x/README.md); everywhere, the 
 layout written by `tiny_model.scalable_t5_tree`, whose names and shapes the T5X test
 compares with T5X's network.
 """
-import json
+
 import os
 
 import numpy as np
 import pytest
 
+from seahorse_metrics.checkpoints import (
+    CheckpointError,
+    checkpoint_config,
+    detect_format,
+    load_checkpoint,
+)
+from seahorse_metrics.checkpoints.params import flatten, unflatten
+
 from fixtures import tiny_model
 from fixtures.tiny_model import scalable_t5_tree, write_t5x_orbax_checkpoint
-from seahorse_metrics.checkpoints import (CheckpointError, checkpoint_config, detect_format,
-                                          load_checkpoint)
-from seahorse_metrics.checkpoints.params import flatten, unflatten
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +40,9 @@ def _assert_equal_trees(actual, expected):
     actual, expected = flatten(actual), flatten(expected)
     assert set(actual) == set(expected)
     for name in expected:
-        np.testing.assert_array_equal(np.asarray(actual[name]), np.asarray(expected[name]),
-                                      err_msg=name)
+        np.testing.assert_array_equal(
+            np.asarray(actual[name]), np.asarray(expected[name]), err_msg=name
+        )
 
 
 def _write(tmp_path, tree, layout, step=3):
@@ -73,8 +79,10 @@ def test_a_layer_view_reads_any_box():
         np.testing.assert_array_equal(view.read(box), expected[box])
     out = StoredTensor.in_memory("o", "mem", rng.standard_normal((4, 3, 5, 6)))  # [heads, L, kv, e]
     view = layer_view(out, "layers_1/o", 1, 1, ((0, 1), (2,)))
-    np.testing.assert_array_equal(view.read((slice(3, 17), slice(1, 5))),
-                                  np.asarray(out.reader(()))[:, 1].reshape(20, 6)[3:17, 1:5])
+    np.testing.assert_array_equal(
+        view.read((slice(3, 17), slice(1, 5))),
+        np.asarray(out.reader(()))[:, 1].reshape(20, 6)[3:17, 1:5],
+    )
 
 
 def test_scanned_checkpoint_scores_and_exports_as_the_unscanned_one(tmp_path, tiny, tiny_hf_dir):
@@ -97,8 +105,9 @@ def test_scanned_checkpoint_scores_and_exports_as_the_unscanned_one(tmp_path, ti
     transformers = pytest.importorskip("transformers")
     hf_model = transformers.MT5ForConditionalGeneration.from_pretrained(str(tmp_path / "export-hf"))
     weight = hf_model.encoder.block[1].layer[0].SelfAttention.q.weight.detach().numpy()
-    np.testing.assert_array_equal(weight, np.asarray(params["encoder"]["layers_1"]["attention"]
-                                                     ["query"]["kernel"]).T)
+    np.testing.assert_array_equal(
+        weight, np.asarray(params["encoder"]["layers_1"]["attention"]["query"]["kernel"]).T
+    )
 
 
 def test_scanned_checkpoint_converts_for_ctranslate2(tmp_path, tiny, tiny_hf_dir):
@@ -107,12 +116,16 @@ def test_scanned_checkpoint_converts_for_ctranslate2(tmp_path, tiny, tiny_hf_dir
 
     _, params = tiny
     step_dir = _write(tmp_path, scalable_t5_tree(params), "legacy")
-    options = dict(max_input_length=64, engine="ctranslate2",
-                   engine_options={"cache_dir": str(tmp_path / "ct2"), "convert_in_child": False})
+    options = dict(
+        max_input_length=64,
+        engine="ctranslate2",
+        engine_options={"cache_dir": str(tmp_path / "ct2"), "convert_in_child": False},
+    )
     premises, hypotheses = ["the fox jumps over the dog.", "a b c d"], ["a fox jumps.", "a b"]
     expected = Scorer.load(tiny_hf_dir, max_input_length=64).score(premises, hypotheses)
-    scores = Scorer.load(step_dir, vocab=os.path.join(tiny_hf_dir, "spiece.model"),
-                         **options).score(premises, hypotheses)
+    scores = Scorer.load(
+        step_dir, vocab=os.path.join(tiny_hf_dir, "spiece.model"), **options
+    ).score(premises, hypotheses)
     np.testing.assert_allclose(scores, expected, rtol=1e-5)
 
 
@@ -141,18 +154,24 @@ def test_one_stack_with_tables_of_its_own_makes_both_per_layer(tmp_path, tiny):
     assert read_config == config.replace(relative_bias_per_layer=True)
     flat = flatten(read)
     for layer in (0, 1):
-        np.testing.assert_array_equal(flat[f"encoder/layers_{layer}/relpos_bias/rel_embedding"],
-                                      params["encoder"]["relpos_bias"]["rel_embedding"])
-        np.testing.assert_array_equal(flat[f"decoder/layers_{layer}/relpos_bias/rel_embedding"],
-                                      bias[:, layer])
+        np.testing.assert_array_equal(
+            flat[f"encoder/layers_{layer}/relpos_bias/rel_embedding"],
+            params["encoder"]["relpos_bias"]["rel_embedding"],
+        )
+        np.testing.assert_array_equal(
+            flat[f"decoder/layers_{layer}/relpos_bias/rel_embedding"], bias[:, layer]
+        )
 
 
 def test_a_bias_that_is_no_stack_of_tables_is_refused(tmp_path, tiny):
     _, params = tiny
     tree = flatten(scalable_t5_tree(params))
     tree["encoder/encoder/relpos_bias/rel_embedding"] = np.zeros((4, 32), np.float32)
-    with pytest.raises(CheckpointError, match=r"encoder/encoder/relpos_bias/rel_embedding\[4, 32\] "
-                                              r"is not the \[heads, layers, buckets\] tables"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"encoder/encoder/relpos_bias/rel_embedding\[4, 32\] "
+        r"is not the \[heads, layers, buckets\] tables",
+    ):
         load_checkpoint(_write(tmp_path, unflatten(tree), "orbax"))
 
 
@@ -163,11 +182,20 @@ def _written_t5x_arrays(step_dir):
 
     with open(os.path.join(step_dir, "checkpoint"), "rb") as handle:
         target = serialization.msgpack_restore(handle.read())["optimizer"]["target"]
-    specs = {name[:-len("/kvstore/path")]: path for name, path in flatten(target).items()
-             if name.endswith("/kvstore/path")}
-    return {name: ts.open({"driver": "zarr", "kvstore": {
-        "driver": "file", "path": os.path.join(step_dir, path)}}).result().read().result()
-        for name, path in specs.items()}
+    specs = {
+        name[: -len("/kvstore/path")]: path
+        for name, path in flatten(target).items()
+        if name.endswith("/kvstore/path")
+    }
+    return {
+        name: ts.open(
+            {"driver": "zarr", "kvstore": {"driver": "file", "path": os.path.join(step_dir, path)}}
+        )
+        .result()
+        .read()
+        .result()
+        for name, path in specs.items()
+    }
 
 
 def test_per_layer_exports_to_t5x_as_scalable_t5_writes_it(tmp_path, umt5, tiny_umt5_dir):
@@ -183,7 +211,11 @@ def test_per_layer_exports_to_t5x_as_scalable_t5_writes_it(tmp_path, umt5, tiny_
     for name, value in expected.items():
         np.testing.assert_array_equal(written[name], value, err_msg=name)
     assert scanned_axes(config)["decoder/decoder/self_attention/out/kernel"] == (
-        "heads", "layers", "kv", "embed")
+        "heads",
+        "layers",
+        "kv",
+        "embed",
+    )
     read_config, read = load_checkpoint(output)
     assert read_config == config
     _assert_equal_trees(read, params)
@@ -193,22 +225,36 @@ def test_per_layer_exports_to_t5x_as_scalable_t5_writes_it(tmp_path, umt5, tiny_
 def _t5x_model(config, scan_layers=True):
     """T5X's EncoderDecoderModel over its scalable_t5 network, of `config`'s sizes (as
     t5x/examples/scalable_t5/mt5/*.gin bind it)."""
+    import seqio
     from t5x import adafactor, models
     from t5x.examples.scalable_t5 import network
-    import seqio
 
     t5x_config = network.T5Config(
-        vocab_size=config.vocab_size, dtype="float32", emb_dim=config.d_model,
-        num_heads=config.num_heads, num_encoder_layers=config.num_encoder_layers,
-        num_decoder_layers=config.num_decoder_layers, head_dim=config.d_kv,
-        mlp_dim=config.d_ff, mlp_activations=("gelu", "linear"), dropout_rate=0.0,
-        logits_via_embedding=False, scan_layers=scan_layers, remat_policy="none")
+        vocab_size=config.vocab_size,
+        dtype="float32",
+        emb_dim=config.d_model,
+        num_heads=config.num_heads,
+        num_encoder_layers=config.num_encoder_layers,
+        num_decoder_layers=config.num_decoder_layers,
+        head_dim=config.d_kv,
+        mlp_dim=config.d_ff,
+        mlp_activations=("gelu", "linear"),
+        dropout_rate=0.0,
+        logits_via_embedding=False,
+        scan_layers=scan_layers,
+        remat_policy="none",
+    )
     vocabulary = seqio.PassThroughVocabulary(config.vocab_size)
     return models.EncoderDecoderModel(
-        module=network.Transformer(t5x_config), input_vocabulary=vocabulary,
-        output_vocabulary=vocabulary, optimizer_def=adafactor.Adafactor(
-            decay_rate=0.8, step_offset=0,
-            logical_factor_rules=adafactor.standard_logical_factor_rules()))
+        module=network.Transformer(t5x_config),
+        input_vocabulary=vocabulary,
+        output_vocabulary=vocabulary,
+        optimizer_def=adafactor.Adafactor(
+            decay_rate=0.8,
+            step_offset=0,
+            logical_factor_rules=adafactor.standard_logical_factor_rules(),
+        ),
+    )
 
 
 def _t5x_save(model, variables, directory):
@@ -231,10 +277,12 @@ def _t5x_save(model, variables, directory):
 
 def _t5x_batch(config):
     rng = np.random.default_rng(1)
-    batch = {"encoder_input_tokens": rng.integers(2, config.vocab_size, (3, 12), dtype=np.int32),
-             "decoder_input_tokens": np.array([[0, 7, 9, 4]] * 3, np.int32),
-             "decoder_target_tokens": np.array([[7, 9, 4, 1]] * 3, np.int32),
-             "decoder_loss_weights": np.ones((3, 4), np.float32)}
+    batch = {
+        "encoder_input_tokens": rng.integers(2, config.vocab_size, (3, 12), dtype=np.int32),
+        "decoder_input_tokens": np.array([[0, 7, 9, 4]] * 3, np.int32),
+        "decoder_target_tokens": np.array([[7, 9, 4, 1]] * 3, np.int32),
+        "decoder_loss_weights": np.ones((3, 4), np.float32),
+    }
     batch["encoder_input_tokens"][0, 9:] = 0  # padding
     return batch
 
@@ -268,29 +316,37 @@ def t5x_tiny(tiny):
 
 
 @pytest.mark.slow
-def test_t5x_s_own_scanned_checkpoints_read_and_score_as_t5x_scores_them(tmp_path, tiny,
-                                                                         t5x_tiny):
+def test_t5x_s_own_scanned_checkpoints_read_and_score_as_t5x_scores_them(tmp_path, tiny, t5x_tiny):
     config, params = tiny
     model, variables = t5x_tiny
     initial = flatten(variables["params"])
     ours = flatten(scalable_t5_tree(params))
     assert {name: np.shape(value) for name, value in initial.items()} == {
-        name: np.shape(value) for name, value in ours.items()}
+        name: np.shape(value) for name, value in ours.items()
+    }
     batch = _t5x_batch(config)
     t5x_scores = np.asarray(model.score_batch(scalable_t5_tree(params), batch))
-    step_dirs = _t5x_save(model, dict(variables, params=scalable_t5_tree(params)),
-                          str(tmp_path / "t5x"))
+    step_dirs = _t5x_save(
+        model, dict(variables, params=scalable_t5_tree(params)), str(tmp_path / "t5x")
+    )
     _assert_equal_trees(_assert_scores_as_t5x(step_dirs, config, t5x_scores, batch), params)
     # What T5X's initialisation gives every layer: a bias of its own.
     t5x_scores = np.asarray(model.score_batch(variables["params"], batch))
-    read = _assert_scores_as_t5x(_t5x_save(model, variables, str(tmp_path / "initial")),
-                                 config.replace(relative_bias_per_layer=True), t5x_scores, batch)
-    np.testing.assert_array_equal(read["decoder"]["layers_1"]["relpos_bias"]["rel_embedding"],
-                                  initial["decoder/decoder/relpos_bias/rel_embedding"][:, 1])
+    read = _assert_scores_as_t5x(
+        _t5x_save(model, variables, str(tmp_path / "initial")),
+        config.replace(relative_bias_per_layer=True),
+        t5x_scores,
+        batch,
+    )
+    np.testing.assert_array_equal(
+        read["decoder"]["layers_1"]["relpos_bias"]["rel_embedding"],
+        initial["decoder/decoder/relpos_bias/rel_embedding"][:, 1],
+    )
 
 
-def test_t5x_restores_a_per_layer_export_and_scores_it_as_we_do(tmp_path, umt5, tiny_umt5_dir,
-                                                                 tiny, t5x_tiny):
+def test_t5x_restores_a_per_layer_export_and_scores_it_as_we_do(
+    tmp_path, umt5, tiny_umt5_dir, tiny, t5x_tiny
+):
     from t5x import checkpoints, partitioning, train_state
 
     from seahorse_metrics.checkpoints.export import export_checkpoint
@@ -305,6 +361,7 @@ def test_t5x_restores_a_per_layer_export_and_scores_it_as_we_do(tmp_path, umt5, 
     # Adafactor's slots as T5X initialises them for the scanned axes (its factor rules).
     with open(os.path.join(output, "checkpoint_5", "checkpoint"), "rb") as handle:
         from flax import serialization
+
         written = flatten(serialization.msgpack_restore(handle.read())["optimizer"]["state"])
     theirs = flatten(serialization.to_state_dict(state.state_dict()["state"]))
     assert set(written) == set(theirs)

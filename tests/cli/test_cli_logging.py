@@ -1,6 +1,7 @@
 """What the command line logs (issue 48 point 15): our own progress and warnings by
 default; other libraries' INFO lines (Orbax through absl, JAX's backend probing) and the
 native libraries' chatter only with -v or --log_level."""
+
 import logging
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from seahorse_metrics.cli import logs
+
 from fixtures import paths
 
 REPO_ROOT = paths.REPO
@@ -67,24 +69,50 @@ def test_uvicorn_s_own_lines_are_not_named_error():
     """uvicorn logs "Uvicorn running on ..." under `uvicorn.error`: a grep for
     errors found every line the service wrote."""
     formatter = logging.Formatter(logs.FORMAT)
-    for level, name in ((logging.INFO, "uvicorn"), (logging.WARNING, "uvicorn"),
-                        (logging.ERROR, "uvicorn.error")):
-        record = logging.LogRecord("uvicorn.error", level, __file__, 1, "Uvicorn running", None,
-                                   None)
+    for level, name in (
+        (logging.INFO, "uvicorn"),
+        (logging.WARNING, "uvicorn"),
+        (logging.ERROR, "uvicorn.error"),
+    ):
+        record = logging.LogRecord(
+            "uvicorn.error", level, __file__, 1, "Uvicorn running", None, None
+        )
         assert logs.UvicornNames().filter(record)
         assert f" {name}: Uvicorn running" in formatter.format(record)
 
 
 def _score(tmp_path, checkpoint, before=(), after=()):
-    (tmp_path / "in.jsonl").write_text('{"article": "a fox jumps over the dog.", '
-                                       '"summary": "a fox jumps."}\n')
-    environ = {key: value for key, value in os.environ.items()
-               if key not in logs.NATIVE_LOG_SETTINGS}
+    (tmp_path / "in.jsonl").write_text(
+        '{"article": "a fox jumps over the dog.", "summary": "a fox jumps."}\n'
+    )
+    environ = {
+        key: value for key, value in os.environ.items() if key not in logs.NATIVE_LOG_SETTINGS
+    }
     process = subprocess.run(
-        [sys.executable, "-m", "seahorse_metrics", *before, "score", "--checkpoint", checkpoint,
-         "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl"),
-         "--buckets", "64", "--no_progress", "--overwrite", *after],
-        cwd=REPO_ROOT, env=environ, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "seahorse_metrics",
+            *before,
+            "score",
+            "--checkpoint",
+            checkpoint,
+            "--input",
+            str(tmp_path / "in.jsonl"),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--buckets",
+            "64",
+            "--no_progress",
+            "--overwrite",
+            *after,
+        ],
+        cwd=REPO_ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr
     return process.stderr.splitlines()
 

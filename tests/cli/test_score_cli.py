@@ -1,4 +1,5 @@
 """`seahorse-metrics score` end to end on the bundled sample with a tiny model."""
+
 import csv
 import json
 import os
@@ -16,8 +17,17 @@ from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
 
-SHAPE_ARGS = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
-              "--window_size", "64", "--no_progress"]
+SHAPE_ARGS = [
+    "--max_input_length",
+    "256",
+    "--buckets",
+    "64,128,256",
+    "--batch_size",
+    "8",
+    "--window_size",
+    "64",
+    "--no_progress",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +50,28 @@ def read_jsonl(path):
 
 def subprocess_env(cache_dir):
     # Later processes load the compiled programs from the persistent cache.
-    return dict(os.environ, JAX_PLATFORMS="cpu", USE_TF="0",
-                JAX_COMPILATION_CACHE_DIR=str(cache_dir),
-                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    return dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        USE_TF="0",
+        JAX_COMPILATION_CACHE_DIR=str(cache_dir),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
 
 
 def cli_command(checkpoint, input_path, output_path):
-    return [sys.executable, "-m", "seahorse_metrics", "score", "--checkpoint", checkpoint,
-            "--input", input_path, "--output", output_path] + SHAPE_ARGS
+    return [
+        sys.executable,
+        "-m",
+        "seahorse_metrics",
+        "score",
+        "--checkpoint",
+        checkpoint,
+        "--input",
+        input_path,
+        "--output",
+        output_path,
+    ] + SHAPE_ARGS
 
 
 def wait_for_lines(path, count, process, timeout=300):
@@ -66,13 +90,22 @@ def wait_for_lines(path, count, process, timeout=300):
 def test_resume_after_kill_writes_the_same_file(tmp_path, tiny_hf_dir, sample_split):
     env = subprocess_env(tmp_path / "jax_cache")
     full = str(tmp_path / "full.jsonl")
-    done = subprocess.run(cli_command(tiny_hf_dir, sample_split, full), env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        cli_command(tiny_hf_dir, sample_split, full),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     resumed = str(tmp_path / "resumed.jsonl")
-    process = subprocess.Popen(cli_command(tiny_hf_dir, sample_split, resumed), env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        cli_command(tiny_hf_dir, sample_split, resumed),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_lines(resumed + files.PARTIAL_SUFFIX, 1 + 3 * 8, process)  # header + 3 batches
     finally:
@@ -81,8 +114,13 @@ def test_resume_after_kill_writes_the_same_file(tmp_path, tiny_hf_dir, sample_sp
     assert not os.path.exists(resumed)
     with open(resumed + files.PARTIAL_SUFFIX, "ab") as handle:
         handle.write(b'{"row": 999, "scores": {"sco')  # a torn last line, as a kill can leave
-    done = subprocess.run(cli_command(tiny_hf_dir, sample_split, resumed), env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        cli_command(tiny_hf_dir, sample_split, resumed),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr and "incomplete last line" in done.stderr
 
@@ -111,16 +149,21 @@ def test_cpu_devices_split_every_batch_with_the_same_scores(tmp_path, tiny_hf_di
     """`--cpu_devices 2` in a fresh process: two XLA:CPU devices score halves
     of each batch; the scores are the single device's."""
     subset = tmp_path / "subset.jsonl"
-    subset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
-                              for r in read_jsonl(sample_split)[:40]))
+    subset.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in read_jsonl(sample_split)[:40])
+    )
     env = subprocess_env(tmp_path / "jax_cache")
     env.pop("XLA_FLAGS", None)
     scores = {}
     for devices in (1, 2):
         output = str(tmp_path / f"devices{devices}.jsonl")
-        done = subprocess.run(cli_command(tiny_hf_dir, str(subset), output)
-                              + ["--cpu_devices", str(devices)], env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            cli_command(tiny_hf_dir, str(subset), output) + ["--cpu_devices", str(devices)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         meta = json.load(open(output + META_SUFFIX))
         assert _data_parallel(meta) == devices
@@ -133,13 +176,18 @@ class Interrupted(Exception):
     pass
 
 
-def test_interrupted_run_resumes_to_the_same_file(tmp_path, tiny_hf_dir, sample_split,
-                                                  monkeypatch):
+def test_interrupted_run_resumes_to_the_same_file(tmp_path, tiny_hf_dir, sample_split, monkeypatch):
     subset = tmp_path / "subset.jsonl"
-    subset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
-                              for r in read_jsonl(sample_split)[:150]))
-    multi = MultiScorer.load({"q4": tiny_hf_dir}, max_input_length=256,
-                             bucket_lengths=(64, 128, 256), window_size=64, batch_size=8)
+    subset.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in read_jsonl(sample_split)[:150])
+    )
+    multi = MultiScorer.load(
+        {"q4": tiny_hf_dir},
+        max_input_length=256,
+        bucket_lengths=(64, 128, 256),
+        window_size=64,
+        batch_size=8,
+    )
     files.score_file(multi, str(subset), str(tmp_path / "full.jsonl"), show_progress=False)
 
     output = str(tmp_path / "out.jsonl")
@@ -156,8 +204,14 @@ def test_interrupted_run_resumes_to_the_same_file(tmp_path, tiny_hf_dir, sample_
         files.score_file(multi, str(subset), output, show_progress=False)
     monkeypatch.undo()
     assert not os.path.exists(output) and os.path.exists(output + files.PARTIAL_SUFFIX)
-    other = MultiScorer.load({"q4": tiny_hf_dir}, max_input_length=256, normalize="pair",
-                             bucket_lengths=(64, 128, 256), window_size=64, batch_size=8)
+    other = MultiScorer.load(
+        {"q4": tiny_hf_dir},
+        max_input_length=256,
+        normalize="pair",
+        bucket_lengths=(64, 128, 256),
+        window_size=64,
+        batch_size=8,
+    )
     with pytest.raises(ValueError, match="other settings"):
         files.score_file(other, str(subset), output, show_progress=False)
     summary = files.score_file(multi, str(subset), output, show_progress=False)
@@ -167,18 +221,21 @@ def test_interrupted_run_resumes_to_the_same_file(tmp_path, tiny_hf_dir, sample_
         assert a.read() == b.read()
 
 
-def test_scores_match_the_python_api_and_rerun_is_a_no_op(tmp_path, tiny_hf_dir, sample_split,
-                                                          caplog, capsys):
+def test_scores_match_the_python_api_and_rerun_is_a_no_op(
+    tmp_path, tiny_hf_dir, sample_split, caplog, capsys
+):
     subset = tmp_path / "subset.jsonl"
     records = read_jsonl(sample_split)[:40]
     subset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     output = str(tmp_path / "out.jsonl")
     args = ["score", "--checkpoint", tiny_hf_dir, "--input", str(subset), "--output", output]
     assert cli_main(args + SHAPE_ARGS) == 0
-    scorer = Scorer.load(tiny_hf_dir, max_input_length=256, bucket_lengths=(64, 128, 256),
-                         window_size=64)
-    expected = scorer.score([r["article"] for r in records], [r["summary"] for r in records],
-                            batch_size=8)
+    scorer = Scorer.load(
+        tiny_hf_dir, max_input_length=256, bucket_lengths=(64, 128, 256), window_size=64
+    )
+    expected = scorer.score(
+        [r["article"] for r in records], [r["summary"] for r in records], batch_size=8
+    )
     rows = read_jsonl(output)
     assert [{k: v for k, v in r.items() if k != "score"} for r in rows] == records
     # The float32 scores, written as their shortest decimals.
@@ -192,12 +249,19 @@ def test_scores_match_the_python_api_and_rerun_is_a_no_op(tmp_path, tiny_hf_dir,
     assert cli_main(args + SHAPE_ARGS + ["--normalize", "pair", "--overwrite"]) == 0
     meta = json.load(open(output + META_SUFFIX))
     assert meta["settings"]["normalize"] == "pair"
-    pair = Scorer.load(tiny_hf_dir, max_input_length=256, bucket_lengths=(64, 128, 256),
-                       window_size=64, normalize="pair")
-    expected = pair.score([r["article"] for r in records], [r["summary"] for r in records],
-                          batch_size=8)
+    pair = Scorer.load(
+        tiny_hf_dir,
+        max_input_length=256,
+        bucket_lengths=(64, 128, 256),
+        window_size=64,
+        normalize="pair",
+    )
+    expected = pair.score(
+        [r["article"] for r in records], [r["summary"] for r in records], batch_size=8
+    )
     np.testing.assert_array_equal(
-        np.asarray([r["score"] for r in read_jsonl(output)], np.float32), expected)
+        np.asarray([r["score"] for r in read_jsonl(output)], np.float32), expected
+    )
 
 
 def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, caplog):
@@ -216,13 +280,24 @@ def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, c
     source.write_text("\n".join(lines) + "\n")
     output = str(tmp_path / "not" / "yet" / "bad_out.jsonl")  # parents are created
     with caplog.at_level("WARNING"):
-        assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source),
-                         "--output", output] + SHAPE_ARGS) == 0
+        assert (
+            cli_main(
+                ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--output", output]
+                + SHAPE_ARGS
+            )
+            == 0
+        )
     rows = read_jsonl(output)
     assert len(rows) == 7  # every data row, the blank line is not one
     assert [("score" in r, "error" in r) for r in rows] == [
-        (True, False), (False, True), (False, True), (False, True), (False, True),
-        (False, True), (True, False)]
+        (True, False),
+        (False, True),
+        (False, True),
+        (False, True),
+        (False, True),
+        (False, True),
+        (True, False),
+    ]
     assert rows[1]["error"] == "missing field 'summary'"
     assert rows[2]["error"] == "field 'article' is empty"
     assert rows[3]["error"] == "field 'summary' is not text (got int)"
@@ -236,12 +311,14 @@ def test_bad_rows_are_reported_with_their_line_and_kept(tmp_path, tiny_hf_dir, c
     assert [b["line"] for b in meta["bad_rows"]] == [2, 3, 5, 6, 7]
 
 
-def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf_dir,
-                                                               tiny_vocab_path):
+def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(
+    tmp_path, tiny_hf_dir, tiny_vocab_path
+):
     from fixtures import tiny_model
 
-    second = tiny_model.save_hf_model(tiny_model.build_hf_model(seed=3), str(tmp_path / "q6"),
-                                      vocab_path=tiny_vocab_path)
+    second = tiny_model.save_hf_model(
+        tiny_model.build_hf_model(seed=3), str(tmp_path / "q6"), vocab_path=tiny_vocab_path
+    )
     source = tmp_path / "in.csv"
     with open(source, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -251,13 +328,41 @@ def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf
         writer.writerow(["only two", "cells"])
         writer.writerow(["", "empty doc", "de"])
     output = str(tmp_path / "out.tsv")
-    assert cli_main(["score", "--checkpoint", f"q4={tiny_hf_dir}", "--checkpoint", f"q6={second}",
-                     "--input", str(source), "--output", output, "--premise_field", "doc",
-                     "--hypothesis_field", "text", "--per_sentence"] + SHAPE_ARGS) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                f"q4={tiny_hf_dir}",
+                "--checkpoint",
+                f"q6={second}",
+                "--input",
+                str(source),
+                "--output",
+                output,
+                "--premise_field",
+                "doc",
+                "--hypothesis_field",
+                "text",
+                "--per_sentence",
+            ]
+            + SHAPE_ARGS
+        )
+        == 0
+    )
     with open(output, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    assert list(rows[0]) == ["doc", "text", "lang", "q4", "q6", "q4_sentences", "q6_sentences",
-                             "sentences", "error"]
+    assert list(rows[0]) == [
+        "doc",
+        "text",
+        "lang",
+        "q4",
+        "q6",
+        "q4_sentences",
+        "q6_sentences",
+        "sentences",
+        "error",
+    ]
     assert rows[1]["doc"] == "a long day, with\nnew lines"
     assert json.loads(rows[0]["sentences"]) == ["A fox jumps.", "It is brown!"]
     assert len(json.loads(rows[0]["q4_sentences"])) == 2
@@ -265,10 +370,16 @@ def test_csv_in_tsv_out_with_several_checkpoints_and_sentences(tmp_path, tiny_hf
     assert rows[0]["q4"] != rows[0]["q6"]
     assert rows[2]["error"] == "2 columns, the header has 3"
     assert rows[3]["error"] == "field 'doc' is empty" and rows[3]["q4"] == ""
-    multi = MultiScorer.load({"q4": tiny_hf_dir, "q6": second}, max_input_length=256,
-                             bucket_lengths=(64, 128, 256), window_size=64, per_sentence=True)
-    expected = multi.score(["the fox jumps over the dog."], ["A fox jumps. It is brown!"],
-                           batch_size=8)
+    multi = MultiScorer.load(
+        {"q4": tiny_hf_dir, "q6": second},
+        max_input_length=256,
+        bucket_lengths=(64, 128, 256),
+        window_size=64,
+        per_sentence=True,
+    )
+    expected = multi.score(
+        ["the fox jumps over the dog."], ["A fox jumps. It is brown!"], batch_size=8
+    )
     assert float(rows[0]["q6"]) == pytest.approx(float(expected["q6"][0]), rel=1e-6)
 
 
@@ -289,22 +400,42 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
     def write(path, count):
         with open(path, "w", encoding="utf-8") as handle:
             for i in range(count):
-                handle.write(json.dumps({"id": i, "article": f"article {i} says {i % 97} things",
-                                         "summary": f"it says {i % 89}"}) + "\n")
+                handle.write(
+                    json.dumps(
+                        {
+                            "id": i,
+                            "article": f"article {i} says {i % 97} things",
+                            "summary": f"it says {i % 89}",
+                        }
+                    )
+                    + "\n"
+                )
         return str(path)
 
-    scorer = MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(32, 64),
-                              batch_size=256, max_batch_tokens=8192, window_size=1024)
+    scorer = MultiScorer.load(
+        {"score": tiny_hf_dir},
+        max_input_length=64,
+        bucket_lengths=(32, 64),
+        batch_size=256,
+        max_batch_tokens=8192,
+        window_size=1024,
+    )
     calibration = {"score": CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})}
     small = write(tmp_path / "small.jsonl", 2_000)
-    files.score_file(scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False,
-                     calibration=calibration)
+    files.score_file(
+        scorer, small, str(tmp_path / "warm_up.jsonl"), show_progress=False, calibration=calibration
+    )
     peaks = {}
     for name, path in (("small", small), ("large", write(tmp_path / "large.jsonl", 12_000))):
         tracemalloc.start()
         try:
-            files.score_file(scorer, path, str(tmp_path / f"{name}_out.jsonl"),
-                             show_progress=False, calibration=calibration)
+            files.score_file(
+                scorer,
+                path,
+                str(tmp_path / f"{name}_out.jsonl"),
+                show_progress=False,
+                calibration=calibration,
+            )
             peaks[name] = tracemalloc.get_traced_memory()[1] / 2**20
         finally:
             tracemalloc.stop()
@@ -315,5 +446,8 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, tiny_hf_dir):
     with open(tmp_path / "large_out.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
     assert len(rows) == 12_000
-    assert all(row["score_calibrated"] == pytest.approx(calibration["score"].apply(
-        np.array([row["score"]]))[0], abs=1e-6) for row in rows[:100])
+    assert all(
+        row["score_calibrated"]
+        == pytest.approx(calibration["score"].apply(np.array([row["score"]]))[0], abs=1e-6)
+        for row in rows[:100]
+    )

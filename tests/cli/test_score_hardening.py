@@ -4,6 +4,7 @@ Issue 19's points 1, 3, 4, 5, 6, 8 and 9 as they concern scoring files; the
 tiny random model scores (its numbers do not matter, only that every row is
 accounted for).
 """
+
 import json
 import os
 import threading
@@ -13,18 +14,30 @@ import pytest
 from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.evaluation.metrics import read_score_table
-from seahorse_metrics.scoring import files
 from seahorse_metrics.io.locks import LOCK_SUFFIX
+from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
 
 FAST = {"xla_backend_optimization_level": 0}
-ARGS = ["--max_input_length", "64", "--buckets", "64", "--batch_size", "4", "--window_size", "8",
-        "--no_progress"]
+ARGS = [
+    "--max_input_length",
+    "64",
+    "--buckets",
+    "64",
+    "--batch_size",
+    "4",
+    "--window_size",
+    "8",
+    "--no_progress",
+]
 
 
 def score(checkpoint, source, output, *extra):
-    return cli_main(["score", "--checkpoint", checkpoint, "--input", str(source), "--output",
-                     str(output)] + ARGS + list(extra))
+    return cli_main(
+        ["score", "--checkpoint", checkpoint, "--input", str(source), "--output", str(output)]
+        + ARGS
+        + list(extra)
+    )
 
 
 def read_jsonl(path):
@@ -41,28 +54,40 @@ def error_line(capsys):
 
 @pytest.fixture(scope="module")
 def scorer(tiny_hf_dir):
-    return MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(64,),
-                            batch_size=4, window_size=8, compiler_options=FAST)
+    return MultiScorer.load(
+        {"score": tiny_hf_dir},
+        max_input_length=64,
+        bucket_lengths=(64,),
+        batch_size=4,
+        window_size=8,
+        compiler_options=FAST,
+    )
 
 
 def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
     return path
 
 
-PAIRS = [{"article": f"the fox number {i} jumps over the dog.", "summary": f"fox {i} jumps."}
-         for i in range(20)]
+PAIRS = [
+    {"article": f"the fox number {i} jumps over the dog.", "summary": f"fox {i} jumps."}
+    for i in range(20)
+]
 
 
 # ---------------------------------------------------------------- point 1
 def test_a_stray_quote_in_a_tsv_input_does_not_swallow_rows(tmp_path, tiny_hf_dir):
     source = tmp_path / "in.tsv"
-    source.write_text("article\tsummary\n"
-                      "The fox jumps.\t\"A fox, he said.\n"
-                      "The dog sleeps.\tA dog sleeps.\n"
-                      "The cat runs.\tIt ran\".\n"
-                      "The owl sees.\tAn owl.\n", encoding="utf-8")
+    source.write_text(
+        "article\tsummary\n"
+        'The fox jumps.\t"A fox, he said.\n'
+        "The dog sleeps.\tA dog sleeps.\n"
+        'The cat runs.\tIt ran".\n'
+        "The owl sees.\tAn owl.\n",
+        encoding="utf-8",
+    )
     output = tmp_path / "out.tsv"
     assert score(tiny_hf_dir, source, output) == 0
     meta = json.load(open(str(output) + META_SUFFIX))
@@ -75,11 +100,14 @@ def test_a_stray_quote_in_a_tsv_input_does_not_swallow_rows(tmp_path, tiny_hf_di
 
 # ---------------------------------------------------------------- point 3
 def test_output_columns_are_fresh_and_evaluate_never_reads_an_error_as_a_score(tmp_path, scorer):
-    source = write_jsonl(tmp_path / "in.jsonl", [
-        {"article": "a fox.", "summary": "a fox.", "score": 0.5, "error": "old error"},
-        {"article": "a dog.", "summary": "", "score": 0.9},
-        {"article": "a cat.", "summary": "a cat.", "id": "c"},
-    ])
+    source = write_jsonl(
+        tmp_path / "in.jsonl",
+        [
+            {"article": "a fox.", "summary": "a fox.", "score": 0.5, "error": "old error"},
+            {"article": "a dog.", "summary": "", "score": 0.9},
+            {"article": "a cat.", "summary": "a cat.", "id": "c"},
+        ],
+    )
     output = tmp_path / "out.jsonl"
     summary = files.score_file(scorer, str(source), str(output), show_progress=False)
     assert summary["renamed_input_columns"] == {"score": "input_score", "error": "input_error"}
@@ -89,23 +117,35 @@ def test_output_columns_are_fresh_and_evaluate_never_reads_an_error_as_a_score(t
     assert rows[1]["error"] == "field 'summary' is empty" and "score" not in rows[1]
     assert rows[1]["input_score"] == 0.9
     # The Python API's records the same way.
-    records = list(scorer.score_records([{"article": "a dog.", "summary": "", "score": 0.9},
-                                         {"article": "a fox.", "summary": "a fox.",
-                                          "error": "old"}]))
-    assert records[0] == {"article": "a dog.", "summary": "", "input_score": 0.9,
-                          "error": "field 'summary' is empty"}
+    records = list(
+        scorer.score_records(
+            [
+                {"article": "a dog.", "summary": "", "score": 0.9},
+                {"article": "a fox.", "summary": "a fox.", "error": "old"},
+            ]
+        )
+    )
+    assert records[0] == {
+        "article": "a dog.",
+        "summary": "",
+        "input_score": 0.9,
+        "error": "field 'summary' is empty",
+    }
     assert "error" not in records[1] and records[1]["input_error"] == "old"
     # A scores file whose error rows still carry a score (as old outputs did):
     # the score of a row with an error is never read.
-    stale = write_jsonl(tmp_path / "stale.jsonl", [
-        {"id": "a", "score": 0.5, "error": "field 'summary' is empty"}, {"id": "b", "score": 0.7}])
+    stale = write_jsonl(
+        tmp_path / "stale.jsonl",
+        [{"id": "a", "score": 0.5, "error": "field 'summary' is empty"}, {"id": "b", "score": 0.7}],
+    )
     table = read_score_table(str(stale))
     assert table.scores[0] != table.scores[0] and table.scores[1] == 0.7  # NaN, then the score
 
 
 # ---------------------------------------------------------------- point 4
-def test_undecodable_input_stops_with_its_line_unless_the_encoding_is_given(tmp_path, tiny_hf_dir,
-                                                                           capsys):
+def test_undecodable_input_stops_with_its_line_unless_the_encoding_is_given(
+    tmp_path, tiny_hf_dir, capsys
+):
     source = tmp_path / "latin1.csv"
     source.write_bytes("article,summary\nA fox.,A fox.\nUn café.,Le café.\n".encode("latin-1"))
     output = tmp_path / "out.csv"
@@ -162,19 +202,23 @@ def test_user_errors_are_one_line_with_what_to_do(tmp_path, tiny_hf_dir, capsys)
 
 
 def test_a_run_where_every_row_failed_exits_non_zero(tmp_path, tiny_hf_dir, capsys):
-    source = write_jsonl(tmp_path / "in.jsonl", [{"article": "a", "summary": ""},
-                                                 {"article": "", "summary": "b"}])
+    source = write_jsonl(
+        tmp_path / "in.jsonl", [{"article": "a", "summary": ""}, {"article": "", "summary": "b"}]
+    )
     output = tmp_path / "out.jsonl"
     assert score(tiny_hf_dir, source, output) == 2
     line = error_line(capsys)
     assert "none of the 2 rows could be scored (line 1: field 'summary' is empty)" in line
-    assert [r["error"] for r in read_jsonl(output)] == ["field 'summary' is empty",
-                                                        "field 'article' is empty"]
+    assert [r["error"] for r in read_jsonl(output)] == [
+        "field 'summary' is empty",
+        "field 'article' is empty",
+    ]
 
 
 # ---------------------------------------------------------------- point 8
-def test_a_second_run_on_the_same_output_refuses_naming_the_first(tmp_path, scorer, tiny_hf_dir,
-                                                                  capsys, monkeypatch):
+def test_a_second_run_on_the_same_output_refuses_naming_the_first(
+    tmp_path, scorer, tiny_hf_dir, capsys, monkeypatch
+):
     source = write_jsonl(tmp_path / "in.jsonl", PAIRS)
     output = tmp_path / "out.jsonl"
     started, release = threading.Event(), threading.Event()
@@ -188,8 +232,11 @@ def test_a_second_run_on_the_same_output_refuses_naming_the_first(tmp_path, scor
                 assert release.wait(120)
 
     monkeypatch.setattr(scorer, "run", paused_run)
-    first = threading.Thread(target=files.score_file, args=(scorer, str(source), str(output)),
-                             kwargs={"show_progress": False})
+    first = threading.Thread(
+        target=files.score_file,
+        args=(scorer, str(source), str(output)),
+        kwargs={"show_progress": False},
+    )
     first.start()
     try:
         assert started.wait(120)
@@ -243,18 +290,23 @@ def test_a_json_array_input_and_a_duplicated_header(tmp_path, tiny_hf_dir, capsy
 
 
 # ---------------------------------------------------------------- issue 29 point 4
-LONG_SUMMARY = " ".join(f"the summary goes on about fox {i} and its many friends." for i in range(12))
+LONG_SUMMARY = " ".join(
+    f"the summary goes on about fox {i} and its many friends." for i in range(12)
+)
 
 
-def test_a_summary_crowding_out_the_article_is_an_error_or_cut_and_flagged(tmp_path, scorer,
-                                                                            tiny_hf_dir):
+def test_a_summary_crowding_out_the_article_is_an_error_or_cut_and_flagged(
+    tmp_path, scorer, tiny_hf_dir
+):
     """Never `premise: hypothesis: <cut summary>` in silence: an error by default (also with
     --long_inputs chunk), or with --long_summaries cut the article's quarter and a flag."""
     from seahorse_metrics.data.inputs import SummaryTooLongError
 
-    rows = [{"article": "the fox jumps over the dog. " * 8, "summary": LONG_SUMMARY},
-            {"article": "a cat sleeps on the warm mat all day. " * 8, "summary": LONG_SUMMARY},
-            PAIRS[0]]
+    rows = [
+        {"article": "the fox jumps over the dog. " * 8, "summary": LONG_SUMMARY},
+        {"article": "a cat sleeps on the warm mat all day. " * 8, "summary": LONG_SUMMARY},
+        PAIRS[0],
+    ]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     for extra in ([], ["--long_inputs", "chunk"]):
         output = tmp_path / f"default{len(extra)}.jsonl"
@@ -320,12 +372,12 @@ def test_gzip_and_standard_streams_in_and_out(tmp_path, tiny_hf_dir, monkeypatch
     assert score(tiny_hf_dir, csv_source, "-") == 0
     rows = list(csv.DictReader(io.StringIO(stdout.buffer.getvalue().decode())))
     assert [row["input_score"] for row in rows] == [
-        row["score"] for row in csv.DictReader(io.StringIO(expected))]
+        row["score"] for row in csv.DictReader(io.StringIO(expected))
+    ]
     assert [row["score"] for row in rows] == [row["input_score"] for row in rows]
 
 
-def test_an_output_directory_is_refused_before_scoring(tmp_path, tiny_hf_dir, capsys,
-                                                        monkeypatch):
+def test_an_output_directory_is_refused_before_scoring(tmp_path, tiny_hf_dir, capsys, monkeypatch):
     from seahorse_metrics.scoring import scorer as scorer_module
 
     def never(*args, **kwargs):
@@ -342,8 +394,9 @@ def test_an_output_directory_is_refused_before_scoring(tmp_path, tiny_hf_dir, ca
     assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
 
 
-def test_a_full_disk_names_the_file_and_leaves_no_temporary_then_resumes(tmp_path, tiny_hf_dir,
-                                                                        capsys, monkeypatch):
+def test_a_full_disk_names_the_file_and_leaves_no_temporary_then_resumes(
+    tmp_path, tiny_hf_dir, capsys, monkeypatch
+):
     import errno
 
     source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:6])
@@ -370,8 +423,13 @@ def test_score_file_refuses_a_threshold_outside_0_1(tmp_path, scorer):
     source = write_jsonl(tmp_path / "in.jsonl", PAIRS[:2])
     for threshold in (1.5, -0.5, float("nan"), "0.5"):
         with pytest.raises(ValueError, match=r"must be a number in \[0, 1\]"):
-            files.score_file(scorer, str(source), str(tmp_path / "out.jsonl"),
-                             thresholds={"score": threshold}, show_progress=False)
+            files.score_file(
+                scorer,
+                str(source),
+                str(tmp_path / "out.jsonl"),
+                thresholds={"score": threshold},
+                show_progress=False,
+            )
     assert not (tmp_path / "out.jsonl").exists()
 
 
@@ -379,13 +437,16 @@ def test_score_file_refuses_a_threshold_outside_0_1(tmp_path, scorer):
 LONE_SURROGATE_LINE = '{"article": "a plant grows.", "summary": "A plant \\ud800 here."}\n'
 
 
-def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(tmp_path, tiny_hf_dir, capsys,
-                                                                 monkeypatch):
+def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(
+    tmp_path, tiny_hf_dir, capsys, monkeypatch
+):
     import errno
 
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps(PAIRS[0]) + "\n" + LONE_SURROGATE_LINE
-                      + json.dumps(PAIRS[1]) + "\n", encoding="utf-8")
+    source.write_text(
+        json.dumps(PAIRS[0]) + "\n" + LONE_SURROGATE_LINE + json.dumps(PAIRS[1]) + "\n",
+        encoding="utf-8",
+    )
     output = tmp_path / "out.jsonl"
     real_fsync = os.fsync
 
@@ -402,8 +463,9 @@ def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(tmp_path, tiny_
     rows = read_jsonl(output)
     assert "score" in rows[0] and "score" in rows[2]
     assert rows[1]["summary"] == "A plant \ud800 here."  # read back exactly as it was given
-    assert rows[1]["error"] == ("field 'summary' holds a lone surrogate U+D800 at character 8, "
-                                "which is no Unicode text")
+    assert rows[1]["error"] == (
+        "field 'summary' holds a lone surrogate U+D800 at character 8, which is no Unicode text"
+    )
     meta = json.load(open(str(output) + META_SUFFIX))
     assert meta["rows"]["scored"] == 2 and meta["rows"]["bad"] == 1
     as_csv = tmp_path / "out.csv"
@@ -414,6 +476,9 @@ def test_a_lone_surrogate_is_its_rows_error_and_a_resume_goes_on(tmp_path, tiny_
 def test_the_python_api_names_the_pair_with_a_lone_surrogate(scorer):
     with pytest.raises(ValueError, match="pair 1: the hypothesis holds a lone surrogate U\\+DC00"):
         scorer.score(["a fox.", "a dog."], ["a fox.", "a \udc00 dog."])
-    records = list(scorer.score_records([{"article": "a", "summary": "b \ud83d"},
-                                         {"article": "a fox.", "summary": "a fox."}]))
+    records = list(
+        scorer.score_records(
+            [{"article": "a", "summary": "b \ud83d"}, {"article": "a fox.", "summary": "a fox."}]
+        )
+    )
     assert "lone surrogate" in records[0]["error"] and "score" in records[1]

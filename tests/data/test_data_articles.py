@@ -1,10 +1,10 @@
 """Tests of the article sources: local files, a fake TFDS GEM builder, a fake `datasets`."""
+
 import sys
 import types
 
 import pytest
 
-from fixtures import tiny_data
 from seahorse_metrics.data import articles
 from seahorse_metrics.data.articles import (
     ArticleSourceError,
@@ -13,6 +13,8 @@ from seahorse_metrics.data.articles import (
     MissingDependencyError,
     TfdsArticleSource,
 )
+
+from fixtures import tiny_data
 
 ALL_IDS = sorted(tiny_data.ARTICLES)
 
@@ -35,7 +37,9 @@ def test_local_errors_name_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"bad\.jsonl:2: field 'text' missing"):
         LocalArticleSource(str(bad)).fetch(["a"])
     bad.write_text('{"gem_id": "a", "text": "x"}\n{"gem_id": "a", "text": "y"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.jsonl:2: gem_id 'a' has a different text than on line 1"):
+    with pytest.raises(
+        ValueError, match=r"bad\.jsonl:2: gem_id 'a' has a different text than on line 1"
+    ):
         LocalArticleSource(str(bad)).fetch(["a"])
     bad.write_bytes(b'{"gem_id": "a", "text": "x"}\n{"gem_id": "b", "text": "\xff"}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:2: not valid UTF-8"):
@@ -73,7 +77,10 @@ def _fake_datasets_module(calls, available_splits=("validation", "test")):
         rows = [{"gem_id": f"{config}-{split}-0", field: "decoy", "target": "t"}]
         for gem_id, text in tiny_data.ARTICLES.items():
             gem_split = articles.gem_split(gem_id)
-            if gem_id.startswith(config + "-") and articles._SPLIT_ALIASES.get(gem_split, gem_split) == split:
+            if (
+                gem_id.startswith(config + "-")
+                and articles._SPLIT_ALIASES.get(gem_split, gem_split) == split
+            ):
                 rows.append({"gem_id": gem_id, field: text, "target": "t"})
         return rows
 
@@ -94,7 +101,8 @@ def test_hf_source_with_a_fake_datasets_module(monkeypatch):
     # GEMv1 wiki_lingua: pinned revision, its `val` ids come from the validation split.
     wiki = [c for c in calls if c[0] == "GEM/wiki_lingua"]
     assert {(c[1], c[2]) for c in wiki} == {
-        ("wiki_lingua_russian_ru", "validation"), ("wiki_lingua_turkish_tr", "test")
+        ("wiki_lingua_russian_ru", "validation"),
+        ("wiki_lingua_turkish_tr", "test"),
     }
     assert all(c[3]["revision"] == articles.GEMV1_WIKI_LINGUA_REVISION for c in wiki)
     assert all(c[3]["cache_dir"] == "/tmp/hf-cache" for c in calls)
@@ -102,7 +110,9 @@ def test_hf_source_with_a_fake_datasets_module(monkeypatch):
 
 def test_hf_source_unknown_split_leaves_articles_missing(monkeypatch):
     calls = []
-    monkeypatch.setitem(sys.modules, "datasets", _fake_datasets_module(calls, available_splits=("test",)))
+    monkeypatch.setitem(
+        sys.modules, "datasets", _fake_datasets_module(calls, available_splits=("test",))
+    )
     found = HfArticleSource().fetch(["xsum-validation-101", "mlsum_es-test-3"])
     assert found == {"mlsum_es-test-3": tiny_data.ARTICLES["mlsum_es-test-3"]}
 
@@ -126,7 +136,9 @@ def test_hf_source_without_datasets_says_how_to_install(monkeypatch):
 
 
 def test_hf_specs():
-    assert articles.default_hf_spec("xlsum_english") == articles.HfSpec("GEM/xlsum", "english", "text")
+    assert articles.default_hf_spec("xlsum_english") == articles.HfSpec(
+        "GEM/xlsum", "english", "text"
+    )
     assert articles.default_hf_spec("mlsum_de").name == "de"
     assert articles.default_hf_spec("xsum").text_field == "document"
     with pytest.raises(ValueError):
@@ -137,6 +149,7 @@ def test_hf_specs():
 def fake_gem_builder():
     """A small TFDS builder shaped like TFDS's `gem` (configs, fields, gem_ids)."""
     import tensorflow_datasets as tfds
+
     configs = ("xsum", "wiki_lingua_russian_ru")
 
     class SeahorseTestGem(tfds.core.GeneratorBasedBuilder):
@@ -149,7 +162,9 @@ def fake_gem_builder():
         def _info(self):
             return tfds.core.DatasetInfo(
                 builder=self,
-                features=tfds.features.FeaturesDict({"gem_id": tfds.features.Text(), self._field(): tfds.features.Text()}),
+                features=tfds.features.FeaturesDict(
+                    {"gem_id": tfds.features.Text(), self._field(): tfds.features.Text()}
+                ),
             )
 
         def _split_generators(self, dl_manager):
@@ -160,7 +175,10 @@ def fake_gem_builder():
             yield "decoy", {"gem_id": f"{config}-{split}-0", self._field(): "decoy"}
             for gem_id, text in tiny_data.ARTICLES.items():
                 gem_split = articles.gem_split(gem_id)
-                if gem_id.startswith(config + "-") and articles._SPLIT_ALIASES.get(gem_split, gem_split) == split:
+                if (
+                    gem_id.startswith(config + "-")
+                    and articles._SPLIT_ALIASES.get(gem_split, gem_split) == split
+                ):
                     yield gem_id, {"gem_id": gem_id, self._field(): text}
 
     return "seahorse_test_gem"
@@ -170,10 +188,16 @@ def fake_gem_builder():
 def test_tfds_source_with_a_fake_gem_builder(fake_gem_builder, tmp_path):
     data_dir = str(tmp_path / "tfds")
     with pytest.raises(ArticleSourceError, match="not prepared"):
-        TfdsArticleSource(data_dir=data_dir, builder_name=fake_gem_builder).fetch(["xsum-validation-101"])
+        TfdsArticleSource(data_dir=data_dir, builder_name=fake_gem_builder).fetch(
+            ["xsum-validation-101"]
+        )
     source = TfdsArticleSource(data_dir=data_dir, download=True, builder_name=fake_gem_builder)
-    wanted = ["xsum-validation-101", "wiki_lingua_russian_ru-val-12", "xlsum_english-validation-6416",
-              "xsum-test-404"]
+    wanted = [
+        "xsum-validation-101",
+        "wiki_lingua_russian_ru-val-12",
+        "xlsum_english-validation-6416",
+        "xsum-test-404",
+    ]
     found = source.fetch(wanted)
     # Found by the examples' own gem_ids (`val` ids in the validation split); TFDS
     # has no XL-Sum, so that one stays missing, as does an id GEM does not have.

@@ -1,11 +1,13 @@
 """Tests of the mFACE, TRUE and generic ratings readers."""
+
 import math
 
 import pytest
 
-from fixtures import tiny_data
 from seahorse_metrics.data import mface, ratings, true
 from seahorse_metrics.data.ratings import TableFormatError
+
+from fixtures import tiny_data
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".xlsx"])
@@ -53,7 +55,9 @@ def test_mface_errors(tmp_path):
     rows = [list(r) for r in tiny_data.MFACE_ROWS]
     rows[1][11] = "high"
     path = tiny_data.write_mface(str(tmp_path / "m.csv"), rows)
-    with pytest.raises(TableFormatError, match=r"m\.csv:3: column 'q2_avg': 'high' is not a number"):
+    with pytest.raises(
+        TableFormatError, match=r"m\.csv:3: column 'q2_avg': 'high' is not a number"
+    ):
         mface.read_mface(path, "attribution")
     likert = [list(r) for r in tiny_data.MFACE_ROWS]
     likert[0][11] = 4.5
@@ -84,10 +88,15 @@ def test_read_true_directory(tmp_path):
     frank = sets["frank"]
     assert [p.label for p in frank] == [True, False, True]
     assert [p.id for p in frank] == ["frank-2", "frank-3", "frank-4"]
-    assert frank[1].premise == tiny_data.TRUE_ROWS[1][0] and frank[1].hypothesis == "A dog sat on a mat."
+    assert (
+        frank[1].premise == tiny_data.TRUE_ROWS[1][0]
+        and frank[1].hypothesis == "A dog sat on a mat."
+    )
     assert frank[0].system == "bart" and frank[0].source == "frank" and frank[0].rating == 1.0
     assert true.read_true(str(directory / "my_set.csv")).keys() == {"my_set"}
-    assert {true.true_name(f"{stem}.csv") for stem in true.TRUE_FILE_NAMES if "test" not in stem} == set(true.TRUE_NAMES)
+    assert {
+        true.true_name(f"{stem}.csv") for stem in true.TRUE_FILE_NAMES if "test" not in stem
+    } == set(true.TRUE_NAMES)
 
 
 def test_true_errors(tmp_path):
@@ -120,10 +129,16 @@ def test_read_ratings_continuous_and_binary(tmp_path):
         "doc,claim,ok,key,lang\nA,B,yes,k1,en\nC,D,No,k2,de\nE,F,1,k3,\n", encoding="utf-8"
     )
     binary = ratings.read_ratings(
-        str(csv_path), premise_field="doc", hypothesis_field="claim", rating_field="ok", id_field="key"
+        str(csv_path),
+        premise_field="doc",
+        hypothesis_field="claim",
+        rating_field="ok",
+        id_field="key",
     )
     assert [(p.id, p.label, p.rating, p.lang) for p in binary] == [
-        ("k1", True, 1.0, "en"), ("k2", False, 0.0, "de"), ("k3", True, 1.0, None)
+        ("k1", True, 1.0, "en"),
+        ("k2", False, 0.0, "de"),
+        ("k3", True, 1.0, None),
     ]
     tsv_path = tmp_path / "likert.tsv"
     tsv_path.write_text("premise\thypothesis\trating\nA\tB\t4\nC\tD\t2\n", encoding="utf-8")
@@ -133,7 +148,10 @@ def test_read_ratings_continuous_and_binary(tmp_path):
 def test_ratings_errors(tmp_path):
     path = tiny_data.write_jsonl(
         str(tmp_path / "r.jsonl"),
-        [{"premise": "A", "hypothesis": "B", "rating": 3}, {"premise": "C", "hypothesis": "D", "rating": ""}],
+        [
+            {"premise": "A", "hypothesis": "B", "rating": 3},
+            {"premise": "C", "hypothesis": "D", "rating": ""},
+        ],
     )
     with pytest.raises(TableFormatError, match=r"r\.jsonl:2: field 'rating' is ''"):
         ratings.read_ratings(path)

@@ -1,9 +1,11 @@
 """Tests of model-input formatting and truncation, and of the vocabulary helpers."""
+
 import pytest
 
-from fixtures import tiny_data
 from seahorse_metrics.data import inputs, vocab
 from seahorse_metrics.data.inputs import TruncationStats, encode_pair, format_input
+
+from fixtures import tiny_data
 
 ARTICLE = tiny_data.ARTICLES["xlsum_english-validation-6416"]
 SUMMARY = tiny_data.RELEASE_ROWS["train"][0][2]
@@ -16,7 +18,9 @@ def tokenizer(tmp_path_factory):
 
 
 def test_format_input():
-    assert format_input("An article.", "A summary.") == "premise: An article. hypothesis: A summary."
+    assert (
+        format_input("An article.", "A summary.") == "premise: An article. hypothesis: A summary."
+    )
 
 
 def test_fitting_input_is_the_plain_tokenisation(tokenizer):
@@ -66,7 +70,10 @@ def test_long_premise_window_gives_the_same_ids(tokenizer, monkeypatch):
     long_article = " ".join([ARTICLE] * 40)
     max_length = 12 + len(tokenizer.encode(format_input("", SUMMARY)))
     assert len(long_article) > inputs._WINDOW_CHARS_PER_TOKEN * max_length
-    windowed = {m: encode_pair(tokenizer, long_article, SUMMARY, max_length, m) for m in inputs.TRUNCATION_MODES}
+    windowed = {
+        m: encode_pair(tokenizer, long_article, SUMMARY, max_length, m)
+        for m in inputs.TRUNCATION_MODES
+    }
     monkeypatch.setattr(inputs, "_WINDOW_CHARS_PER_TOKEN", 10**9)
     for mode, result in windowed.items():
         assert encode_pair(tokenizer, long_article, SUMMARY, max_length, mode) == result
@@ -86,8 +93,12 @@ def test_bad_arguments(tokenizer):
 def test_truncation_stats(tokenizer):
     stats = TruncationStats()
     encoded = inputs.encode_pairs(
-        tokenizer, [ARTICLE, ARTICLE, "Short."], ["Trips.", "Trips.", "Short."], 30,
-        langs=["en", "es", None], stats=stats,
+        tokenizer,
+        [ARTICLE, ARTICLE, "Short."],
+        ["Trips.", "Trips.", "Short."],
+        30,
+        langs=["en", "es", None],
+        stats=stats,
     )
     assert [e.truncated for e in encoded] == [True, True, False]
     other = TruncationStats()
@@ -108,7 +119,8 @@ def test_sentencepiece_tokenizer(tokenizer):
     ids = tokenizer.encode("premise: hypothesis:")
     assert tokenizer.decode(ids + [tokenizer.eos_id, 5, 6]) == "premise: hypothesis:"
     assert tokenizer.encode_batch(["premise:", "hypothesis:"]) == [
-        tokenizer.encode("premise:"), tokenizer.encode("hypothesis:")
+        tokenizer.encode("premise:"),
+        tokenizer.encode("hypothesis:"),
     ]
     with open(tokenizer.path, "rb") as f:
         clone = vocab.SentencePieceTokenizer(model_proto=f.read())
@@ -126,8 +138,15 @@ def test_target_token_ids(tokenizer, tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(tiny_data.ARTICLES.values()) + "\n1 0\n", encoding="utf-8")
     sentencepiece.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(tmp_path / "bare"), vocab_size=200,
-        hard_vocab_limit=False, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2,
+        input=str(corpus),
+        model_prefix=str(tmp_path / "bare"),
+        vocab_size=200,
+        hard_vocab_limit=False,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
     )
     bare = vocab.SentencePieceTokenizer(str(tmp_path / "bare.model"))
     assert bare.id_to_piece(bare.encode("1")[0]) == "▁"
@@ -160,10 +179,15 @@ def test_a_summary_crowding_out_the_article_is_an_error_or_cut_to_leave_its_shar
         article = tokenizer.decode(tokenizer.encode(ARTICLE)[:share])
         text = tokenizer.decode(cut.ids)
         assert text.startswith(f"premise: {article} hypothesis: ")  # the article's share, whole
-        assert long_summary.startswith(text[len(f"premise: {article} hypothesis: "):])
+        assert long_summary.startswith(text[len(f"premise: {article} hypothesis: ") :])
         # Two articles, two inputs (the old cut read the summary alone for both).
-        other = encode_pair(tokenizer, "Another article altogether. " * 20, long_summary,
-                            max_length, long_summaries="cut")
+        other = encode_pair(
+            tokenizer,
+            "Another article altogether. " * 20,
+            long_summary,
+            max_length,
+            long_summaries="cut",
+        )
         assert other.ids != cut.ids
     # Without a policy (the seqio tasks) and where the article keeps its share: as before.
     assert not encode_pair(tokenizer, ARTICLE, long_summary, summary_pieces // 2).summary_cut

@@ -1,18 +1,17 @@
 """Tests of `prepare` and the `seahorse-metrics prepare` command."""
+
 import json
 import os
 
 import pytest
 
-from fixtures import tiny_data
 from seahorse_metrics.data import seahorse
 from seahorse_metrics.data.articles import LocalArticleSource
 from seahorse_metrics.data.prepare import prepare
-from fixtures import paths
 
-SAMPLE_DIR = os.path.join(
-    paths.REPO, "seahorse_metrics", "data", "sample"
-)
+from fixtures import paths, tiny_data
+
+SAMPLE_DIR = os.path.join(paths.REPO, "seahorse_metrics", "data", "sample")
 
 
 def _read_jsonl(path):
@@ -30,17 +29,28 @@ def test_prepare_writes_self_contained_splits(tmp_path):
     train = _read_jsonl(os.path.join(out, "train.jsonl"))
     first = tiny_data.RELEASE_ROWS["train"][0]
     assert train[0] == {
-        "gem_id": first[0], "lang": "en", "source": "xlsum", "system": "t5_base",
-        "article": tiny_data.ARTICLES[first[0]], "summary": first[2],
-        "q1": True, "q2": True, "q3": True, "q4": True, "q5": True, "q6": True,
-        "split": "train", "line": 2,
+        "gem_id": first[0],
+        "lang": "en",
+        "source": "xlsum",
+        "system": "t5_base",
+        "article": tiny_data.ARTICLES[first[0]],
+        "summary": first[2],
+        "q1": True,
+        "q2": True,
+        "q3": True,
+        "q4": True,
+        "q5": True,
+        "q6": True,
+        "split": "train",
+        "line": 2,
     }
     assert train[3]["q1"] is False and train[3]["q2"] is None
     for split, rows in tiny_data.RELEASE_ROWS.items():
         assert len(_read_jsonl(os.path.join(out, f"{split}.jsonl"))) == len(rows)
         assert report["splits"][split]["rows_written"] == len(rows)
         assert report["splits"][split]["ratings_written"]["q4"]["yes"] + report["splits"][split][
-            "ratings_written"]["q4"]["no"] == tiny_data.yes_no_counts(4, split)
+            "ratings_written"
+        ]["q4"]["no"] == tiny_data.yes_no_counts(4, split)
     assert report["totals"]["missing_articles"] == {}
     assert report["ignored"] == ["duplicates/"]
     with open(os.path.join(out, "prepare_report.json"), encoding="utf-8") as f:
@@ -66,8 +76,10 @@ def test_missing_articles_are_counted_and_listed(tmp_path):
     assert report["splits"]["test"]["articles_joined"] == 2
     missing = _read_jsonl(os.path.join(out, "missing_articles.jsonl"))
     assert sorted((m["split"], m["gem_id"]) for m in missing) == [
-        ("test", "xlsum_vietnamese-test-55"), ("test", "xlsum_vietnamese-test-55"),
-        ("train", "xsum-validation-101"), ("validation", "xsum-validation-101"),
+        ("test", "xlsum_vietnamese-test-55"),
+        ("test", "xlsum_vietnamese-test-55"),
+        ("train", "xsum-validation-101"),
+        ("validation", "xsum-validation-101"),
     ]
     assert all("article" not in m and "q1" in m for m in missing)
     written = {r["gem_id"] for r in _read_jsonl(os.path.join(out, "test.jsonl"))}
@@ -97,7 +109,9 @@ def test_prepare_is_deterministic(tmp_path):
 
 
 def test_missing_split_file(tmp_path):
-    release = tiny_data.write_release(str(tmp_path / "release"), {"train": tiny_data.RELEASE_ROWS["train"]})
+    release = tiny_data.write_release(
+        str(tmp_path / "release"), {"train": tiny_data.RELEASE_ROWS["train"]}
+    )
     source = LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl")))
     with pytest.raises(FileNotFoundError, match="validation.tsv"):
         prepare(release, source, str(tmp_path / "out"))
@@ -121,7 +135,10 @@ def test_cli(tmp_path, capsys):
         f.write(b"xsum-test-1\ten-US\tbad \xff bytes\tt5\tYes\tYes\tYes\tYes\tYes\tYes\n")
     assert _cli(["--release_dir", release, "--articles", articles, "--output_dir", out]) == 2
     assert "test.tsv:6: the line is not valid UTF-8" in capsys.readouterr().err
-    assert _cli(["--release_dir", release, "--articles", articles, "--output_dir", out, "--lenient"]) == 0
+    assert (
+        _cli(["--release_dir", release, "--articles", articles, "--output_dir", out, "--lenient"])
+        == 0
+    )
     assert _cli(["--release_dir", release, "--article_source", "local", "--output_dir", out]) == 2
     assert "--articles" in capsys.readouterr().err
 
@@ -138,7 +155,9 @@ def test_prepare_on_the_bundled_sample(tmp_path):
     release = os.path.join(SAMPLE_DIR, "seahorse")
     articles_path = _sample_articles()
     out = tmp_path / "full"
-    assert _cli(["--release_dir", release, "--articles", articles_path, "--output_dir", str(out)]) == 0
+    assert (
+        _cli(["--release_dir", release, "--articles", articles_path, "--output_dir", str(out)]) == 0
+    )
     with open(out / "prepare_report.json", encoding="utf-8") as f:
         report = json.load(f)
     rows = {split: report["splits"][split]["rows_read"] for split in seahorse.SPLITS}
@@ -152,8 +171,12 @@ def test_prepare_on_the_bundled_sample(tmp_path):
     with open(articles_path, encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     removed = {r["gem_id"] for r in records[::5]}
-    tiny_data.write_jsonl(str(tmp_path / "fewer.jsonl"), [r for r in records if r["gem_id"] not in removed])
-    fewer = prepare(release, LocalArticleSource(str(tmp_path / "fewer.jsonl")), str(tmp_path / "fewer"))
+    tiny_data.write_jsonl(
+        str(tmp_path / "fewer.jsonl"), [r for r in records if r["gem_id"] not in removed]
+    )
+    fewer = prepare(
+        release, LocalArticleSource(str(tmp_path / "fewer.jsonl")), str(tmp_path / "fewer")
+    )
     expected: dict = {}
     for split in seahorse.SPLITS:
         split_rows, _ = seahorse.read_release_split(os.path.join(release, f"{split}.tsv"))
@@ -161,4 +184,6 @@ def test_prepare_on_the_bundled_sample(tmp_path):
             if row.gem_id in removed:
                 expected[row.source] = expected.get(row.source, 0) + 1
     assert expected and fewer["totals"]["missing_articles"] == dict(sorted(expected.items()))
-    assert fewer["totals"]["rows_written"] == report["totals"]["rows_written"] - sum(expected.values())
+    assert fewer["totals"]["rows_written"] == report["totals"]["rows_written"] - sum(
+        expected.values()
+    )

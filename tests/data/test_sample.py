@@ -6,6 +6,7 @@ parse as their formats require, that counts and rates are the documented
 ones, that regenerating reproduces the same bytes, and that each question's
 "No" is carried by the signal the README promises.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,6 +26,7 @@ from demo_data.sample import build
 from demo_data.sample.corpus import CORPUS_PAIRS_PER_LANG
 from demo_data.sample.languages import LANGS
 from demo_data.sample.mface import MFACE_COLUMNS
+
 from fixtures import paths
 
 REPO = paths.REPO
@@ -35,10 +37,17 @@ RATINGS = {"Yes", "No", "Unsure", ""}
 GEM_ID_RE = re.compile(
     r"^(xsum|mlsum_(de|es)|xlsum_(english|spanish|russian|turkish|vietnamese)"
     r"|wiki_lingua_(english_en|german_de|spanish_es|russian_ru|turkish_tr|vietnamese_vi))"
-    r"-(train|validation|test)-\d+$")
+    r"-(train|validation|test)-\d+$"
+)
 # Documented in the sample README: Yes-rates among Yes/No cells, per question.
-YES_RATE_BANDS = {1: (0.74, 0.84), 2: (0.76, 0.86), 3: (0.68, 0.78), 4: (0.45, 0.56),
-                  5: (0.50, 0.62), 6: (0.42, 0.55)}
+YES_RATE_BANDS = {
+    1: (0.74, 0.84),
+    2: (0.76, 0.86),
+    3: (0.68, 0.78),
+    4: (0.45, 0.56),
+    5: (0.50, 0.62),
+    6: (0.42, 0.55),
+}
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +116,22 @@ def test_release_quirks(splits):
         assert q1_no and all(r[f"question{q}"] == "" for r in q1_no for q in range(2, 7))
         cells = [r[f"question{q}"] for r in rows for q in range(1, 7) if r[f"question{q}"]]
         assert 0.02 <= cells.count("Unsure") / len(cells) <= 0.045, split
-        stray_empty = [r for r in rows if r["question1"] != "No"
-                       and any(r[f"question{q}"] == "" for q in range(2, 7))]
+        stray_empty = [
+            r
+            for r in rows
+            if r["question1"] != "No" and any(r[f"question{q}"] == "" for q in range(2, 7))
+        ]
         assert stray_empty, f"{split}: no empty cell outside Q1-No rows"
 
 
 def test_languages_sources_and_systems(splits, stats):
     _, rows = splits["train"]
     assert {r["worker_lang"] for r in rows} == {"de", "en-US", "es-ES", "ru", "tr", "vi"}
-    sources = {m.group(1).split("_")[0] for r in rows
-               for m in [re.match(r"^(xsum|mlsum|xlsum|wiki_lingua)", r["gem_id"])]}
+    sources = {
+        m.group(1).split("_")[0]
+        for r in rows
+        for m in [re.match(r"^(xsum|mlsum|xlsum|wiki_lingua)", r["gem_id"])]
+    }
     assert sources == {"xsum", "mlsum", "xlsum", "wiki"}
     assert set(stats["seahorse"]["train"]["sources"]) == {"xsum", "mlsum", "xlsum", "wiki_lingua"}
     systems = {r["model"] for r in rows}
@@ -135,8 +150,9 @@ def test_yes_rates_are_the_documented_ones(splits, stats):
             cells = [r[f"question{q}"] for r in rows]
             rate = cells.count("Yes") / (cells.count("Yes") + cells.count("No"))
             assert low <= rate <= high, f"{split} Q{q}: yes-rate {rate:.3f}"
-            assert rate == pytest.approx(stats["seahorse"][split]["ratings"][f"question{q}"]
-                                         ["yes_rate"], abs=1e-4)
+            assert rate == pytest.approx(
+                stats["seahorse"][split]["ratings"][f"question{q}"]["yes_rate"], abs=1e-4
+            )
 
 
 def test_readme_states_the_counts(stats):
@@ -215,13 +231,17 @@ def test_regeneration_is_byte_identical(tmp_path):
     generated = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert generated
     for relative in generated:
-        with open(tmp_path / relative, "rb") as new, open(os.path.join(SAMPLE, relative), "rb") as old:
+        with (
+            open(tmp_path / relative, "rb") as new,
+            open(os.path.join(SAMPLE, relative), "rb") as old,
+        ):
             new_bytes, old_bytes = new.read(), old.read()
             if relative.endswith(".gz"):  # the same text; zlib versions may pack it differently
                 new_bytes, old_bytes = gzip.decompress(new_bytes), gzip.decompress(old_bytes)
             assert new_bytes == old_bytes, (
                 f"{relative} differs from the shipped file: re-run `python -m demo_data.sample` "
-                "and `python -m demo_data.vocab` and commit the result if the change is intended")
+                "and `python -m demo_data.vocab` and commit the result if the change is intended"
+            )
 
 
 def test_vocab_retraining_is_byte_identical(tmp_path):
@@ -245,8 +265,10 @@ def test_vocab_follows_t5_conventions(vocab, articles):
 
 def test_inputs_fit_the_demo_length(splits, articles, vocab):
     _, rows = splits["test"]
-    lengths = [len(vocab.encode(f"premise: {articles[r['gem_id']]} hypothesis: {r['summary']}")) + 1
-               for r in rows]
+    lengths = [
+        len(vocab.encode(f"premise: {articles[r['gem_id']]} hypothesis: {r['summary']}")) + 1
+        for r in rows
+    ]
     assert statistics.mean(lengths) < 110 and np.percentile(lengths, 95) < 160
 
 
@@ -261,8 +283,11 @@ def _entity_pattern(lang):
     canonical entity each surface form stands for."""
     pack = LANGS[lang]
     canonical = {}
-    for kind, values in (("place", pack["places"]), ("surname", pack["surnames"]),
-                         ("org", pack["orgs"])):
+    for kind, values in (
+        ("place", pack["places"]),
+        ("surname", pack["surnames"]),
+        ("org", pack["orgs"]),
+    ):
         for value in values:
             forms = value if isinstance(value, tuple) else (value,)
             for form in forms:
@@ -299,8 +324,7 @@ def test_q4_no_summaries_mention_what_the_article_does_not(splits, articles):
 
     def unsupported(r):
         lang = LANG_OF[r["worker_lang"]]
-        return bool(_entities(lang, r["summary"])
-                    - _entities(lang, articles[r["gem_id"]]))
+        return bool(_entities(lang, r["summary"]) - _entities(lang, articles[r["gem_id"]]))
 
     rates = _rate_by_label(rows, 4, unsupported)
     assert rates["No"] > 0.85 and rates["Yes"] < 0.1, rates
@@ -333,8 +357,12 @@ def test_q2_no_summaries_repeat_themselves(splits):
 
 def test_q6_no_summaries_are_longer(splits):
     _, rows = splits["test"]
-    lengths = {label: statistics.mean(len(r["summary"].split()) for r in _rated(rows, 6)
-                                      if r["question6"] == label) for label in ("Yes", "No")}
+    lengths = {
+        label: statistics.mean(
+            len(r["summary"].split()) for r in _rated(rows, 6) if r["question6"] == label
+        )
+        for label in ("Yes", "No")
+    }
     assert lengths["No"] > 1.5 * lengths["Yes"], lengths
 
 
@@ -365,12 +393,15 @@ def _words(text):
 
 def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles):
     """Word bigrams (entities masked) that no Q3-Yes training summary and no article has."""
+
     def masked_bigrams(text, lang):
         for kind, value in sorted(_entities(lang, text), reverse=True):
             if kind != "num":
                 text = text.replace(value, kind.upper())
-        words = ["NUM" if re.fullmatch(r"[\d.,]+", w) else w.lower()
-                 for w in re.findall(r"[\w'%]+|[.,;]", text)]
+        words = [
+            "NUM" if re.fullmatch(r"[\d.,]+", w) else w.lower()
+            for w in re.findall(r"[\w'%]+|[.,;]", text)
+        ]
         return set(zip(words, words[1:]))
 
     _, train_rows = splits["train"]
@@ -385,7 +416,8 @@ def test_q3_no_summaries_contain_word_pairs_good_text_never_has(splits, articles
         good |= masked_bigrams(articles[gem_id], lang)
     _, rows = splits["test"]
     rates = _rate_by_label(
-        rows, 3, lambda r: bool(masked_bigrams(r["summary"], LANG_OF[r["worker_lang"]]) - good))
+        rows, 3, lambda r: bool(masked_bigrams(r["summary"], LANG_OF[r["worker_lang"]]) - good)
+    )
     assert rates["No"] > 0.8 and rates["No"] > 3 * rates["Yes"], rates
 
 
@@ -401,12 +433,14 @@ def test_rouge_l_baseline_does_not_solve_the_sample(splits, articles, vocab):
 
     scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=Pieces())
     _, rows = splits["test"]
-    score = {id(r): scorer.score(articles[r["gem_id"]], r["summary"])["rougeL"].fmeasure
-             for r in rows}
+    score = {
+        id(r): scorer.score(articles[r["gem_id"]], r["summary"])["rougeL"].fmeasure for r in rows
+    }
     aucs = {}
     for q in range(1, 7):
         rated = _rated(rows, q)
-        aucs[q] = roc_auc_score([r[f"question{q}"] == "Yes" for r in rated],
-                                [score[id(r)] for r in rated])
+        aucs[q] = roc_auc_score(
+            [r[f"question{q}"] == "Yes" for r in rated], [score[id(r)] for r in rated]
+        )
     assert all(0.3 < aucs[q] < 0.7 for q in (2, 3, 4, 5, 6)), aucs
     assert aucs[1] < 0.8, aucs

@@ -5,19 +5,19 @@ converter (in this process, into a per-module cache; one test goes through
 the child process the library uses by default), and scored through the one
 scoring core with both engines.
 """
+
 import os
 import sys
 
 import numpy as np
 import pytest
 
-from fixtures import isa_child
-from fixtures import scoring_reference as ref
-from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.engines import conversion
 from seahorse_metrics.engines import ctranslate2 as engine
-from fixtures import paths
+
+from fixtures import isa_child, paths, tiny_model
+from fixtures import scoring_reference as ref
 
 pytest.importorskip("ctranslate2")  # In the test extra; a bare install still runs the rest.
 
@@ -33,14 +33,18 @@ BACKBONE = os.path.join(ROOT, "seahorse_metrics", "data", "backbone")
 @pytest.fixture(scope="module")
 def v1_0_dir(tmp_path_factory, tiny_vocab_path):
     model = tiny_model.build_hf_model(tiny_model.tiny_t5_v1_0_config(), model_type="t5", seed=3)
-    return tiny_model.save_hf_model(model, str(tmp_path_factory.mktemp("v1_0")),
-                                    vocab_path=tiny_vocab_path)
+    return tiny_model.save_hf_model(
+        model, str(tmp_path_factory.mktemp("v1_0")), vocab_path=tiny_vocab_path
+    )
 
 
 @pytest.fixture(scope="module")
 def engine_options(tmp_path_factory):
-    return {"cache_dir": str(tmp_path_factory.mktemp("ct2_cache")), "convert_in_child": False,
-            "threads": 2}
+    return {
+        "cache_dir": str(tmp_path_factory.mktemp("ct2_cache")),
+        "convert_in_child": False,
+        "threads": 2,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +56,29 @@ def pairs():
 
 def both_engines(checkpoints, engine_options, **options):
     jax_scorer = MultiScorer.load(checkpoints, compiler_options=FAST, **SHAPES, **options)
-    ct2_scorer = MultiScorer.load(checkpoints, engine="ctranslate2", engine_options=engine_options,
-                                  **SHAPES, **options)
+    ct2_scorer = MultiScorer.load(
+        checkpoints, engine="ctranslate2", engine_options=engine_options, **SHAPES, **options
+    )
     return jax_scorer, ct2_scorer
 
 
-@pytest.mark.parametrize("options", [
-    {"normalize": "full"},
-    {"normalize": "pair", "long_inputs": "chunk", "chunk_overlap": 4, "per_sentence": True,
-     "sentence_aggregate": "mean"},
-], ids=["full", "pair-chunk-sentences"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"normalize": "full"},
+        {
+            "normalize": "pair",
+            "long_inputs": "chunk",
+            "chunk_overlap": 4,
+            "per_sentence": True,
+            "sentence_aggregate": "mean",
+        },
+    ],
+    ids=["full", "pair-chunk-sentences"],
+)
 def test_float32_scores_equal_jax_for_v1_1_and_v1_0_in_every_mode(
-        tiny_hf_dir, v1_0_dir, engine_options, pairs, options):
+    tiny_hf_dir, v1_0_dir, engine_options, pairs, options
+):
     checkpoints = {"v1_1": tiny_hf_dir, "v1_0": v1_0_dir}
     jax_scorer, ct2_scorer = both_engines(checkpoints, engine_options, **options)
     premises, hypotheses = pairs
@@ -106,8 +121,9 @@ def _most_at_once(calls) -> int:
     return most
 
 
-def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, v1_0_dir, engine_options,
-                                                    pairs, tmp_path):
+def test_batches_compute_side_by_side_one_core_each(
+    tiny_hf_dir, v1_0_dir, engine_options, pairs, tmp_path
+):
     """On 2 threads, threads_per_batch=1 (the default) computes two batches at
     once, with the scores of one batch on both threads; the compute slots are
     the process's, so two metrics at 2 threads a batch never overlap."""
@@ -115,8 +131,12 @@ def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, v1_0_dir, engin
     scores, most = {}, {}
     for per_batch in (2, 1):
         scorer = MultiScorer.load(
-            {"m": tiny_hf_dir, "v1_0": v1_0_dir}, engine="ctranslate2", batch_size=2,
-            engine_options={**engine_options, "threads_per_batch": per_batch}, **SHAPES)
+            {"m": tiny_hf_dir, "v1_0": v1_0_dir},
+            engine="ctranslate2",
+            batch_size=2,
+            engine_options={**engine_options, "threads_per_batch": per_batch},
+            **SHAPES,
+        )
         calls = []
         for runner in scorer.engines:
             assert runner.batches_at_once == 2 // per_batch
@@ -131,9 +151,15 @@ def test_batches_compute_side_by_side_one_core_each(tiny_hf_dir, v1_0_dir, engin
     cache = tmp_path / "untouched_cache"
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="engine option threads_per_batch") as error:
-            Scorer.load(tiny_hf_dir, engine="ctranslate2",
-                        engine_options={**engine_options, "cache_dir": str(cache),
-                                        "threads_per_batch": bad})
+            Scorer.load(
+                tiny_hf_dir,
+                engine="ctranslate2",
+                engine_options={
+                    **engine_options,
+                    "cache_dir": str(cache),
+                    "threads_per_batch": bad,
+                },
+            )
         assert "\n" not in str(error.value)
     assert not cache.exists() or not any(cache.iterdir())
 
@@ -160,13 +186,22 @@ def backbone_int8_ranks(backbone: str, cache_dir: str) -> dict:
 
     premises, hypotheses = sample_pairs(150)
     options = {"cache_dir": cache_dir, "convert_in_child": False}
-    scores = {quantize: Scorer.load(backbone, engine="ctranslate2", quantize=quantize,
-                                    engine_options=options, max_input_length=256,
-                                    normalize="pair").score(premises, hypotheses)
-              for quantize in (None, "int8")}
-    return {"spearman": float(spearmanr(scores[None], scores["int8"]).statistic),
-            "identical": bool(np.array_equal(scores[None], scores["int8"])),
-            "weight_levels": isa.ctranslate2_weight_levels()}
+    scores = {
+        quantize: Scorer.load(
+            backbone,
+            engine="ctranslate2",
+            quantize=quantize,
+            engine_options=options,
+            max_input_length=256,
+            normalize="pair",
+        ).score(premises, hypotheses)
+        for quantize in (None, "int8")
+    }
+    return {
+        "spearman": float(spearmanr(scores[None], scores["int8"]).statistic),
+        "identical": bool(np.array_equal(scores[None], scores["int8"])),
+        "weight_levels": isa.ctranslate2_weight_levels(),
+    }
 
 
 @pytest.mark.parametrize("isa", isa_child.ISAS)
@@ -182,27 +217,35 @@ def test_int8_ranks_as_float32_on_the_shipped_backbone(isa, tmp_path):
     isa_child.skip_unless_above(isa)
     # A copy: the content digest keeps its file hashes beside the checkpoint.
     backbone = shutil.copytree(BACKBONE, str(tmp_path / "backbone"))
-    result = isa_child.call(isa, "test_engine_ctranslate2:backbone_int8_ranks",
-                            backbone=backbone, cache_dir=str(tmp_path / "cache"))
+    result = isa_child.call(
+        isa,
+        "test_engine_ctranslate2:backbone_int8_ranks",
+        backbone=backbone,
+        cache_dir=str(tmp_path / "cache"),
+    )
     assert result["spearman"] >= 0.99, result
     assert not result["identical"]  # int8 really ran
     if isa == "AVX2":
         assert result["weight_levels"] == 63
 
 
-def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_vocab_path,
-                                                             tmp_path, monkeypatch):
+def test_conversion_is_cached_and_a_killed_one_is_never_used(
+    tiny_hf_dir, tiny_vocab_path, tmp_path, monkeypatch
+):
     cache = str(tmp_path / "cache")
     # (The score command's test converts in the child process, the default.)
-    first, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
-                                              in_child=False)
+    first, converted = conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "float32", cache, in_child=False
+    )
     assert converted and os.path.isfile(os.path.join(first, conversion.ENGINE_FILE))
-    again, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
-                                              in_child=False)
+    again, converted = conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "float32", cache, in_child=False
+    )
     assert again == first and not converted
     # int8 is another entry of the cache.
-    int8, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "int8", cache,
-                                             in_child=False)
+    int8, converted = conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "int8", cache, in_child=False
+    )
     assert converted and int8 != first and int8.endswith("-int8")
 
     # A conversion killed half-way leaves only a temporary directory: a later
@@ -218,20 +261,24 @@ def test_conversion_is_cached_and_a_killed_one_is_never_used(tiny_hf_dir, tiny_v
         conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other, in_child=False)
     monkeypatch.undo()
     assert os.listdir(other) == []
-    dead_pid = 2 ** 22 + 12345  # above Linux's pid_max: no such process
+    dead_pid = 2**22 + 12345  # above Linux's pid_max: no such process
     leftover = os.path.join(other, f"{conversion._CONVERTING_PREFIX}{dead_pid}-x", "model")
     os.makedirs(leftover)
-    path, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", other,
-                                             in_child=False)
+    path, converted = conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "float32", other, in_child=False
+    )
     assert converted and os.listdir(other) == [os.path.basename(path)]
 
 
 def test_what_only_jax_does_is_refused_in_one_line(tiny_hf_dir, engine_options, monkeypatch):
-    for options, words in (({"packing": True}, "packing"), ({"dtype": "bfloat16"}, "dtype"),
-                           ({"mesh": object()}, "mesh"), ({"quantize": "int4"}, "quantize")):
+    for options, words in (
+        ({"packing": True}, "packing"),
+        ({"dtype": "bfloat16"}, "dtype"),
+        ({"mesh": object()}, "mesh"),
+        ({"quantize": "int4"}, "quantize"),
+    ):
         with pytest.raises(ValueError, match=words) as error:
-            Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options,
-                        **options)
+            Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options=engine_options, **options)
         assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="unknown engine"):
         Scorer.load(tiny_hf_dir, engine="onnx")
@@ -254,12 +301,24 @@ def test_a_vocabulary_that_names_ids_differently_is_refused(tiny_vocab_path):
         engine.check_vocabulary(pieces + [pieces[7]], tokenizer, "model")
 
 
-CLI_SHAPES = ["--max_input_length", "64", "--buckets", "32,64", "--batch_size", "4",
-              "--window_size", "8", "--no_progress", "--long_summaries", "cut"]
+CLI_SHAPES = [
+    "--max_input_length",
+    "64",
+    "--buckets",
+    "32,64",
+    "--batch_size",
+    "4",
+    "--window_size",
+    "8",
+    "--no_progress",
+    "--long_summaries",
+    "cut",
+]
 
 
 def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
-        tmp_path, tiny_hf_dir, monkeypatch, capsys):
+    tmp_path, tiny_hf_dir, monkeypatch, capsys
+):
     """`score --engine ctranslate2`: the library's default conversion (a
     child process, into $SEAHORSE_METRICS_CTRANSLATE2_CACHE), thresholds,
     an interrupted run resumed to the same file, Beam workers, and the refusals."""
@@ -271,17 +330,35 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     monkeypatch.setenv(conversion.CACHE_ENV_VAR, str(cache))
     premises, hypotheses = ref.random_pairs(30, seed=11)
     source = ref.write_pairs(tmp_path / "in.jsonl", premises, hypotheses)
-    command = ["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--engine",
-               "ctranslate2", "--normalize", "pair", "--threshold", "0.5"] + CLI_SHAPES
+    command = [
+        "score",
+        "--checkpoint",
+        tiny_hf_dir,
+        "--input",
+        str(source),
+        "--engine",
+        "ctranslate2",
+        "--normalize",
+        "pair",
+        "--threshold",
+        "0.5",
+    ] + CLI_SHAPES
     full = str(tmp_path / "full.jsonl")
     assert cli_main(command + ["--output", full]) == 0
     (entry,) = [name for name in os.listdir(cache) if not name.startswith(".")]
     rows = [json.loads(line) for line in open(full, encoding="utf-8")]
-    expected = Scorer.load(tiny_hf_dir, normalize="pair", max_input_length=64, long_summaries="cut",
-                           bucket_lengths=(32, 64), compiler_options=FAST).score(premises, hypotheses)
+    expected = Scorer.load(
+        tiny_hf_dir,
+        normalize="pair",
+        max_input_length=64,
+        long_summaries="cut",
+        bucket_lengths=(32, 64),
+        compiler_options=FAST,
+    ).score(premises, hypotheses)
     np.testing.assert_allclose([r["score"] for r in rows], expected, rtol=RTOL)
-    assert [r["score_decision"] for r in rows] == ["yes" if s >= 0.5 else "no" for s in
-                                                   [r["score"] for r in rows]]
+    assert [r["score_decision"] for r in rows] == [
+        "yes" if s >= 0.5 else "no" for s in [r["score"] for r in rows]
+    ]
     meta = json.load(open(full + ".meta.json", encoding="utf-8"))
     assert "ctranslate2" in json.dumps(meta)
 
@@ -310,15 +387,30 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
     assert 0 < json.load(open(resumed + ".meta.json", encoding="utf-8"))["rows"]["resumed"] < 30
     # Beam workers (here in this process) score the same rows on the same engine.
     beam_output = str(tmp_path / "beam.jsonl")
-    assert cli_main(command + ["--output", beam_output, "--runner", "DirectRunner", "--merge",
-                               "--direct_running_mode=in_memory"]) == 0
+    assert (
+        cli_main(
+            command
+            + [
+                "--output",
+                beam_output,
+                "--runner",
+                "DirectRunner",
+                "--merge",
+                "--direct_running_mode=in_memory",
+            ]
+        )
+        == 0
+    )
     beam_rows = [json.loads(line) for line in open(beam_output, encoding="utf-8")]
     assert [{k: v for k, v in r.items() if k != "row_id"} for r in beam_rows] == rows
     assert os.listdir(cache) == [entry]  # converted once
     capsys.readouterr()
 
-    for extra, words in ((["--packing"], "packing"), (["--mesh", "data=1"], "mesh"),
-                         (["--dtype", "bfloat16"], "dtype")):
+    for extra, words in (
+        (["--packing"], "packing"),
+        (["--mesh", "data=1"], "mesh"),
+        (["--dtype", "bfloat16"], "dtype"),
+    ):
         assert cli_main(command + ["--output", str(tmp_path / "x.jsonl")] + extra) == 2
         error = capsys.readouterr().err
         assert words in error and error.count("\n") == 1
@@ -328,14 +420,17 @@ def test_score_command_converts_once_resumes_and_refuses_what_only_jax_does(
 
 
 def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
-        tmp_path, tiny_hf_dir, tiny_vocab_path, capsys, monkeypatch):
+    tmp_path, tiny_hf_dir, tiny_vocab_path, capsys, monkeypatch
+):
     from seahorse_metrics.cli import main as cli_main
 
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text('{"d_model": "wide"}')
     cache = tmp_path / "cache"
-    with pytest.raises(conversion.ConversionError, match="to CTranslate2 float32 failed: ") as caught:
+    with pytest.raises(
+        conversion.ConversionError, match="to CTranslate2 float32 failed: "
+    ) as caught:
         conversion.converted_model(str(broken), tiny_vocab_path, "float32", cache_dir=str(cache))
     message = str(caught.value)
     assert "\n" not in message and "Traceback" not in message
@@ -345,20 +440,35 @@ def test_a_failed_conversion_is_one_line_and_keeps_the_converter_output(
     # The command line: one line, status 2. The command checks a checkpoint
     # before converting it, so the child is handed the broken one instead.
     convert_in_child = conversion._convert_in_child
-    monkeypatch.setattr(conversion, "_convert_in_child",
-                        lambda checkpoint, *rest: convert_in_child(str(broken), *rest))
+    monkeypatch.setattr(
+        conversion,
+        "_convert_in_child",
+        lambda checkpoint, *rest: convert_in_child(str(broken), *rest),
+    )
     monkeypatch.setenv("SEAHORSE_METRICS_CTRANSLATE2_CACHE", str(cache))
     pairs, output = tmp_path / "pairs.jsonl", tmp_path / "scores.jsonl"
     pairs.write_text('{"article": "a cat sat", "summary": "a cat"}\n')
-    status = cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(pairs),
-                       "--output", str(output), "--engine", "ctranslate2"])
+    status = cli_main(
+        [
+            "score",
+            "--checkpoint",
+            tiny_hf_dir,
+            "--input",
+            str(pairs),
+            "--output",
+            str(output),
+            "--engine",
+            "ctranslate2",
+        ]
+    )
     error = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and error[-1].startswith("error: ") and "failed: " in error[-1], error
     assert not any("Traceback" in line for line in error)
 
 
 def test_int8_weights_are_ctranslate2s_at_127_levels_and_7_bits_at_63(
-        tiny_hf_dir, tiny_vocab_path, tmp_path, monkeypatch):
+    tiny_hf_dir, tiny_vocab_path, tmp_path, monkeypatch
+):
     """Our int8 conversion writes CTranslate2's own file at 127 levels; at 63
     (hosts whose int8 products may saturate) no weight passes 63, and the
     levels are part of the cache key."""
@@ -371,8 +481,10 @@ def test_int8_weights_are_ctranslate2s_at_127_levels_and_7_bits_at_63(
 
     monkeypatch.setattr(conversion, "save_int8", both)
     conversion.convert_checkpoint(tiny_hf_dir, tiny_vocab_path, ours, "int8", None, 127)
-    with open(os.path.join(ours, "model.bin"), "rb") as a, \
-            open(os.path.join(theirs, "model.bin"), "rb") as b:
+    with (
+        open(os.path.join(ours, "model.bin"), "rb") as a,
+        open(os.path.join(theirs, "model.bin"), "rb") as b,
+    ):
         assert a.read() == b.read()
 
     weights = np.random.default_rng(0).normal(size=(6, 9)).astype(np.float32)
@@ -382,30 +494,39 @@ def test_int8_weights_are_ctranslate2s_at_127_levels_and_7_bits_at_63(
         assert values.dtype == np.int8 and np.abs(values).max() == levels
         assert np.abs(values / scale[:, None] - weights).max() <= 0.5 / scale.min() + 1e-7
         assert scale[2] == 1 and not values[2].any()
-    keys = {conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", None, levels)
-            for levels in (127, 63)}
+    keys = {
+        conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "int8", None, levels)
+        for levels in (127, 63)
+    }
     assert len(keys) == 2
-    assert conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32", None, 63) == \
-        conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32")
+    assert conversion.conversion_key(
+        tiny_hf_dir, tiny_vocab_path, "float32", None, 63
+    ) == conversion.conversion_key(tiny_hf_dir, tiny_vocab_path, "float32")
 
 
-def test_a_damaged_cache_entry_is_named_and_converted_again(tiny_hf_dir, tiny_vocab_path,
-                                                            tmp_path, caplog):
+def test_a_damaged_cache_entry_is_named_and_converted_again(
+    tiny_hf_dir, tiny_vocab_path, tmp_path, caplog
+):
     """Issue 48 point 5: a truncated model.bin, bytes flipped in place (size and
     mtime kept), or an entry without its digest is converted again, and said so."""
     import logging
 
     cache = str(tmp_path / "cache")
-    entry, _ = conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
-                                          in_child=False)
+    entry, _ = conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "float32", cache, in_child=False
+    )
     weights = os.path.join(entry, "model.bin")
     with open(weights, "rb") as handle:
         original = handle.read()
     pairs = ref.random_pairs(4, seed=5, max_words=20)
 
     def scores():
-        return Scorer.load(tiny_hf_dir, engine="ctranslate2", engine_options={
-            "cache_dir": cache, "convert_in_child": False}, **SHAPES).score(*pairs)
+        return Scorer.load(
+            tiny_hf_dir,
+            engine="ctranslate2",
+            engine_options={"cache_dir": cache, "convert_in_child": False},
+            **SHAPES,
+        ).score(*pairs)
 
     expected = scores()
     stat = os.stat(weights)
@@ -419,8 +540,9 @@ def test_a_damaged_cache_entry_is_named_and_converted_again(tiny_hf_dir, tiny_vo
         os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger=conversion.__name__):
-            again, converted = conversion.converted_model(tiny_hf_dir, tiny_vocab_path,
-                                                          "float32", cache, in_child=False)
+            again, converted = conversion.converted_model(
+                tiny_hf_dir, tiny_vocab_path, "float32", cache, in_child=False
+            )
         assert converted and again == entry, name
         [warning] = caplog.records
         named = conversion.DIGEST_FILE if name == "no digest" else "model.bin"
@@ -429,5 +551,6 @@ def test_a_damaged_cache_entry_is_named_and_converted_again(tiny_hf_dir, tiny_vo
             assert handle.read() == original, name
         np.testing.assert_array_equal(scores(), expected)
     # An intact entry is not converted again.
-    assert not conversion.converted_model(tiny_hf_dir, tiny_vocab_path, "float32", cache,
-                                          in_child=False)[1]
+    assert not conversion.converted_model(
+        tiny_hf_dir, tiny_vocab_path, "float32", cache, in_child=False
+    )[1]

@@ -1,4 +1,5 @@
 """What each engine's kernels run on, from the CPU's flags and the caps users set."""
+
 import os
 
 import pytest
@@ -9,8 +10,14 @@ AVX2_EPYC = frozenset("sse4_2 avx avx2 fma".split())
 ZEN4 = AVX2_EPYC | frozenset("avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16".split())
 SKYLAKE_X = AVX2_EPYC | frozenset("avx512f avx512bw avx512vl avx512dq".split())
 ALDER_LAKE = AVX2_EPYC | {"avx_vnni"}
-CAPS = ("XLA_FLAGS", "CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-        "MKL_ENABLE_INSTRUCTIONS", "CT2_USE_MKL")
+CAPS = (
+    "XLA_FLAGS",
+    "CT2_FORCE_CPU_ISA",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "CT2_USE_MKL",
+)
 
 
 @pytest.fixture
@@ -26,15 +33,19 @@ def host(monkeypatch):
 
     def on(flags):
         monkeypatch.setattr(isa, "_cpuinfo", lambda: ("AuthenticAMD", "test CPU", flags))
+
     return on
 
 
-@pytest.mark.parametrize("flags, xla, gemm, exact, products", [
-    (AVX2_EPYC, "AVX2", "AVX2", False, "float32"),
-    (SKYLAKE_X, "AVX512", "AVX512_CORE", False, "float32"),
-    (ALDER_LAKE, "AVX2", "AVX2_VNNI", True, "float32"),
-    (ZEN4, "AVX512_BF16", "AVX512_CORE_BF16", True, "bfloat16"),
-])
+@pytest.mark.parametrize(
+    "flags, xla, gemm, exact, products",
+    [
+        (AVX2_EPYC, "AVX2", "AVX2", False, "float32"),
+        (SKYLAKE_X, "AVX512", "AVX512_CORE", False, "float32"),
+        (ALDER_LAKE, "AVX2", "AVX2_VNNI", True, "float32"),
+        (ZEN4, "AVX512_BF16", "AVX512_CORE_BF16", True, "bfloat16"),
+    ],
+)
 def test_each_host_gets_its_levels_and_its_int8_choices(host, flags, xla, gemm, exact, products):
     host(flags)
     assert (isa.xla_level(), isa.ctranslate2_gemm_level()) == (xla, gemm)
@@ -45,8 +56,9 @@ def test_each_host_gets_its_levels_and_its_int8_choices(host, flags, xla, gemm, 
 
 def test_caps_bring_a_zen4_down_to_an_avx2_host(host, monkeypatch):
     host(ZEN4)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2 "
-                                    "--xla_cpu_max_isa=avx2")
+    monkeypatch.setenv(
+        "XLA_FLAGS", "--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=avx2"
+    )
     assert isa.xla_cap() == "AVX2" and isa.xla_level() == "AVX2"
     assert isa.xla_int8_products() == "float32"
 
@@ -74,8 +86,12 @@ def test_describe_names_the_cpu_and_each_engine(host):
     described = isa.describe()
     assert described["cpu"] == "test CPU" and "avx2" in described["flags"]
     assert described["xla"]["int8_products"] == "float32"
-    assert described["ctranslate2"] == {"gemm_level": "AVX2", "cap": None, "int8_exact": False,
-                                        "int8_weight_levels": 63}
+    assert described["ctranslate2"] == {
+        "gemm_level": "AVX2",
+        "cap": None,
+        "int8_exact": False,
+        "int8_weight_levels": 63,
+    }
     assert isa.engine_isa("ctranslate2") == "avx2" and isa.engine_isa("jax") == "avx2"
 
 

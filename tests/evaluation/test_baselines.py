@@ -1,11 +1,13 @@
 """Baselines: majority class, ROUGE-L on SentencePiece pieces, summary length."""
+
 import numpy as np
 import pytest
 import sentencepiece
 from rouge_score import rouge_scorer
 
-from fixtures import eval_data
 from seahorse_metrics.evaluation import baselines
+
+from fixtures import eval_data
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +19,7 @@ def vocab_path():
 
 def test_majority_is_the_constant_majority_label():
     np.testing.assert_array_equal(baselines.majority_scores([True, False, True]), [1.0] * 3)
-    np.testing.assert_array_equal(baselines.majority_scores([False, False, True, None]),
-                                  [0.0] * 4)
+    np.testing.assert_array_equal(baselines.majority_scores([False, False, True, None]), [0.0] * 4)
     # A tie goes to yes.
     np.testing.assert_array_equal(baselines.majority_scores([True, False]), [1.0, 1.0])
     with pytest.raises(ValueError, match="needs binary labels"):
@@ -36,23 +37,29 @@ def test_rouge_l_equals_rouge_score_on_sentencepiece_pieces(vocab_path):
 
     reference = rouge_scorer.RougeScorer(["rougeL"], tokenizer=Pieces())
     for measure in baselines.ROUGE_MEASURES:
-        got = baselines.rouge_l_scores(articles, summaries, vocab_path=vocab_path,
-                                       measure=measure)
-        expected = [getattr(reference.score(a, s)["rougeL"], measure)
-                    for a, s in zip(articles, summaries)]
+        got = baselines.rouge_l_scores(articles, summaries, vocab_path=vocab_path, measure=measure)
+        expected = [
+            getattr(reference.score(a, s)["rougeL"], measure) for a, s in zip(articles, summaries)
+        ]
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     # Pieces, not whitespace words: the tokenizer the scores come from matters.
-    words = rouge_scorer.RougeScorer(["rougeL"], tokenizer=type(
-        "Words", (), {"tokenize": lambda self, text: text.split()})())
+    words = rouge_scorer.RougeScorer(
+        ["rougeL"], tokenizer=type("Words", (), {"tokenize": lambda self, text: text.split()})()
+    )
     by_words = [words.score(a, s)["rougeL"].fmeasure for a, s in zip(articles, summaries)]
-    assert not np.allclose(baselines.rouge_l_scores(articles, summaries, vocab_path=vocab_path),
-                           by_words)
+    assert not np.allclose(
+        baselines.rouge_l_scores(articles, summaries, vocab_path=vocab_path), by_words
+    )
 
 
 def test_rouge_l_separates_faithful_from_unfaithful_summaries(vocab_path):
     pairs = eval_data.make_pairs(80, seed=4)
-    precision = baselines.rouge_l_scores([p.article for p in pairs], [p.summary for p in pairs],
-                                         vocab_path=vocab_path, measure="precision")
+    precision = baselines.rouge_l_scores(
+        [p.article for p in pairs],
+        [p.summary for p in pairs],
+        vocab_path=vocab_path,
+        measure="precision",
+    )
     faithful = np.array([p.faithful for p in pairs])
     assert precision[faithful].mean() > precision[~faithful].mean() + 0.2
 
@@ -70,8 +77,9 @@ def test_length_counts_sentencepiece_pieces(vocab_path):
     processor = sentencepiece.SentencePieceProcessor(model_file=vocab_path)
     summaries = [p.summary for p in eval_data.make_pairs(5, seed=5)] + [""]
     expected = [len(processor.encode(s, out_type=str)) for s in summaries]
-    np.testing.assert_array_equal(baselines.length_scores(summaries, vocab_path=vocab_path),
-                                  expected)
+    np.testing.assert_array_equal(
+        baselines.length_scores(summaries, vocab_path=vocab_path), expected
+    )
     assert expected[-1] == 0
 
 
@@ -87,8 +95,9 @@ def test_lcs_length_equals_rouge_scores_table_on_random_sequences():
         first = list(rng.choice(list("abcde"), size=int(rng.integers(0, 40))))
         second = list(rng.choice(list("abcdef"), size=int(rng.integers(0, 40))))
         expected = rouge_scorer._lcs_table(first, second)[-1][-1]
-        assert baselines.lcs_length(first, second) == expected == baselines.lcs_length(second,
-                                                                                       first)
+        assert (
+            baselines.lcs_length(first, second) == expected == baselines.lcs_length(second, first)
+        )
 
 
 def test_rouge_l_reads_a_bounded_prefix_of_a_huge_cell(vocab_path, monkeypatch):
@@ -112,8 +121,9 @@ def test_rouge_l_reads_a_bounded_prefix_of_a_huge_cell(vocab_path, monkeypatch):
     tracemalloc.start()
     start = time.perf_counter()
     try:
-        score = baselines.rouge_l_scores([article], [summary], vocab_path=vocab_path,
-                                         measure="precision")
+        score = baselines.rouge_l_scores(
+            [article], [summary], vocab_path=vocab_path, measure="precision"
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -1,4 +1,5 @@
 """Meta-evaluation: specs, benchmarks, scores files, cache and `evaluate` end to end."""
+
 import argparse
 import dataclasses
 import json
@@ -9,12 +10,13 @@ import pytest
 from scipy import stats as scipy_stats
 from sklearn.metrics import roc_auc_score
 
-from fixtures import eval_data
 from seahorse_metrics.evaluation import benchmarks as benchmarks_lib
 from seahorse_metrics.evaluation import metrics as metrics_lib
 from seahorse_metrics.evaluation import run as run_lib
 from seahorse_metrics.evaluation.benchmarks import Benchmark
 from seahorse_metrics.evaluation.cache import ScoreCache
+
+from fixtures import eval_data
 
 SAMPLE = os.path.join(os.path.dirname(benchmarks_lib.__file__), "..", "data", "sample")
 FAST = run_lib.EvaluationConfig(n_resamples=50)
@@ -46,18 +48,24 @@ def _evaluate_cli(argv):
 def test_parse_benchmark_specs():
     parse = benchmarks_lib.parse_benchmark_spec
     assert parse("seahorse:data/prep:q4") == benchmarks_lib.BenchmarkSpec(
-        "seahorse", "data/prep", (4,))
+        "seahorse", "data/prep", (4,)
+    )
     spec = parse("seahorse:data/prep:q1,q4,split=validation")
     assert spec.questions == (1, 4) and spec.option("split") == "validation"
     assert parse("seahorse:data/prep").questions == ()
     assert parse("mface:m.csv:q4,threshold=0.6").option("threshold") == "0.6"
     assert parse("ratings:r.jsonl:rating=score,threshold=50").options == (
-        ("rating", "score"), ("threshold", "50"))
+        ("rating", "score"),
+        ("threshold", "50"),
+    )
     # A colon inside a path that is not followed by options stays in the path.
     assert parse("true:C:/data/true").path == "C:/data/true"
-    for bad, message in [("rouge:x", "benchmark specs are"), ("seahorse:", "benchmark specs"),
-                         ("true:dir:q4", "takes no question"),
-                         ("mface:m.csv:split=test", "unknown option")]:
+    for bad, message in [
+        ("rouge:x", "benchmark specs are"),
+        ("seahorse:", "benchmark specs"),
+        ("true:dir:q4", "takes no question"),
+        ("mface:m.csv:split=test", "unknown option"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse(bad)
 
@@ -74,9 +82,12 @@ def test_parse_metric_specs(tmp_path):
     spec = parse(f"scores:{scores}:bleurt")
     assert (spec.argument, spec.option, spec.name) == (str(scores), "bleurt", "ext:bleurt")
     assert parse(f"scores:{scores}").option is None
-    for bad, message in [("baseline:bleu", "unknown baseline"), ("model:x", "metric specs are"),
-                         ("baseline:length:precision", "only rougeL"), ("=baseline:length",
-                                                                       "empty NAME")]:
+    for bad, message in [
+        ("baseline:bleu", "unknown baseline"),
+        ("model:x", "metric specs are"),
+        ("baseline:length:precision", "only rougeL"),
+        ("=baseline:length", "empty NAME"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse(bad)
     with pytest.raises(ValueError, match="occur twice"):
@@ -95,7 +106,8 @@ def test_seahorse_benchmarks_per_question_and_split(data, tmp_path):
     only = benchmarks_lib.load_benchmarks([f"seahorse:{data['prepared']}:q4,q1"])
     assert [b.name for b in only] == ["seahorse/q4", "seahorse/q1"]
     by_file = benchmarks_lib.load_benchmarks(
-        [f"seahorse:{os.path.join(data['prepared'], 'test.jsonl')}:q4"])
+        [f"seahorse:{os.path.join(data['prepared'], 'test.jsonl')}:q4"]
+    )
     assert by_file[0].ids == only[0].ids
     eval_data.write_prepared_split(str(tmp_path), n=20, split="validation")
     validation = benchmarks_lib.load_benchmarks([f"seahorse:{tmp_path}:q4,split=validation"])
@@ -107,8 +119,14 @@ def test_seahorse_benchmarks_per_question_and_split(data, tmp_path):
 def test_mface_benchmarks_map_questions_and_subset_languages(data):
     loaded = benchmarks_lib.load_benchmarks([f"mface:{data['mface']}"])
     names = [b.name for b in loaded]
-    assert names == ["mface-5lang/q1", "mface-all/q1", "mface-5lang/q4", "mface-all/q4",
-                     "mface-5lang/q6", "mface-all/q6"]
+    assert names == [
+        "mface-5lang/q1",
+        "mface-all/q1",
+        "mface-5lang/q4",
+        "mface-all/q4",
+        "mface-5lang/q6",
+        "mface-all/q6",
+    ]
     by_name = {b.name: b for b in loaded}
     assert {i.lang for i in by_name["mface-5lang/q4"].items} == {"en", "es", "ru", "tr", "vi"}
     assert {"fr", "ja", "sw"} <= {i.lang for i in by_name["mface-all/q4"].items}
@@ -127,8 +145,7 @@ def test_true_directory_gives_one_benchmark_per_csv(data):
     loaded = benchmarks_lib.load_benchmarks([f"true:{data['true']}"])
     assert [b.name for b in loaded] == ["true/frank", "true/mnbm"]
     assert [b.column for b in loaded] == ["frank", "mnbm"]
-    single = benchmarks_lib.load_benchmarks(
-        [f"true:{os.path.join(data['true'], 'mnbm.csv')}"])
+    single = benchmarks_lib.load_benchmarks([f"true:{os.path.join(data['true'], 'mnbm.csv')}"])
     assert [b.name for b in single] == ["true/mnbm"]
     assert single[0].has_labels and not single[0].continuous
 
@@ -137,7 +154,8 @@ def test_ratings_benchmark_continuous_and_thresholded(data):
     (plain,) = benchmarks_lib.load_benchmarks([f"ratings:{data['ratings']}"])
     assert plain.name == "ratings/squality" and plain.continuous and not plain.has_labels
     (labelled,) = benchmarks_lib.load_benchmarks(
-        [f"ratings:{data['ratings']}:rating=rating,id=id,threshold=50"])
+        [f"ratings:{data['ratings']}:rating=rating,id=id,threshold=50"]
+    )
     assert labelled.ids[0] == "sq0"
     np.testing.assert_array_equal(labelled.labels, labelled.ratings >= 50)
 
@@ -166,8 +184,11 @@ def test_scores_file_aligned_by_id_and_benchmark(tmp_path):
     bench = _bench()
     other = _bench(name="true/mnbm")
     rng = np.random.default_rng(0)
-    rows = [{"benchmark": b.name, "id": i, "value": float(rng.uniform())}
-            for b in (bench, other) for i in reversed(b.ids)]
+    rows = [
+        {"benchmark": b.name, "id": i, "value": float(rng.uniform())}
+        for b in (bench, other)
+        for i in reversed(b.ids)
+    ]
     path = eval_data.write_scores_file(str(tmp_path / "ext.csv"), rows)
     metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{path}"))
     got = metric.score_benchmark(bench)
@@ -181,18 +202,31 @@ def test_scored_prepared_split_aligns_with_the_seahorse_benchmark(tmp_path):
     # `seahorse-metrics score` keeps a prepared split's gem_id/system/line
     # fields; those name the SEAHORSE benchmark's items, and the q1..q6
     # ratings are never mistaken for the score column.
-    records = [{"gem_id": f"xsum-test-{i}", "lang": "en", "source": "xsum", "system": "t5_base",
-                "article": f"Article {i}.", "summary": f"Summary {i}.",
-                **{f"q{q}": (i + q) % 2 == 0 for q in range(1, 7)}, "split": "test",
-                "line": i + 2, "q4_metric": i / 10} for i in range(8)]
+    records = [
+        {
+            "gem_id": f"xsum-test-{i}",
+            "lang": "en",
+            "source": "xsum",
+            "system": "t5_base",
+            "article": f"Article {i}.",
+            "summary": f"Summary {i}.",
+            **{f"q{q}": (i + q) % 2 == 0 for q in range(1, 7)},
+            "split": "test",
+            "line": i + 2,
+            "q4_metric": i / 10,
+        }
+        for i in range(8)
+    ]
     prepared = tmp_path / "prepared"
     prepared.mkdir()
     with open(prepared / "test.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in records)
     with open(tmp_path / "scored.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in reversed(records))
-    bench, = benchmarks_lib.load_benchmarks([f"seahorse:{prepared}:q4"])
-    metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{tmp_path}/scored.jsonl"))
+    (bench,) = benchmarks_lib.load_benchmarks([f"seahorse:{prepared}:q4"])
+    metric = metrics_lib.build_metric(
+        metrics_lib.parse_metric_spec(f"scores:{tmp_path}/scored.jsonl")
+    )
     expected = {f"{r['gem_id']}|{r['system']}|{r['line']}": r["q4_metric"] for r in records}
     np.testing.assert_allclose(metric.score_benchmark(bench), [expected[i] for i in bench.ids])
 
@@ -209,7 +243,8 @@ def test_scores_file_by_row_order_and_column_choice(tmp_path):
     path = eval_data.write_scores_file(str(tmp_path / "two.tsv"), rows)
     with pytest.raises(ValueError, match="cannot tell which column"):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{path}")).score_benchmark(
-            bench)
+            bench
+        )
     chosen = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{path}:b"))
     np.testing.assert_allclose(chosen.score_benchmark(bench), [2.0] * 5)
     with pytest.raises(ValueError, match="no column 'c'"):
@@ -219,23 +254,27 @@ def test_scores_file_by_row_order_and_column_choice(tmp_path):
 def test_scores_file_errors(tmp_path):
     bench = _bench(n=4)
     partial = eval_data.write_scores_file(
-        str(tmp_path / "partial.jsonl"), [{"id": i, "score": 0.5} for i in bench.ids[:3]])
+        str(tmp_path / "partial.jsonl"), [{"id": i, "score": 0.5} for i in bench.ids[:3]]
+    )
     metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{partial}"))
     with pytest.raises(ValueError, match=r"no score for 1 of 4 items of true/frank .*'item3'"):
         metric.score_benchmark(bench)
     with pytest.raises(metrics_lib.MetricNotApplicable, match="no scores for the ids"):
-        metric.score_benchmark(Benchmark("a/b", "a", "b", "", tuple(
-            eval_data.rated_pairs(3, 1, prefix="other"))))
+        metric.score_benchmark(
+            Benchmark("a/b", "a", "b", "", tuple(eval_data.rated_pairs(3, 1, prefix="other")))
+        )
     repeated = eval_data.write_scores_file(
-        str(tmp_path / "rep.jsonl"), [{"id": "item0", "score": 0.1}, {"id": "item0", "score": 0.2}])
+        str(tmp_path / "rep.jsonl"), [{"id": "item0", "score": 0.1}, {"id": "item0", "score": 0.2}]
+    )
     with pytest.raises(ValueError, match="row 2 repeats id 'item0' of row 1"):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{repeated}")).table
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"id": "item0", "score": 0.1}\n{"id": \n')
     with pytest.raises(ValueError, match=r"broken\.jsonl:2: invalid JSON"):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{broken}")).table
-    words = eval_data.write_scores_file(str(tmp_path / "w.jsonl"),
-                                        [{"id": "item0", "score": "high"}])
+    words = eval_data.write_scores_file(
+        str(tmp_path / "w.jsonl"), [{"id": "item0", "score": "high"}]
+    )
     with pytest.raises(ValueError, match="w.jsonl: row 1: score='high' is not a number"):
         metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"scores:{words}")).table
     with pytest.raises(FileNotFoundError):
@@ -243,14 +282,19 @@ def test_scores_file_errors(tmp_path):
 
 
 def test_a_scores_file_that_cannot_be_aligned_is_an_error_unless_partial_coverage_is_allowed(
-        tmp_path):
+    tmp_path,
+):
     frank = _bench(n=6)
     other = Benchmark("a/b", "a", "b", "", tuple(eval_data.rated_pairs(5, 1, prefix="other")))
-    path = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"),
-                                       [{"id": i, "score": 0.5} for i in frank.ids])
+    path = eval_data.write_scores_file(
+        str(tmp_path / "ext.jsonl"), [{"id": i, "score": 0.5} for i in frank.ids]
+    )
     metric = metrics_lib.build_metric(metrics_lib.parse_metric_spec(f"ext=scores:{path}"))
-    with pytest.raises(ValueError, match=r"metric ext cannot be aligned with a/b: .*has no scores "
-                                         r"for the ids of a/b.*--allow_partial_coverage"):
+    with pytest.raises(
+        ValueError,
+        match=r"metric ext cannot be aligned with a/b: .*has no scores "
+        r"for the ids of a/b.*--allow_partial_coverage",
+    ):
         run_lib.evaluate([frank, other], [metric], FAST)
     partial = dataclasses.replace(FAST, allow_partial_coverage=True)
     report = run_lib.evaluate([frank, other], [metric], partial)
@@ -266,8 +310,9 @@ def test_nan_scores_fail_naming_the_metric_unless_dropped(tmp_path):
     metric = eval_data.fixed_scores_metric("flaky", scores)
     with pytest.raises(ValueError, match="metric flaky: 4 of 40 scores on true/frank are NaN"):
         run_lib.evaluate([bench], [metric], FAST)
-    report = run_lib.evaluate([bench], [metric], run_lib.EvaluationConfig(n_resamples=50,
-                                                                          drop_nan=True))
+    report = run_lib.evaluate(
+        [bench], [metric], run_lib.EvaluationConfig(n_resamples=50, drop_nan=True)
+    )
     result = report.result("flaky", "true/frank")
     assert result.n == 36 and "4 of 40 items left out" in result.note
     assert result.statistics["roc_auc"].n == 36
@@ -286,10 +331,13 @@ def test_adding_a_metric_does_not_rescore_the_others(tmp_path):
     added = eval_data.word_overlap_metric("other", version="2")
     report2 = run_lib.evaluate([bench], [again, added], FAST, cache=cache)
     assert again.calls == [] and added.calls == [30]
-    assert report2.scoring == {"overlap": {"cached": 1, "scored": 0},
-                               "other": {"cached": 0, "scored": 1}}
-    np.testing.assert_array_equal(report.scores[("overlap", bench.name)],
-                                  report2.scores[("overlap", bench.name)])
+    assert report2.scoring == {
+        "overlap": {"cached": 1, "scored": 0},
+        "other": {"cached": 0, "scored": 1},
+    }
+    np.testing.assert_array_equal(
+        report.scores[("overlap", bench.name)], report2.scores[("overlap", bench.name)]
+    )
     # Changed text: the entry is stale and the pairs are scored again.
     items = list(bench.items)
     items[0] = eval_data.RatedPair(**{**items[0].__dict__, "hypothesis": "new words"})
@@ -323,22 +371,45 @@ def _scores_rows(benchmarks, seed=0):
     rows = []
     for bench in benchmarks:
         for item, rating in zip(bench.items, bench.ratings):
-            rows.append({"benchmark": bench.name, "id": item.id,
-                         "score": float(np.clip(0.3 * rating / max(bench.ratings.max(), 1)
-                                                + rng.uniform(0, 0.7), 0, 1))})
+            rows.append(
+                {
+                    "benchmark": bench.name,
+                    "id": item.id,
+                    "score": float(
+                        np.clip(
+                            0.3 * rating / max(bench.ratings.max(), 1) + rng.uniform(0, 0.7), 0, 1
+                        )
+                    ),
+                }
+            )
     return rows
 
 
 def test_evaluate_cli_on_fixture_files(data, tmp_path):
-    specs = [f"seahorse:{data['prepared']}:q1,q4", f"mface:{data['mface']}:q4",
-             f"true:{data['true']}", f"ratings:{data['ratings']}"]
+    specs = [
+        f"seahorse:{data['prepared']}:q1,q4",
+        f"mface:{data['mface']}:q4",
+        f"true:{data['true']}",
+        f"ratings:{data['ratings']}",
+    ]
     benchmarks = benchmarks_lib.load_benchmarks(specs)
     scores = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"), _scores_rows(benchmarks))
     output = tmp_path / "report"
     argv = [a for spec in specs for a in ("--benchmark", spec)] + [
-        "--metric", "baseline:rougeL", "--metric", "baseline:majority",
-        "--metric", f"ext=scores:{scores}", "--compare", "ext", "ROUGE-L",
-        "--bootstrap", "100", "--output", str(output)]
+        "--metric",
+        "baseline:rougeL",
+        "--metric",
+        "baseline:majority",
+        "--metric",
+        f"ext=scores:{scores}",
+        "--compare",
+        "ext",
+        "ROUGE-L",
+        "--bootstrap",
+        "100",
+        "--output",
+        str(output),
+    ]
     assert _evaluate_cli(argv) == 0
     report = json.loads((output / "report.json").read_text(), parse_constant=_no_nan)
     cells = {(r["metric"], r["benchmark"]): r for r in report["results"]}
@@ -349,13 +420,16 @@ def test_evaluate_cli_on_fixture_files(data, tmp_path):
         bench = by_name[name]
         x = np.array([ext[(name, i)] for i in bench.ids])
         stats_ = cells[("ext", name)]["statistics"]
-        assert stats_["roc_auc"]["value"] == pytest.approx(roc_auc_score(bench.labels, x),
-                                                           abs=1e-9)
+        assert stats_["roc_auc"]["value"] == pytest.approx(roc_auc_score(bench.labels, x), abs=1e-9)
         assert stats_["pearson"]["value"] == pytest.approx(
-            scipy_stats.pearsonr(x, bench.ratings).statistic, abs=1e-9)
+            scipy_stats.pearsonr(x, bench.ratings).statistic, abs=1e-9
+        )
         assert stats_["roc_auc"]["n"] == len(bench)
-        assert stats_["roc_auc"]["ci_low"] <= stats_["roc_auc"]["value"] <= stats_["roc_auc"][
-            "ci_high"]
+        assert (
+            stats_["roc_auc"]["ci_low"]
+            <= stats_["roc_auc"]["value"]
+            <= stats_["roc_auc"]["ci_high"]
+        )
     squality = cells[("ext", "ratings/squality")]["statistics"]
     assert set(squality) >= {"pearson", "spearman", "kendall", "system_pearson"}
     assert "roc_auc" not in squality
@@ -364,8 +438,10 @@ def test_evaluate_cli_on_fixture_files(data, tmp_path):
     assert "accuracy" not in cells[("ROUGE-L", "true/frank")]["statistics"]
     assert len(report["comparisons"]) == len(benchmarks)
     markdown = (output / "report.md").read_text()
-    assert "| Metric | frank ρ (n=60) | frank ROC (n=60) | mnbm ρ (n=60) | mnbm ROC (n=60) |" \
+    assert (
+        "| Metric | frank ρ (n=60) | frank ROC (n=60) | mnbm ρ (n=60) | mnbm ROC (n=60) |"
         in markdown
+    )
     assert os.path.isfile(output / "report.html")
     # A second run with one more metric reads the others from the cache.
     argv += ["--metric", "baseline:length"]
@@ -383,19 +459,38 @@ def test_evaluate_on_bundled_samples(tmp_path):
     from seahorse_metrics.data.prepare import prepare
 
     seahorse = os.path.join(SAMPLE, "seahorse")
-    prepare(seahorse, LocalArticleSource(os.path.join(seahorse, "articles.jsonl")),
-            str(tmp_path / "prepared"), splits=("test",))
+    prepare(
+        seahorse,
+        LocalArticleSource(os.path.join(seahorse, "articles.jsonl")),
+        str(tmp_path / "prepared"),
+        splits=("test",),
+    )
     mface = os.path.join(SAMPLE, "mface", "mface_sample.csv")
-    specs = [f"seahorse:{tmp_path / 'prepared'}:q1,q4", f"mface:{mface}:q4",
-             f"true:{os.path.join(SAMPLE, 'true')}"]
+    specs = [
+        f"seahorse:{tmp_path / 'prepared'}:q1,q4",
+        f"mface:{mface}:q4",
+        f"true:{os.path.join(SAMPLE, 'true')}",
+    ]
     benchmarks = benchmarks_lib.load_benchmarks(specs)
     scores = eval_data.write_scores_file(str(tmp_path / "ext.csv"), _scores_rows(benchmarks))
     output = tmp_path / "report"
     argv = [a for spec in specs for a in ("--benchmark", spec)] + [
-        "--metric", "baseline:rougeL", "--metric", f"ext=scores:{scores}",
+        "--metric",
+        "baseline:rougeL",
+        "--metric",
+        f"ext=scores:{scores}",
         # The sample sheet carries an NLI metric's scores: any column can be compared.
-        "--metric", f"nli=scores:{mface}:e2e_nli_score", "--allow_partial_coverage",
-        "--compare", "ext", "ROUGE-L", "--bootstrap", "100", "--output", str(output)]
+        "--metric",
+        f"nli=scores:{mface}:e2e_nli_score",
+        "--allow_partial_coverage",
+        "--compare",
+        "ext",
+        "ROUGE-L",
+        "--bootstrap",
+        "100",
+        "--output",
+        str(output),
+    ]
     assert _evaluate_cli(argv) == 0
     report = json.loads((output / "report.json").read_text(), parse_constant=_no_nan)
     cells = {(r["metric"], r["benchmark"]): r for r in report["results"]}
@@ -410,10 +505,12 @@ def test_evaluate_on_bundled_samples(tmp_path):
             auc = cells[(metric, bench.name)]["statistics"]["roc_auc"]
             assert 0.0 <= auc["value"] <= 1.0 and auc["n"] == len(bench)
     mface_bench = next(b for b in benchmarks if b.name == "mface-all/q4")
-    nli = np.array([float(r["e2e_nli_score"]) for r in _csv_rows(mface)
-                    if r["id"] in set(mface_bench.ids)])
+    nli = np.array(
+        [float(r["e2e_nli_score"]) for r in _csv_rows(mface) if r["id"] in set(mface_bench.ids)]
+    )
     assert cells[("nli", "mface-all/q4")]["statistics"]["roc_auc"]["value"] == pytest.approx(
-        roc_auc_score(mface_bench.labels, nli), abs=1e-9)
+        roc_auc_score(mface_bench.labels, nli), abs=1e-9
+    )
     assert cells[("nli", "true/frank")]["note"].startswith("not covered")
     html_text = (output / "report.html").read_text()
     assert html_text.count('class="roc"') == len(benchmarks)
@@ -438,8 +535,9 @@ def test_checkpoint_metric_scores_with_the_scorer_and_caches(tiny_hf_dir, tmp_pa
     report = run_lib.evaluate([bench], [metric], FAST, cache=cache)
     # The loaded Scorer, called directly on the items in order (no second compile).
     assert isinstance(metric._scorer, Scorer)
-    expected = metric._scorer.score([i.premise for i in bench.items],
-                                    [i.hypothesis for i in bench.items])
+    expected = metric._scorer.score(
+        [i.premise for i in bench.items], [i.hypothesis for i in bench.items]
+    )
     scores = report.scores[("tiny", bench.name)]
     np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-6)
     assert np.all((scores >= 0) & (scores <= 1))
@@ -473,28 +571,54 @@ def test_evaluate_cli_rejects_bad_arguments(data, tmp_path):
     with pytest.raises(ValueError, match="unknown baseline 'bleu'"):
         _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--metric", "baseline:bleu"])
     with pytest.raises(ValueError, match=r"--compare \['length', 'bleu'\]"):
-        _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--compare", "length",
-                              "bleu"])
+        _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--compare", "length", "bleu"])
     with pytest.raises(ValueError, match="--compare needs bootstrap resamples"):
-        _evaluate_cli(base + ["--benchmark", f"true:{data['true']}", "--bootstrap", "0",
-                              "--compare", "length", "length"])
+        _evaluate_cli(
+            base
+            + [
+                "--benchmark",
+                f"true:{data['true']}",
+                "--bootstrap",
+                "0",
+                "--compare",
+                "length",
+                "length",
+            ]
+        )
     assert not os.path.exists(tmp_path / "out" / "report.md")
 
 
 def test_a_failed_evaluate_leaves_no_output_directory(data, tmp_path):
     """Issue 48 point 22: a scores file without the named column."""
-    scores = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"),
-                                         [{"id": "item0", "score": 0.5}])
+    scores = eval_data.write_scores_file(
+        str(tmp_path / "ext.jsonl"), [{"id": "item0", "score": 0.5}]
+    )
     output = tmp_path / "report"
     with pytest.raises(ValueError, match=r"ext\.jsonl: no column 'nope'"):
-        _evaluate_cli(["--benchmark", f"true:{data['true']}", "--metric",
-                       f"ext=scores:{scores}:nope", "--output", str(output)])
+        _evaluate_cli(
+            [
+                "--benchmark",
+                f"true:{data['true']}",
+                "--metric",
+                f"ext=scores:{scores}:nope",
+                "--output",
+                str(output),
+            ]
+        )
     assert not output.exists()
     # An output directory that was there before is left as it was.
     output.mkdir()
     with pytest.raises(ValueError, match="no column 'nope'"):
-        _evaluate_cli(["--benchmark", f"true:{data['true']}", "--metric",
-                       f"ext=scores:{scores}:nope", "--output", str(output)])
+        _evaluate_cli(
+            [
+                "--benchmark",
+                f"true:{data['true']}",
+                "--metric",
+                f"ext=scores:{scores}:nope",
+                "--output",
+                str(output),
+            ]
+        )
     assert output.is_dir() and not os.listdir(output)
 
 
@@ -505,15 +629,36 @@ def test_evaluate_prints_its_headline_table(data, tmp_path, capsys):
     benchmarks = benchmarks_lib.load_benchmarks(specs)
     scores = eval_data.write_scores_file(str(tmp_path / "ext.jsonl"), _scores_rows(benchmarks))
     output = tmp_path / "report"
-    assert _evaluate_cli([a for spec in specs for a in ("--benchmark", spec)] + [
-        "--metric", "baseline:rougeL", "--metric", f"ext=scores:{scores}",
-        "--bootstrap", "100", "--output", str(output)]) == 0
+    assert (
+        _evaluate_cli(
+            [a for spec in specs for a in ("--benchmark", spec)]
+            + [
+                "--metric",
+                "baseline:rougeL",
+                "--metric",
+                f"ext=scores:{scores}",
+                "--bootstrap",
+                "100",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     report = json.loads((output / "report.json").read_text())
     cells = {(r["metric"], r["benchmark"]): r["statistics"] for r in report["results"]}
     header = next(line for line in printed.splitlines() if line.startswith("benchmark"))
-    assert header.split() == ["benchmark", "metric", "n", "ROC-AUC", "Pearson", "ρ", "Spearman",
-                              "ρ"]
+    assert header.split() == [
+        "benchmark",
+        "metric",
+        "n",
+        "ROC-AUC",
+        "Pearson",
+        "ρ",
+        "Spearman",
+        "ρ",
+    ]
     rows = {}
     for line in printed.splitlines():
         parts = line.split()
@@ -526,14 +671,16 @@ def test_evaluate_prints_its_headline_table(data, tmp_path, capsys):
 
     for benchmark in (b.name for b in benchmarks):
         for statistic in ("roc_auc", "pearson", "spearman"):
-            values = {m: s[statistic] for (m, b), s in cells.items()
-                      if b == benchmark and statistic in s}
+            values = {
+                m: s[statistic] for (m, b), s in cells.items() if b == benchmark and statistic in s
+            }
             if not values:
                 continue
             best = max(values, key=lambda m: values[m]["value"])
             for metric, estimate in values.items():
-                assert shown(estimate) + (" *" if metric == best else "") in rows[
-                    (metric, benchmark)], (metric, benchmark, statistic)
+                assert (
+                    shown(estimate) + (" *" if metric == best else "") in rows[(metric, benchmark)]
+                ), (metric, benchmark, statistic)
     assert "* best on its benchmark" in printed
     assert "95% percentile bootstrap intervals" in printed
     assert f"wrote {output}/report.md, report.json, report.html" in printed
@@ -551,14 +698,19 @@ def test_each_metric_carries_its_signature_into_the_reports(tiny_hf_dir, tmp_pat
     rows = [{"id": i, "q4": float(n) / 12} for n, i in enumerate(bench.ids)]
     scores = eval_data.write_scores_file(str(tmp_path / "scored.csv"), rows)
     with open(scores + ".meta.json", "w", encoding="utf-8") as handle:
-        json.dump({"columns": {"q4": "q4"}, "settings": {"signatures": {"q4": "seahorse:x|q"}}},
-                  handle)
-    specs = [f"tiny=checkpoint:{tiny_hf_dir},quantize=int8,max_input_length=128", "baseline:length",
-             f"ext=scores:{scores}:q4"]
+        json.dump(
+            {"columns": {"q4": "q4"}, "settings": {"signatures": {"q4": "seahorse:x|q"}}}, handle
+        )
+    specs = [
+        f"tiny=checkpoint:{tiny_hf_dir},quantize=int8,max_input_length=128",
+        "baseline:length",
+        f"ext=scores:{scores}:q4",
+    ]
     cache = ScoreCache(str(tmp_path / "cache"))
     for run in range(2):
-        metrics = [metrics_lib.build_metric(metrics_lib.parse_metric_spec(s), batch_size=4)
-                   for s in specs]
+        metrics = [
+            metrics_lib.build_metric(metrics_lib.parse_metric_spec(s), batch_size=4) for s in specs
+        ]
         report = run_lib.evaluate([bench], metrics, FAST, cache=cache)
         tiny = report.provenance["tiny"]
         assert parse_signature(tiny["signature"])["quant"].startswith("int8-")

@@ -1,44 +1,60 @@
 """Report files: Markdown tables like the paper's, JSON numbers, self-contained HTML."""
+
 import base64
-import re
 import html.parser
 import io
 import json
 import os
+import re
 import shutil
 
 import numpy as np
 import pytest
 
-from fixtures import eval_data
+from seahorse_metrics import stats
 from seahorse_metrics.evaluation import report as report_lib
 from seahorse_metrics.evaluation import run as run_lib
-from seahorse_metrics import stats
 from seahorse_metrics.evaluation.benchmarks import Benchmark
+
+from fixtures import eval_data
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """A report of three metrics on a binary, a continuous and a one-class benchmark."""
-    binary = Benchmark("seahorse/q4", "seahorse", "q4", "binary set",
-                       tuple(eval_data.rated_pairs(120, 0, prefix="b")))
-    continuous = Benchmark("ratings/sq", "ratings", "sq", "continuous set",
-                           tuple(eval_data.rated_pairs(60, 1, prefix="c", continuous=True)))
-    one_class_items = [eval_data.RatedPair(**{**item.__dict__, "label": True, "rating": 1.0})
-                       for item in eval_data.rated_pairs(30, 2, prefix="o")]
-    one_class = Benchmark("true/frank", "true", "frank", "all consistent",
-                          tuple(one_class_items))
+    binary = Benchmark(
+        "seahorse/q4",
+        "seahorse",
+        "q4",
+        "binary set",
+        tuple(eval_data.rated_pairs(120, 0, prefix="b")),
+    )
+    continuous = Benchmark(
+        "ratings/sq",
+        "ratings",
+        "sq",
+        "continuous set",
+        tuple(eval_data.rated_pairs(60, 1, prefix="c", continuous=True)),
+    )
+    one_class_items = [
+        eval_data.RatedPair(**{**item.__dict__, "label": True, "rating": 1.0})
+        for item in eval_data.rated_pairs(30, 2, prefix="o")
+    ]
+    one_class = Benchmark("true/frank", "true", "frank", "all consistent", tuple(one_class_items))
     benchmarks = [binary, continuous, one_class]
     rng = np.random.default_rng(3)
     good, noise = {}, {}
     for bench in benchmarks:
         for item, rating in zip(bench.items, bench.ratings):
-            good[item.id] = float(np.clip(rating / bench.ratings.max() * 0.6
-                                          + rng.uniform(0, 0.4), 0, 1))
+            good[item.id] = float(
+                np.clip(rating / bench.ratings.max() * 0.6 + rng.uniform(0, 0.4), 0, 1)
+            )
             noise[item.id] = float(rng.uniform())
-    metrics = [eval_data.fixed_scores_metric("good", good),
-               eval_data.fixed_scores_metric("noise", noise),
-               eval_data.word_overlap_metric("overlap", threshold=None)]
+    metrics = [
+        eval_data.fixed_scores_metric("good", good),
+        eval_data.fixed_scores_metric("noise", noise),
+        eval_data.word_overlap_metric("overlap", threshold=None),
+    ]
     config = run_lib.EvaluationConfig(n_resamples=200)
     report = run_lib.evaluate(benchmarks, metrics, config, compare=[("good", "noise")])
     output = tmp_path_factory.mktemp("report")
@@ -95,9 +111,10 @@ def test_markdown_intervals_accuracy_rank_and_comparison_tables(written):
 def test_markdown_notes_explain_undefined_values(written):
     _, paths = written
     markdown = open(paths["md"], encoding="utf-8").read()
-    notes = markdown[markdown.index("### Notes"):]
-    assert ("good on true/frank, roc_auc: undefined: only one class in the labels "
-            "(30 positive of 30)") in notes
+    notes = markdown[markdown.index("### Notes") :]
+    assert (
+        "good on true/frank, roc_auc: undefined: only one class in the labels (30 positive of 30)"
+    ) in notes
     assert not re.search(r"\bnan\b", markdown, re.IGNORECASE)
 
 
@@ -117,8 +134,9 @@ def test_json_has_every_number_with_interval_and_n(written):
             assert estimate["note"].startswith("undefined")
         expected = report.result(metric, benchmark).statistics[statistic]
         assert estimate["value"] == expected.value
-    cell = next(r for r in data["results"]
-                if r["metric"] == "good" and r["benchmark"] == "seahorse/q4")
+    cell = next(
+        r for r in data["results"] if r["metric"] == "good" and r["benchmark"] == "seahorse/q4"
+    )
     languages = cell["breakdowns"]["lang"]
     assert set(languages) == {"de", "en", "es"}
     assert set(cell["breakdowns"]["subset"]) == {"model", "reference"}
@@ -128,7 +146,8 @@ def test_json_has_every_number_with_interval_and_n(written):
     mask = np.array([i.system == "reference" for i in items])
     scores = report.scores[("good", "seahorse/q4")]
     assert reference["value"] == pytest.approx(
-        stats.roc_auc(report.benchmarks[0].labels[mask], scores[mask]))
+        stats.roc_auc(report.benchmarks[0].labels[mask], scores[mask])
+    )
     assert cell["calibration"]["ece_equal_width"] >= 0
     assert data["comparisons"][0]["tests"]["roc_auc"]["p_value"] < 0.05
 
@@ -165,13 +184,17 @@ def test_html_is_self_contained_with_decodable_roc_and_calibration_pngs(written)
     for img in roc + calibration:
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix)
-        png = base64.b64decode(img["src"][len(prefix):], validate=True)
+        png = base64.b64decode(img["src"][len(prefix) :], validate=True)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
         assert pixels.shape[0] > 200 and pixels.shape[1] > 200
         assert pixels.std() > 0.05  # not a blank image
-    for heading in ("seahorse/q4: by lang", "seahorse/q4: by source", "seahorse/q4: by system",
-                    "seahorse/q4: model-only vs reference-only"):
+    for heading in (
+        "seahorse/q4: by lang",
+        "seahorse/q4: by source",
+        "seahorse/q4: by system",
+        "seahorse/q4: model-only vs reference-only",
+    ):
         assert f"<h4>{heading}</h4>" in text
     assert "<sup>†</sup>" in text
 
@@ -203,13 +226,22 @@ def chromium(tmp_path_factory):
 
     assert CHROMIUM and CHROMEDRIVER, (
         "the browser test needs Debian's chromium and chromium-driver: apt-get install -y "
-        "chromium chromium-driver (.ci/run installs them)")
+        "chromium chromium-driver (.ci/run installs them)"
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--window-size=1400,1100",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1100",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -238,7 +270,8 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
         By.CSS_SELECTOR, f'details.browser-toggle[data-benchmark="{benchmark.name}"] > summary'
     ).click()
     WebDriverWait(chromium, 30).until(  # the toggle event comes after the click
-        lambda driver: driver.execute_script(_TABLE_JS, benchmark.name)["rows"])
+        lambda driver: driver.execute_script(_TABLE_JS, benchmark.name)["rows"]
+    )
     shown = browser.sample_rows(benchmark, 80, report.config.seed)
     items = {benchmark.items[i].id: (benchmark.items[i], i) for i in shown}
     good = report.scores[("good", benchmark.name)]
@@ -251,26 +284,39 @@ def test_report_browser_sorts_filters_and_states_its_cap_in_chromium(written, ch
     assert first["cells"]["label"] == ("yes" if items[first["id"]][0].label else "no")
 
     # Sort by the "good" metric: ascending, then descending on a second click.
-    section = chromium.find_element(By.CSS_SELECTOR, f'section.browser[data-benchmark="{benchmark.name}"]')
+    section = chromium.find_element(
+        By.CSS_SELECTOR, f'section.browser[data-benchmark="{benchmark.name}"]'
+    )
     header = section.find_element(By.CSS_SELECTOR, 'th[data-col="score0"]')
     assert header.text.startswith("good")
     header.click()
-    values = [float(row["cells"]["score0"]) for row in chromium.execute_script(
-        _TABLE_JS, benchmark.name)["rows"]]
+    values = [
+        float(row["cells"]["score0"])
+        for row in chromium.execute_script(_TABLE_JS, benchmark.name)["rows"]
+    ]
     assert values == sorted(values) and len(values) == 80
     assert values == sorted(round(good[i], 3) for i in shown)
     header.click()
-    values = [float(row["cells"]["score0"]) for row in chromium.execute_script(
-        _TABLE_JS, benchmark.name)["rows"]]
+    values = [
+        float(row["cells"]["score0"])
+        for row in chromium.execute_script(_TABLE_JS, benchmark.name)["rows"]
+    ]
     assert values == sorted(values, reverse=True)
 
     # Filter: German items on which "noise" (threshold 0.5) and the humans disagree.
     noise = report.scores[("noise", benchmark.name)]
-    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="lang"]')).select_by_value("de")
-    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="disagree"]')).select_by_value("1")
+    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="lang"]')).select_by_value(
+        "de"
+    )
+    Select(section.find_element(By.CSS_SELECTOR, 'select[data-filter="disagree"]')).select_by_value(
+        "1"
+    )
     page = chromium.execute_script(_TABLE_JS, benchmark.name)
-    expected = {item_id for item_id, (item, i) in items.items()
-                if item.lang == "de" and (noise[i] >= 0.5) != item.label}
+    expected = {
+        item_id
+        for item_id, (item, i) in items.items()
+        if item.lang == "de" and (noise[i] >= 0.5) != item.label
+    }
     assert 3 <= len(expected) < 27 and {row["id"] for row in page["rows"]} == expected
     assert page["count"] == f"{len(expected)} of 80 rows shown"
     assert all(row["cells"]["lang"] == "de" and "score1" in row["shaded"] for row in page["rows"])
@@ -309,11 +355,18 @@ def test_markdown_passes_on_no_html_from_metric_and_benchmark_names(tmp_path):
 
     hostile_benchmark = "<img src=x onerror=alert(1)>"
     hostile_metric = "<script>alert(2)</script>"
-    bench = Benchmark(hostile_benchmark, "ratings", "<b>bold</b>", "set <i>with</i> tags",
-                      tuple(eval_data.rated_pairs(40, 0, prefix="h")))
+    bench = Benchmark(
+        hostile_benchmark,
+        "ratings",
+        "<b>bold</b>",
+        "set <i>with</i> tags",
+        tuple(eval_data.rated_pairs(40, 0, prefix="h")),
+    )
     scores = {item.id: float(index % 7) / 7 for index, item in enumerate(bench.items)}
-    metrics = [eval_data.fixed_scores_metric(hostile_metric, scores),
-               eval_data.fixed_scores_metric("`tick`<u>", scores)]
+    metrics = [
+        eval_data.fixed_scores_metric(hostile_metric, scores),
+        eval_data.fixed_scores_metric("`tick`<u>", scores),
+    ]
     report = run_lib.evaluate([bench], metrics, run_lib.EvaluationConfig(n_resamples=20))
     markdown = report_lib.write_report(report, str(tmp_path))["md"]
     with open(markdown, encoding="utf-8") as handle:
@@ -359,8 +412,9 @@ class _FullDisk:
         self._handle.close()
 
 
-def test_a_full_disk_names_the_file_and_leaves_the_reports_as_they_were(written, tmp_path,
-                                                                        monkeypatch):
+def test_a_full_disk_names_the_file_and_leaves_the_reports_as_they_were(
+    written, tmp_path, monkeypatch
+):
     """Issue 48 point 10: ENOSPC while report.html is written."""
     import builtins
 
@@ -375,8 +429,11 @@ def test_a_full_disk_names_the_file_and_leaves_the_reports_as_they_were(written,
     output = tmp_path / "report"
     with monkeypatch.context() as patched:
         patched.setattr(builtins, "open", open_on_a_full_disk)
-        with pytest.raises(OSError, match=rf"No space left on device while writing "
-                                          rf"{re.escape(str(output / 'report.html'))}"):
+        with pytest.raises(
+            OSError,
+            match=rf"No space left on device while writing "
+            rf"{re.escape(str(output / 'report.html'))}",
+        ):
             report_lib.write_report(report, str(output))
     assert os.listdir(output) == []  # no report.md or report.json without report.html
     # Over an earlier report: it stays whole, all three files as they were.
@@ -395,15 +452,22 @@ def test_html_opens_with_the_headline_and_plots_and_explains_every_mark(written)
     the example browsers closed until opened."""
     report, paths = written
     text = open(paths["html"], encoding="utf-8").read()
-    order = [text.index(marker) for marker in (
-        "<h2>Headline</h2>", '<img class="roc"', "<h2>Marks</h2>", "<h2>Results</h2>",
-        '<details class="browser-toggle"')]
+    order = [
+        text.index(marker)
+        for marker in (
+            "<h2>Headline</h2>",
+            '<img class="roc"',
+            "<h2>Marks</h2>",
+            "<h2>Results</h2>",
+            '<details class="browser-toggle"',
+        )
+    ]
     assert order == sorted(order)
-    headline = text[order[0]:order[1]]
+    headline = text[order[0] : order[1]]
     # Per benchmark, the best of each statistic in bold and the † of the --compare pair.
     good_row = re.search(r"<tr><td>seahorse/q4</td><td>good</td>.*?</tr>", headline).group(0)
     assert good_row.count("<b>") == 2 and "<sup>†</sup>" in good_row
-    items = re.findall(r"<li>(.*?)</li>", text[order[2]:order[3]])
+    items = re.findall(r"<li>(.*?)</li>", text[order[2] : order[3]])
     legend = [html_unescape(item) for item in items]
     explained = {line.split(":")[0] for line in legend}
     assert {"Bold", "[low, high]", "–", "n=…", "†"} <= explained, legend
@@ -416,8 +480,11 @@ def test_html_opens_with_the_headline_and_plots_and_explains_every_mark(written)
     assert text.count('<details class="browser-toggle"') == len(report.benchmarks)
     assert "<details open" not in text and '"toggle"' in text
     markdown = open(paths["md"], encoding="utf-8").read()
-    assert markdown.index("### Headline") < markdown.index("### Marks") < markdown.index(
-        "### SEAHORSE\n")
+    assert (
+        markdown.index("### Headline")
+        < markdown.index("### Marks")
+        < markdown.index("### SEAHORSE\n")
+    )
     assert "†: good vs noise" in markdown
 
 

@@ -1,4 +1,5 @@
 """The io package: atomic writes, JSON reading, directory swaps (one home for each)."""
+
 import errno
 import gzip
 import json
@@ -94,9 +95,11 @@ def test_read_json_errors_are_one_line_naming_the_file(tmp_path):
     path = tmp_path / "maps.json"
     with pytest.raises(FileNotFoundError, match=f"calibration file {path} not found"):
         json_files.read_json(str(path), "calibration file")
-    for text, words in (('{"a": ', r"not JSON \(Expecting value at line 1\)"),
-                        ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a map file"),
-                        ("1" * 5000, "not a JSON map file")):
+    for text, words in (
+        ('{"a": ', r"not JSON \(Expecting value at line 1\)"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a map file"),
+        ("1" * 5000, "not a JSON map file"),
+    ):
         path.write_text(text)
         with pytest.raises(ValueError, match=words) as refused:
             json_files.read_json(str(path), "map file")

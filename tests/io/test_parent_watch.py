@@ -4,6 +4,7 @@ A launcher process starts a worker that follows it, as Beam's DirectRunner
 starts its multi_processing SDK workers; the launcher is then killed (kill -9)
 or terminated (SIGTERM), and the worker must be gone within seconds.
 """
+
 import os
 import signal
 import socket
@@ -12,9 +13,10 @@ import sys
 import time
 
 import pytest
-from fixtures import paths
 
 from seahorse_metrics import parent_watch
+
+from fixtures import paths
 
 REPO_ROOT = paths.REPO
 WORKER = """
@@ -43,8 +45,9 @@ def _gone(pid: int) -> bool:
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
 def test_a_worker_stops_soon_after_its_launcher_is_killed(stop):
     env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE,
-                                text=True, env=env)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True, env=env
+    )
     worker_pid = None
     try:
         worker_pid = int(launcher.stdout.readline())

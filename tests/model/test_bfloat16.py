@@ -1,5 +1,6 @@
 """bfloat16: training with bfloat16 activations and float32 master weights,
 and scoring with bfloat16 weights that ranks pairs as float32 does."""
+
 from __future__ import annotations
 
 import json
@@ -12,18 +13,22 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from fixtures import train_utils
 from seahorse_metrics.model import EncoderDecoderModel, get_config
-from seahorse_metrics.training import OptimizerConfig, step
 from seahorse_metrics.model.partitioning import make_mesh
+from seahorse_metrics.training import OptimizerConfig, step
+
+from fixtures import train_utils
 
 BACKBONE = os.path.join(train_utils.REPO_ROOT, "seahorse_metrics", "data", "backbone")
 
 
 def _dot_dtypes(jaxpr) -> list:
     """Operand dtypes of every dot_general in a jaxpr, nested calls included."""
-    found = [tuple(v.aval.dtype for v in equation.invars) for equation in jaxpr.eqns
-             if equation.primitive.name == "dot_general"]
+    found = [
+        tuple(v.aval.dtype for v in equation.invars)
+        for equation in jaxpr.eqns
+        if equation.primitive.name == "dot_general"
+    ]
     for sub in jax.extend.core.subjaxprs(jaxpr):
         found.extend(_dot_dtypes(sub))
     return found
@@ -32,13 +37,18 @@ def _dot_dtypes(jaxpr) -> list:
 def test_bfloat16_train_step_keeps_float32_master_weights():
     config = get_config("tiny", dtype="bfloat16", dropout_rate=0.0)
     plan = step.compiled_step(config, OptimizerConfig(), 10, 1e-4, None, make_mesh(1))
-    floats = [leaf for leaf in jax.tree.leaves((plan.abstract_state.params, plan.abstract_state.opt_state))
-              if jnp.issubdtype(leaf.dtype, jnp.floating)]
+    floats = [
+        leaf
+        for leaf in jax.tree.leaves((plan.abstract_state.params, plan.abstract_state.opt_state))
+        if jnp.issubdtype(leaf.dtype, jnp.floating)
+    ]
     assert floats and all(leaf.dtype == jnp.float32 for leaf in floats)
     model = EncoderDecoderModel(config)
-    batch = {"encoder_input_tokens": jnp.ones((2, 16), jnp.int32),
-             "decoder_input_tokens": jnp.zeros((2, 4), jnp.int32),
-             "decoder_target_tokens": jnp.ones((2, 4), jnp.int32)}
+    batch = {
+        "encoder_input_tokens": jnp.ones((2, 16), jnp.int32),
+        "decoder_input_tokens": jnp.zeros((2, 4), jnp.int32),
+        "decoder_target_tokens": jnp.ones((2, 4), jnp.int32),
+    }
     params = model.init_params(jax.random.PRNGKey(0))
     jaxpr = jax.make_jaxpr(lambda p: jax.grad(lambda q: model.loss(q, batch)[0])(p))(params)
     dots = _dot_dtypes(jaxpr.jaxpr)
@@ -60,11 +70,20 @@ def test_bfloat16_training_and_scoring_rank_like_float32(train_sample, tmp_path)
     from seahorse_metrics.checkpoints import load_checkpoint
 
     model_dir = tmp_path / "bf16"
-    result = train_utils.train_sample_run(str(model_dir), train_sample, **{
-        "INIT_CHECKPOINT": BACKBONE, "TrainConfig.dtype": "bfloat16",
-        "TrainConfig.dropout_rate": 0.0, "TrainConfig.train_steps": 120,
-        "TrainConfig.eval_every": 120, "TrainConfig.checkpoint_every": 120,
-        "TrainConfig.log_every": 10, "OptimizerConfig.learning_rate": 3e-3})
+    result = train_utils.train_sample_run(
+        str(model_dir),
+        train_sample,
+        **{
+            "INIT_CHECKPOINT": BACKBONE,
+            "TrainConfig.dtype": "bfloat16",
+            "TrainConfig.dropout_rate": 0.0,
+            "TrainConfig.train_steps": 120,
+            "TrainConfig.eval_every": 120,
+            "TrainConfig.checkpoint_every": 120,
+            "TrainConfig.log_every": 10,
+            "OptimizerConfig.learning_rate": 3e-3,
+        },
+    )
     losses = train_utils.losses_by_step(str(model_dir))
     assert np.isfinite(list(losses.values())).all() and losses[120] < losses[10]
     assert result.best_metrics["roc_auc"] > 0.6
@@ -75,15 +94,22 @@ def test_bfloat16_training_and_scoring_rank_like_float32(train_sample, tmp_path)
         rows = [json.loads(line) for line in f][:300]
     pairs = ([r["article"] for r in rows], [r["summary"] for r in rows])
     # A few sample summaries would leave their article less than a quarter of 96 tokens.
-    options = dict(max_input_length=96, bucket_lengths=(96,), batch_size=50, long_summaries="cut",
-                   compiler_options={"xla_backend_optimization_level": 0})
+    options = dict(
+        max_input_length=96,
+        bucket_lengths=(96,),
+        batch_size=50,
+        long_summaries="cut",
+        compiler_options={"xla_backend_optimization_level": 0},
+    )
     scores32 = Scorer.load(result.best_checkpoint, **options).score(*pairs)
     bf16 = Scorer.load(result.best_checkpoint, dtype="bfloat16", **options)
     assert jax.tree.leaves(bf16.params)[0].dtype == jnp.bfloat16
     scores16 = bf16.score(*pairs)
     rho = scipy_stats.spearmanr(scores32, scores16).statistic
     log_gap = np.abs(np.log(scores16) - np.log(scores32)).max()
-    print(f"bfloat16 vs float32 on {len(rows)} validation pairs: Spearman {rho:.5f}, "
-          f"max |log P diff| {log_gap:.4f}")
+    print(
+        f"bfloat16 vs float32 on {len(rows)} validation pairs: Spearman {rho:.5f}, "
+        f"max |log P diff| {log_gap:.4f}"
+    )
     assert np.std(scores32) > 0.05  # a trained metric spreads its scores
     assert rho >= 0.999, (rho, log_gap)

@@ -7,11 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fixtures.multi_question import LABEL_IDS, QUESTIONS
-from fixtures.tiny_model import tiny_config, tiny_t5_v1_0_config
 from seahorse_metrics.model import first_step
 from seahorse_metrics.model.model import EncoderDecoderModel
 from seahorse_metrics.model.questions import QuestionPrefixes
+
+from fixtures.multi_question import LABEL_IDS, QUESTIONS
+from fixtures.tiny_model import tiny_config, tiny_t5_v1_0_config
 
 
 def _tokens(config, rows=3, length=12, seed=0):
@@ -26,8 +27,9 @@ def _one_question_alone(model, params, tokens, prefix):
     one question (its own encoder pass), read at the prefix's last step."""
     rows = tokens.shape[0]
     decoder = np.asarray([[model.config.decoder_start_id, *prefix]] * rows, np.int32)
-    logits = model.logits(params, {"encoder_input_tokens": tokens,
-                                   "decoder_input_tokens": jnp.asarray(decoder)})
+    logits = model.logits(
+        params, {"encoder_input_tokens": tokens, "decoder_input_tokens": jnp.asarray(decoder)}
+    )
     log_probs = jax.nn.log_softmax(logits[:, len(prefix)].astype(jnp.float32), axis=-1)
     return np.asarray(log_probs[:, list(LABEL_IDS)])
 
@@ -37,13 +39,16 @@ def test_shared_encoder_scores_equal_each_question_alone(config_of):
     model = EncoderDecoderModel(config_of())
     params = model.init_params(jax.random.PRNGKey(1))
     tokens = _tokens(model.config)
-    shared = np.asarray(jax.jit(
-        lambda p, t: first_step.question_log_probs(model, LABEL_IDS, QUESTIONS, p, t))(
-            params, tokens))
+    shared = np.asarray(
+        jax.jit(lambda p, t: first_step.question_log_probs(model, LABEL_IDS, QUESTIONS, p, t))(
+            params, tokens
+        )
+    )
     assert shared.shape == (3, len(QUESTIONS), len(LABEL_IDS))
     for index, prefix in enumerate(QUESTIONS.prefixes):
-        np.testing.assert_allclose(shared[:, index], _one_question_alone(model, params, tokens,
-                                                                         prefix), atol=1e-5)
+        np.testing.assert_allclose(
+            shared[:, index], _one_question_alone(model, params, tokens, prefix), atol=1e-5
+        )
     # The questions really differ (a broken mask could make them all equal).
     assert np.abs(shared[:, 0] - shared[:, 5]).max() > 1e-4
 

@@ -6,28 +6,38 @@ encoder and one decoder layer: every layer is the same program, and the full
 24+24 layers take minutes to compile on 2 cores (`seahorse-metrics plan
 --model mt5_xxl` does it). What is checked is the split.
 """
+
 import json
 import math
 
 import jax
 import pytest
 
-from seahorse_metrics.planning import memory
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config
+from seahorse_metrics.planning import memory
 
-MiB = 2 ** 20
+MiB = 2**20
 
 
 def test_xxl_train_and_scoring_steps_split_parameters_eight_ways(caplog):
     config = get_config("mt5_xxl", dtype="bfloat16", num_encoder_layers=1, num_decoder_layers=1)
     with caplog.at_level("INFO"):
-        plan = memory.plan_in_subprocess(config, data=1, model=8, input_length=64, batch_size=8,
-                                           model_name="mt5_xxl 1+1", timeout=900)
+        plan = memory.plan_in_subprocess(
+            config,
+            data=1,
+            model=8,
+            input_length=64,
+            batch_size=8,
+            model_name="mt5_xxl 1+1",
+            timeout=900,
+        )
     # The child process says what it compiles, as it goes (issue 48 point 17).
-    assert [r.getMessage().split(":")[0] for r in caplog.records
-            if r.getMessage().startswith("compiling")] == [
-        "compiling the train step of mt5_xxl 1+1", "compiling the scoring step of mt5_xxl 1+1"]
+    assert [
+        r.getMessage().split(":")[0]
+        for r in caplog.records
+        if r.getMessage().startswith("compiling")
+    ] == ["compiling the train step of mt5_xxl 1+1", "compiling the scoring step of mt5_xxl 1+1"]
     assert plan.mesh == {"data": 1, "model": 8} and plan.platform == "cpu"
     abstract = EncoderDecoderModel(config).abstract_params()
     assert plan.parameter_count == sum(math.prod(a.shape) for a in jax.tree.leaves(abstract))
@@ -62,28 +72,50 @@ def test_adamw_state_is_split_like_the_parameters():
     optimizer = optimizers.make_optimizer(optimizers.OptimizerConfig(name="adamw"), 10)
     abstract, shardings = state.plan_state(model, optimizer, make_mesh(1))
     params = jax.tree.leaves(shardings.params)
-    moments = [s for s, a in zip(jax.tree.leaves(shardings.opt_state), jax.tree.leaves(abstract.opt_state))
-               if a.ndim > 0]
+    moments = [
+        s
+        for s, a in zip(jax.tree.leaves(shardings.opt_state), jax.tree.leaves(abstract.opt_state))
+        if a.ndim > 0
+    ]
     assert len(moments) == 2 * len(params)
     assert [s.spec for s in moments] == [s.spec for s in params] * 2
 
 
 def test_plan_command_prints_per_device_memory(capsys, caplog):
     with caplog.at_level("INFO"):
-        status = cli_main(["plan", "--model", "tiny", "--mesh", "data=1,model=1", "--input_length",
-                           "32", "--batch_size", "2", "--dtype", "bfloat16"])
+        status = cli_main(
+            [
+                "plan",
+                "--model",
+                "tiny",
+                "--mesh",
+                "data=1,model=1",
+                "--input_length",
+                "32",
+                "--batch_size",
+                "2",
+                "--dtype",
+                "bfloat16",
+            ]
+        )
     assert status == 0
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("compiling")]
     assert said == [
         "compiling the train step of tiny: batch 2, compute bfloat16, remat none, 1 microbatch, "
         "2+2 layers unrolled, inputs of 32 tokens, on a data=1 x model=1 mesh",
         "compiling the scoring step of tiny: batch 2, weights bfloat16, inputs of 32 tokens, on a "
-        "data=1 x model=1 mesh"], said
+        "data=1 x model=1 mesh",
+    ], said
     printed = capsys.readouterr().out
     assert "data=1 x model=1 mesh" in printed
     assert "per-device figures: CPU-compiler estimate" in printed  # compiled by XLA:CPU
-    for line in ("parameters (float32)", "optimizer state", "parameters (bfloat16)",
-                 "activations, temporaries", "total"):
+    for line in (
+        "parameters (float32)",
+        "optimizer state",
+        "parameters (bfloat16)",
+        "activations, temporaries",
+        "total",
+    ):
         assert line in printed, line
     with pytest.raises(SystemExit):
         cli_main(["plan", "--model", "tiny", "--mesh", "data=2,pipeline=4", "--batch_size", "2"])
@@ -92,8 +124,14 @@ def test_plan_command_prints_per_device_memory(capsys, caplog):
 
 # ---------------------------------------------------------------- figure source
 def _step(per_device: int) -> memory.StepMemory:
-    return memory.StepMemory("train step", {"parameters (float32)": memory.ArgumentBytes(
-        per_device, per_device)}, 0, 0, ("none", 0), 0.0)
+    return memory.StepMemory(
+        "train step",
+        {"parameters (float32)": memory.ArgumentBytes(per_device, per_device)},
+        0,
+        0,
+        ("none", 0),
+        0.0,
+    )
 
 
 def test_figures_are_the_devices_own_where_compiled_for_an_accelerator():
@@ -139,11 +177,14 @@ def test_fit_search_on_present_devices_is_labelled_device(monkeypatch):
 
 
 def _record(path, mode="device", ratios=(0.8, 0.9, 1.0)):
-    parts = {f"train_{i}": {"role": "train", "status": "ok", "peak_over_cpu_plan": r}
-             for i, r in enumerate(ratios)}
+    parts = {
+        f"train_{i}": {"role": "train", "status": "ok", "peak_over_cpu_plan": r}
+        for i, r in enumerate(ratios)
+    }
     parts["score"] = {"role": "score", "status": "ok"}
-    path.write_text(json.dumps({"mode": mode, "device": {"kind": "NVIDIA H100 80GB HBM3"},
-                                "parts": parts}))
+    path.write_text(
+        json.dumps({"mode": mode, "device": {"kind": "NVIDIA H100 80GB HBM3"}, "parts": parts})
+    )
     return str(path)
 
 
@@ -154,13 +195,23 @@ def test_cpu_figures_are_corrected_by_a_device_record(tmp_path, monkeypatch):
     assert (correction.factor, correction.settings) == (0.9, 3)
     assert correction.device == "NVIDIA H100 80GB HBM3" and correction.apply(1000) == 900
     # The search compares corrected figures: 10 MB on XLA:CPU are 9 MB on the device.
-    monkeypatch.setattr(memory, "plan_train_step", lambda *a, **k: _step(10 ** 7))
-    trials = list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
-                                         alternatives=False, correction=correction.factor))
+    monkeypatch.setattr(memory, "plan_train_step", lambda *a, **k: _step(10**7))
+    trials = list(
+        fitting.iterate_search(
+            get_config("tiny"),
+            1,
+            9_500_000,
+            16,
+            2,
+            alternatives=False,
+            correction=correction.factor,
+        )
+    )
     assert trials[0].fits and trials[0].per_device_bytes == 9_000_000
-    assert not list(fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2,
-                                           alternatives=False))[0].fits
-    plan = memory.MemoryPlan("m", 1, {"data": 1, "model": 1}, "cpu", 8, [_step(2 ** 30)])
+    assert not list(
+        fitting.iterate_search(get_config("tiny"), 1, 9_500_000, 16, 2, alternatives=False)
+    )[0].fits
+    plan = memory.MemoryPlan("m", 1, {"data": 1, "model": 1}, "cpu", 8, [_step(2**30)])
     report = plan.report(correction)
     assert "total, corrected" in report and "0.90 GiB" in report
     assert "corrected by x0.900 for NVIDIA H100 80GB HBM3" in report
@@ -180,10 +231,10 @@ def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monk
 
     def plan(config, *args, microbatches=1, **kwargs):
         compiled.append(config.remat)
-        return _step(10 ** 7 // microbatches)
+        return _step(10**7 // microbatches)
 
     monkeypatch.setattr(memory, "plan_train_step", plan)
-    budget = 6 * 10 ** 6  # 2 microbatches and more fit, whatever the remat
+    budget = 6 * 10**6  # 2 microbatches and more fit, whatever the remat
     everything = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4))
     # With alternatives, the more recomputing remats are tried for 1 microbatch.
     assert [t.remat for t in everything if t.microbatches == 1] == ["none", "minimal", "full"]
@@ -201,14 +252,15 @@ def test_a_train_step_planned_again_in_a_process_is_not_compiled_again(monkeypat
 
     def compile_step(*args, **kwargs):  # what is compiled, not how: no XLA here
         compiled.append(args[2:])
-        return None, _step(10 ** 6 * len(compiled)), None
+        return None, _step(10**6 * len(compiled)), None
 
     monkeypatch.setattr(memory, "compile_train_step", compile_step)
     monkeypatch.setattr(memory, "_PLANNED_STEPS", {})
     config = get_config("tiny", scan_layers=True)
     first = memory.plan_train_step(config, make_mesh(1), 16, 2)
-    assert memory.plan_train_step(get_config("tiny", scan_layers=True), make_mesh(1), 16, 2) \
-        is first
+    assert (
+        memory.plan_train_step(get_config("tiny", scan_layers=True), make_mesh(1), 16, 2) is first
+    )
     assert memory.plan_train_step(config, make_mesh(1), 16, 2, microbatches=2) is not first
     assert memory.plan_train_step(config.replace(remat="full"), make_mesh(1), 16, 2) is not first
     assert memory.plan_train_step(config, make_mesh(1), 16, 2, compiler_options={}) is not first

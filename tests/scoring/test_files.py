@@ -1,5 +1,6 @@
 """`scoring.files`: a run reads its input once, and writes its output from the
 partial file (`scoring.partial`), which carries each row as it was read."""
+
 import json
 import os
 
@@ -10,14 +11,21 @@ from seahorse_metrics.data import tables
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.partial import PARTIAL_SUFFIX
 
-PAIRS = [{"id": i, "article": f"the fox number {i} jumps over the dog.",
-          "summary": f"fox {i} jumps."} for i in range(20)]
+PAIRS = [
+    {"id": i, "article": f"the fox number {i} jumps over the dog.", "summary": f"fox {i} jumps."}
+    for i in range(20)
+]
 
 
 @pytest.fixture(scope="module")
 def scorer(tiny_hf_dir):
-    return MultiScorer.load({"score": tiny_hf_dir}, max_input_length=64, bucket_lengths=(64,),
-                            batch_size=4, window_size=8)
+    return MultiScorer.load(
+        {"score": tiny_hf_dir},
+        max_input_length=64,
+        bucket_lengths=(64,),
+        batch_size=4,
+        window_size=8,
+    )
 
 
 def write(path, text):
@@ -48,8 +56,11 @@ def test_a_run_and_a_resumed_run_read_the_input_once(tmp_path, scorer, reads, mo
     if kind == "jsonl":
         source = write(tmp_path / "in.jsonl", jsonl(PAIRS))
     else:
-        source = write(tmp_path / "in.csv", "id,article,summary\n" + "".join(
-            f"{p['id']},{p['article']},{p['summary']}\n" for p in PAIRS))
+        source = write(
+            tmp_path / "in.csv",
+            "id,article,summary\n"
+            + "".join(f"{p['id']},{p['article']},{p['summary']}\n" for p in PAIRS),
+        )
     reference = str(tmp_path / f"reference.{kind}")
     files.score_file(scorer, source, reference, show_progress=False)
     assert reads == [source]
@@ -75,10 +86,14 @@ def test_a_run_and_a_resumed_run_read_the_input_once(tmp_path, scorer, reads, mo
         assert one.read() == other.read()
 
 
-def test_a_misnamed_column_is_refused_before_scoring_and_leaves_nothing(tmp_path, scorer,
-                                                                        monkeypatch):
-    source = write(tmp_path / "in.jsonl", jsonl([{"text": p["article"], "summary": p["summary"]}
-                                                 for p in PAIRS]))
+def test_a_misnamed_column_is_refused_before_scoring_and_leaves_nothing(
+    tmp_path, scorer, monkeypatch
+):
+    source = write(
+        tmp_path / "in.jsonl",
+        jsonl([{"text": p["article"], "summary": p["summary"]} for p in PAIRS]),
+    )
+
     def run(windows, *args):
         for examples in windows:
             assert not examples, "a row reached the model"
@@ -86,8 +101,11 @@ def test_a_misnamed_column_is_refused_before_scoring_and_leaves_nothing(tmp_path
 
     monkeypatch.setattr(scorer, "run", run)
     output = str(tmp_path / "out.jsonl")
-    with pytest.raises(ValueError, match=r"no 'article' field in any of the first 8 rows "
-                                         r"\(columns: text, summary\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"no 'article' field in any of the first 8 rows "
+        r"\(columns: text, summary\)",
+    ):
         files.score_file(scorer, source, output, show_progress=False)
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
 
@@ -101,8 +119,11 @@ def test_a_partial_file_of_the_older_format_is_refused_by_name(tmp_path, scorer)
     with open(output + PARTIAL_SUFFIX, "w", encoding="utf-8") as handle:
         handle.write(json.dumps({"partial": meta["fingerprint"]}) + "\n")
         handle.write(json.dumps({"row": 0, "line": 1, "score": 0.5}) + "\n")
-    with pytest.raises(ValueError, match=r"out.jsonl.partial.jsonl was written by an older "
-                                         r"version .* pass overwrite=True"):
+    with pytest.raises(
+        ValueError,
+        match=r"out.jsonl.partial.jsonl was written by an older "
+        r"version .* pass overwrite=True",
+    ):
         files.score_file(scorer, source, output, show_progress=False)
     files.score_file(scorer, source, output, show_progress=False, overwrite=True)
     assert len(open(output).readlines()) == 4
@@ -110,8 +131,12 @@ def test_a_partial_file_of_the_older_format_is_refused_by_name(tmp_path, scorer)
 
 def test_the_row_estimate_follows_the_bytes_read(tmp_path):
     source = write(tmp_path / "in.jsonl", jsonl(PAIRS))
-    job = files.job_lib.resolve_job([source], str(tmp_path / "out.jsonl"), {"score": "x"},
-                                    options=files.ScoringOptions(window_size=4))
+    job = files.job_lib.resolve_job(
+        [source],
+        str(tmp_path / "out.jsonl"),
+        {"score": "x"},
+        options=files.ScoringOptions(window_size=4),
+    )
     reading = files.InputPass(job)
     assert reading.estimated_rows() is None
     rows = reading.rows()

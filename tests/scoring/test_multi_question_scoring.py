@@ -12,22 +12,26 @@ from fixtures.multi_question import HYPOTHESES, PREMISES
 def test_multi_scorer_reads_a_multi_question_checkpoint_as_six_columns(multi_question_dir):
     from seahorse_metrics.scoring.scorer import MultiScorer
 
-    scorer = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
-                              max_input_length=64, batch_size=4)
+    scorer = MultiScorer.load(
+        [multi_question_dir], bucket_lengths=(32, 64), max_input_length=64, batch_size=4
+    )
     assert scorer.names == ["q1", "q2", "q3", "q4", "q5", "q6"]
     # Named, its columns stay apart from a prepared split's labels q1 ... q6.
-    assert MultiScorer.load({"mq": multi_question_dir, "other": multi_question_dir},
-                            max_input_length=64).names[5:7] == ["mq_q6", "other_q1"]
+    assert MultiScorer.load(
+        {"mq": multi_question_dir, "other": multi_question_dir}, max_input_length=64
+    ).names[5:7] == ["mq_q6", "other_q1"]
     scores = scorer.score(PREMISES, HYPOTHESES)
     engine = scorer.engines[0]
     token_ids = (scorer.positive_id, scorer.negative_id)
     for row, ids in enumerate(scorer.encode_inputs(PREMISES, HYPOTHESES)):
         tokens = jnp.asarray([ids], jnp.int32)
-        for index, (name, prefix) in enumerate(zip(engine.shared.questions.names,
-                                                   engine.shared.questions.prefixes)):
+        for index, (name, prefix) in enumerate(
+            zip(engine.shared.questions.names, engine.shared.questions.prefixes)
+        ):
             decoder = jnp.asarray([[engine.model.config.decoder_start_id, *prefix]], jnp.int32)
-            logits = engine.model.logits(engine.params, {"encoder_input_tokens": tokens,
-                                                         "decoder_input_tokens": decoder})
+            logits = engine.model.logits(
+                engine.params, {"encoder_input_tokens": tokens, "decoder_input_tokens": decoder}
+            )
             expected = jax.nn.softmax(logits[0, len(prefix)].astype(jnp.float32))[token_ids[0]]
             np.testing.assert_allclose(scores[name][row], float(expected), atol=1e-5)
     signatures = scorer.signatures()
@@ -38,12 +42,14 @@ def test_multi_question_metric_runs_one_call_per_batch(multi_question_dir, monke
     from seahorse_metrics.engines.jax_engine import JaxEngine
     from seahorse_metrics.scoring.scorer import MultiScorer
 
-    scorer = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
-                              max_input_length=64, batch_size=4)
+    scorer = MultiScorer.load(
+        [multi_question_dir], bucket_lengths=(32, 64), max_input_length=64, batch_size=4
+    )
     calls = []
     original = JaxEngine.__call__
-    monkeypatch.setattr(JaxEngine, "__call__",
-                        lambda self, *args: calls.append(1) or original(self, *args))
+    monkeypatch.setattr(
+        JaxEngine, "__call__", lambda self, *args: calls.append(1) or original(self, *args)
+    )
     scorer.score(PREMISES, HYPOTHESES)
     assert len(calls) == scorer.stats.batches == 1
 
@@ -56,8 +62,9 @@ def test_multi_question_metric_refuses_what_cannot_work(multi_question_dir):
         Scorer.load(multi_question_dir)
     with pytest.raises(ValueError, match="packing is not supported with a multi-question"):
         MultiScorer.load({"m": multi_question_dir}, packing=True, max_input_length=64)
-    with pytest.raises(ValueError, match="m: a multi-question metric is scored by the jax "
-                                         "engine only"):
+    with pytest.raises(
+        ValueError, match="m: a multi-question metric is scored by the jax engine only"
+    ):
         MultiScorer.load({"m": multi_question_dir}, engine="ctranslate2", max_input_length=64)
 
 
@@ -68,30 +75,58 @@ def test_score_command_writes_a_column_per_question(tmp_path, multi_question_dir
     from seahorse_metrics.scoring.scorer import MultiScorer
 
     source = tmp_path / "pairs.jsonl"
-    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
-                              for p, h in zip(PREMISES, HYPOTHESES)))
+    source.write_text(
+        "".join(
+            json.dumps({"article": p, "summary": h}) + "\n" for p, h in zip(PREMISES, HYPOTHESES)
+        )
+    )
     output = str(tmp_path / "scored.jsonl")
-    assert cli_main(["score", "--checkpoint", multi_question_dir, "--input", str(source),
-                     "--output", output, "--max_input_length", "64", "--buckets", "32,64",
-                     "--batch_size", "4", "--threshold", "0.5"]) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                multi_question_dir,
+                "--input",
+                str(source),
+                "--output",
+                output,
+                "--max_input_length",
+                "64",
+                "--buckets",
+                "32,64",
+                "--batch_size",
+                "4",
+                "--threshold",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in open(output)]
-    expected = MultiScorer.load([multi_question_dir], bucket_lengths=(32, 64),
-                                max_input_length=64, batch_size=4).score(PREMISES, HYPOTHESES)
+    expected = MultiScorer.load(
+        [multi_question_dir], bucket_lengths=(32, 64), max_input_length=64, batch_size=4
+    ).score(PREMISES, HYPOTHESES)
     for name in ("q1", "q2", "q3", "q4", "q5", "q6"):
         np.testing.assert_allclose([r[name] for r in rows], expected[name], atol=1e-6)
         # A threshold per question: each column gets its decision.
         assert [r[f"{name}_decision"] for r in rows] == [
-            "yes" if score >= 0.5 else "no" for score in expected[name]]
+            "yes" if score >= 0.5 else "no" for score in expected[name]
+        ]
 
     # The Beam runner (in this process) writes the same columns.
     from seahorse_metrics.scoring import beam as beam_scoring
 
     beam_output = str(tmp_path / "beam.jsonl")
     beam_scoring.score_files(
-        [str(source)], beam_output, {"score": multi_question_dir},
+        [str(source)],
+        beam_output,
+        {"score": multi_question_dir},
         scorer_options={"max_input_length": 64, "bucket_lengths": (32, 64), "batch_size": 4},
-        pipeline_args=["--runner=FnApiRunner", "--direct_running_mode=in_memory"], merge=True,
-        show_progress=False)
+        pipeline_args=["--runner=FnApiRunner", "--direct_running_mode=in_memory"],
+        merge=True,
+        show_progress=False,
+    )
     beam_rows = [json.loads(line) for line in open(beam_output)]
     for name in ("q1", "q6"):
         np.testing.assert_allclose([r[name] for r in beam_rows], expected[name], atol=1e-6)
@@ -143,23 +178,29 @@ def test_multi_question_modes_per_sentence_chunks_and_query_questions(multi_ques
 
 
 def test_serve_scores_each_question_and_a_chosen_few(multi_question_dir, tmp_path):
-    from fixtures.serve_process import SHAPE_ARGS, ServerProcess, call
     from seahorse_metrics.scoring.scorer import MultiScorer
 
-    server = ServerProcess(["--checkpoint", f"mq={multi_question_dir}", *SHAPE_ARGS],
-                           str(tmp_path / "serve.log"))
+    from fixtures.serve_process import SHAPE_ARGS, ServerProcess, call
+
+    server = ServerProcess(
+        ["--checkpoint", f"mq={multi_question_dir}", *SHAPE_ARGS], str(tmp_path / "serve.log")
+    )
     try:
         server.wait_ready()
-        pairs = [{"article": p, "summary": h, "id": i}
-                 for i, (p, h) in enumerate(zip(PREMISES, HYPOTHESES))]
+        pairs = [
+            {"article": p, "summary": h, "id": i}
+            for i, (p, h) in enumerate(zip(PREMISES, HYPOTHESES))
+        ]
         status, every, _ = call(server.url + "/v1/score", {"pairs": pairs})
-        chosen_status, chosen, _ = call(server.url + "/v1/score",
-                                        {"pairs": pairs, "metrics": ["mq_q2", "mq_q5"]})
+        chosen_status, chosen, _ = call(
+            server.url + "/v1/score", {"pairs": pairs, "metrics": ["mq_q2", "mq_q5"]}
+        )
     finally:
         server.kill()
     assert status == 200 and chosen_status == 200, (every, chosen)
-    expected = MultiScorer.load({"mq": multi_question_dir}, max_input_length=128,
-                                bucket_lengths=(128,), batch_size=8).score(PREMISES, HYPOTHESES)
+    expected = MultiScorer.load(
+        {"mq": multi_question_dir}, max_input_length=128, bucket_lengths=(128,), batch_size=8
+    ).score(PREMISES, HYPOTHESES)
     rows, few = every["results"], chosen["results"]
     for name in expected:
         np.testing.assert_allclose([row[name] for row in rows], expected[name], rtol=1e-5)

@@ -1,16 +1,18 @@
 """Scorer and MultiScorer against Hugging Face PyTorch (tiny random mT5)."""
+
 import os
 import shutil
 
 import numpy as np
 import pytest
 
-from fixtures import scoring_reference as ref
-from fixtures import tiny_model
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.checkpoints import load_checkpoint, save_checkpoint
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines import jax_engine
+
+from fixtures import scoring_reference as ref
+from fixtures import tiny_model
 
 PREMISES = [
     "the quick brown fox jumps over the lazy dog " * 6,
@@ -62,13 +64,17 @@ def test_scores_equal_hf_first_step_probability(scorer, tiny_hf_model, tokenizer
     assert scorer.score([], []).shape == (0,)
 
 
-@pytest.mark.parametrize("options", [
-    dict(batch_size=1, bucket_lengths=(128,)),
-    dict(batch_size=3, window_size=5, bucket_lengths=(48, 64, 128)),
-    dict(batch_size=16, max_batch_tokens=256, bucket_lengths=(40, 56, 80, 128)),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(batch_size=1, bucket_lengths=(128,)),
+        dict(batch_size=3, window_size=5, bucket_lengths=(48, 64, 128)),
+        dict(batch_size=16, max_batch_tokens=256, bucket_lengths=(40, 56, 80, 128)),
+    ],
+)
 def test_any_batch_size_and_bucket_setting_gives_hf_scores_in_input_order(
-        tiny_hf_dir, mixed_pairs, mixed_expected, options):
+    tiny_hf_dir, mixed_pairs, mixed_expected, options
+):
     batch_size = options.pop("batch_size")
     scorer = load(tiny_hf_dir, **options)
     lengths = [len(ids) for ids in scorer.encode_inputs(*mixed_pairs)]
@@ -98,8 +104,9 @@ def test_each_batch_shape_compiles_once(tiny_hf_dir, mixed_pairs):
 
 
 @pytest.mark.parametrize("truncation", ["summary_first", "joint"])
-def test_truncation_as_in_the_data_module_is_counted(tiny_hf_dir, tiny_hf_model, tokenizer,
-                                                     tiny_vocab_path, truncation, caplog):
+def test_truncation_as_in_the_data_module_is_counted(
+    tiny_hf_dir, tiny_hf_model, tokenizer, tiny_vocab_path, truncation, caplog
+):
     scorer = load(tiny_hf_dir, max_input_length=32, truncation=truncation, bucket_lengths=(16,))
     ids = scorer.encode_inputs(PREMISES, HYPOTHESES)
     assert max(len(row) for row in ids) == 32 and all(row[-1] == 1 for row in ids)
@@ -110,18 +117,26 @@ def test_truncation_as_in_the_data_module_is_counted(tiny_hf_dir, tiny_hf_model,
     assert truncated["truncated"] == 3 and truncated["by_language"]["en"]["count"] == 5
     assert output.metadata["settings"]["truncation"] == truncation
     assert scorer.stats.truncation.truncated == 3
-    expected = ref.hf_scores(tiny_hf_model, tokenizer, tiny_vocab_path, PREMISES, HYPOTHESES,
-                             max_input_length=32, truncation=truncation)
+    expected = ref.hf_scores(
+        tiny_hf_model,
+        tokenizer,
+        tiny_vocab_path,
+        PREMISES,
+        HYPOTHESES,
+        max_input_length=32,
+        truncation=truncation,
+    )
     np.testing.assert_allclose(output.scores["score"], expected, rtol=1e-5, atol=ATOL)
     if truncation == "summary_first":  # the summary is never cut
         summary_ids = tokenizer.encode(HYPOTHESES[4])
-        assert ids[4][-1 - len(summary_ids):-1] == summary_ids
+        assert ids[4][-1 - len(summary_ids) : -1] == summary_ids
 
 
 def test_pair_normalisation(tiny_hf_dir, tiny_hf_model, tokenizer, tiny_vocab_path):
     scorer = load(tiny_hf_dir, normalize="pair", bucket_lengths=(128,))
-    expected = ref.hf_scores(tiny_hf_model, tokenizer, tiny_vocab_path, PREMISES, HYPOTHESES,
-                             normalize="pair")
+    expected = ref.hf_scores(
+        tiny_hf_model, tokenizer, tiny_vocab_path, PREMISES, HYPOTHESES, normalize="pair"
+    )
     np.testing.assert_allclose(scorer.score(PREMISES, HYPOTHESES), expected, rtol=1e-5)
     assert scorer.metadata()["normalize"] == "pair"
 
@@ -135,7 +150,8 @@ def test_checkpoint_formats_give_the_same_scores(tmp_path, tiny_hf_dir, tiny_voc
     reference = scorer.score(PREMISES, HYPOTHESES)
     for path in (ours, t5x):
         scores = Scorer.load(path, vocab=tiny_vocab_path, bucket_lengths=(128,)).score(
-            PREMISES, HYPOTHESES)
+            PREMISES, HYPOTHESES
+        )
         np.testing.assert_array_equal(scores, reference)
 
 
@@ -157,20 +173,30 @@ def test_bad_inputs_and_vocabularies(tmp_path, tiny_hf_dir, scorer):
 @pytest.fixture(scope="module")
 def second_hf_dir(tmp_path_factory, tiny_vocab_path):
     model = tiny_model.build_hf_model(seed=1)
-    return model, tiny_model.save_hf_model(model, str(tmp_path_factory.mktemp("second")),
-                                           vocab_path=tiny_vocab_path)
+    return model, tiny_model.save_hf_model(
+        model, str(tmp_path_factory.mktemp("second")), vocab_path=tiny_vocab_path
+    )
 
 
 def test_multiscorer_tokenises_once_and_scores_every_question(
-        tiny_hf_dir, tiny_hf_model, second_hf_dir, tokenizer, tiny_vocab_path, mixed_pairs,
-        mixed_expected, monkeypatch):
+    tiny_hf_dir,
+    tiny_hf_model,
+    second_hf_dir,
+    tokenizer,
+    tiny_vocab_path,
+    mixed_pairs,
+    mixed_expected,
+    monkeypatch,
+):
     second_model, second_dir = second_hf_dir
-    multi = MultiScorer.load({"q4": tiny_hf_dir, "q6": second_dir},
-                             bucket_lengths=(48, 64, 128), compiler_options=FAST)
+    multi = MultiScorer.load(
+        {"q4": tiny_hf_dir, "q6": second_dir}, bucket_lengths=(48, 64, 128), compiler_options=FAST
+    )
     calls = []
     encode = type(multi.tokenizer).encode
-    monkeypatch.setattr(type(multi.tokenizer), "encode",
-                        lambda self, text: calls.append(text) or encode(self, text))
+    monkeypatch.setattr(
+        type(multi.tokenizer), "encode", lambda self, text: calls.append(text) or encode(self, text)
+    )
     scores = multi.score(*mixed_pairs)
     # One tokenisation per input, not one per question.
     assert len(calls) == len(mixed_pairs[0])
@@ -189,13 +215,16 @@ def test_multiscorer_refuses_different_vocabularies(tmp_path, tiny_hf_dir, secon
         MultiScorer.load([tiny_hf_dir, directory])
 
 
-def test_score_records_streams_in_input_order_and_flags_bad_records(scorer, mixed_pairs,
-                                                                    mixed_expected, caplog):
+def test_score_records_streams_in_input_order_and_flags_bad_records(
+    scorer, mixed_pairs, mixed_expected, caplog
+):
     premises, hypotheses = mixed_pairs
     records = [{"id": i, "article": p, "summary": h} for i, (p, h) in enumerate(zip(*mixed_pairs))]
-    bad = {3: {"id": 3, "article": premises[3]},
-           7: {"id": 7, "article": premises[7], "summary": "   "},
-           11: {"id": 11, "article": 5, "summary": hypotheses[11]}}
+    bad = {
+        3: {"id": 3, "article": premises[3]},
+        7: {"id": 7, "article": premises[7], "summary": "   "},
+        11: {"id": 11, "article": 5, "summary": hypotheses[11]},
+    }
     records = [bad.get(i, r) for i, r in enumerate(records)]
     with caplog.at_level("WARNING"):
         out = list(scorer.score_records(iter(records), score_field="q4"))

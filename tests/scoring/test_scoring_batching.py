@@ -1,4 +1,5 @@
 """Length buckets, batch plans and input order, without a model."""
+
 import collections
 import dataclasses
 import random
@@ -24,8 +25,9 @@ def test_bucket_lengths_end_at_the_maximum():
 
 
 def test_rows_follow_the_token_budget_and_the_devices():
-    config = batching.BatchingConfig(buckets=(64, 512, 2048), batch_size=32,
-                                     max_batch_tokens=4096, row_multiple=4)
+    config = batching.BatchingConfig(
+        buckets=(64, 512, 2048), batch_size=32, max_batch_tokens=4096, row_multiple=4
+    )
     assert config.shapes() == [(32, 64), (8, 512), (4, 2048)]
     assert batching.BatchingConfig(buckets=(64,), batch_size=6, row_multiple=4).rows(64) == 4
     with pytest.raises(ValueError, match="exceeds the longest bucket"):
@@ -43,9 +45,9 @@ def test_plan_covers_every_input_once_with_fixed_shapes_and_bounded_padding():
     for batch in plan:
         assert batch.tokens.shape in shapes
         for row, key in enumerate(batch.keys):
-            assert (batch.tokens[row, :lengths[key]] == np.arange(1, lengths[key] + 1)).all()
-            assert (batch.tokens[row, lengths[key]:] == 0).all()
-        assert not batch.tokens[len(batch.keys):].any()  # empty rows are padding
+            assert (batch.tokens[row, : lengths[key]] == np.arange(1, lengths[key] + 1)).all()
+            assert (batch.tokens[row, lengths[key] :] == 0).all()
+        assert not batch.tokens[len(batch.keys) :].any()  # empty rows are padding
     real = sum(lengths)
     total = sum(batch.tokens.size for batch in plan)
     assert real == sum(batch.real_tokens for batch in plan)
@@ -59,7 +61,7 @@ def test_in_input_order_restores_order_and_holds_only_early_arrivals():
     results = [ExampleResult(k, np.zeros(1), None, None, 1, False, False) for k in range(50)]
     shuffled = results[:]
     random.Random(1).shuffle(shuffled)
-    groups = [shuffled[i:i + 7] for i in range(0, 50, 7)]
+    groups = [shuffled[i : i + 7] for i in range(0, 50, 7)]
     pending = collections.deque(range(50))
     assert [r.key for r in in_input_order(iter(groups), pending)] == list(range(50))
     with pytest.raises(RuntimeError, match="bug"):
@@ -98,7 +100,9 @@ def test_packed_plan_fills_padding_with_whole_inputs_in_segments(monkeypatch):
                 assert (batch.tokens[row, span] == np.arange(1, lengths[key] + 1)).all()
                 assert (batch.segment_ids[row, span] == slot + 1).all()
                 offset += lengths[key]
-            assert not batch.tokens[row, offset:].any() and not batch.segment_ids[row, offset:].any()
+            assert (
+                not batch.tokens[row, offset:].any() and not batch.segment_ids[row, offset:].any()
+            )
     packed_total = sum(batch.tokens.size for batch in plan)
     assert sum(batch.real_tokens for batch in plan) == sum(lengths)
     unpacked = batching.batch_window(units, dataclasses.replace(config, pack=False), pad_id=0)

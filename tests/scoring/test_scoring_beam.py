@@ -5,6 +5,7 @@ what `DirectRunner` runs when Prism cannot be fetched) fails the pipeline at
 the first failed bundle, without retrying; the BundleBasedDirectRunner retries
 a failed bundle (four attempts). Both are tested for rows written exactly once.
 """
+
 import csv
 import functools
 import json
@@ -16,8 +17,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from fixtures.beam_faults import FailOnceHandler
-from fixtures.fake_remote_fs import remote
 from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.cli import parse_args
@@ -25,13 +24,24 @@ from seahorse_metrics.scoring import beam as beam_scoring
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX
 from seahorse_metrics.scoring.shards import SETTINGS_FILE, SHARDS_SUFFIX
+
 from fixtures import paths
+from fixtures.beam_faults import FailOnceHandler
+from fixtures.fake_remote_fs import remote
 
 FAST = {"xla_backend_optimization_level": 0}
-SCORER = dict(max_input_length=256, bucket_lengths=(64, 128, 256), batch_size=8, window_size=64,
-              compiler_options=FAST)
-TWO_WORKERS = ["--runner=FnApiRunner", "--direct_num_workers=2",
-               "--direct_running_mode=multi_processing"]
+SCORER = dict(
+    max_input_length=256,
+    bucket_lengths=(64, 128, 256),
+    batch_size=8,
+    window_size=64,
+    compiler_options=FAST,
+)
+TWO_WORKERS = [
+    "--runner=FnApiRunner",
+    "--direct_num_workers=2",
+    "--direct_running_mode=multi_processing",
+]
 IN_PROCESS = ["--runner=FnApiRunner", "--direct_running_mode=in_memory"]
 SHARD_SIZES = (128, 64, 100)  # Windows of 64 rows line up with those of the whole file.
 TESTS_DIR = paths.TESTS
@@ -62,7 +72,7 @@ def sample_rows(tmp_path_factory):
     sample = os.path.join(os.path.dirname(data_package.__file__), "sample", "seahorse")
     out = tmp_path_factory.mktemp("prepared")
     prepare(sample, LocalArticleSource(os.path.join(sample, "articles.jsonl")), str(out))
-    return read_jsonl(out / "validation.jsonl")[:sum(SHARD_SIZES)]
+    return read_jsonl(out / "validation.jsonl")[: sum(SHARD_SIZES)]
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +81,7 @@ def shards(tmp_path_factory, sample_rows):
     folder = tmp_path_factory.mktemp("inputs")
     paths, start = [], 0
     for index, size in enumerate(SHARD_SIZES):
-        paths.append(write_jsonl(folder / f"part-{index}.jsonl", sample_rows[start:start + size]))
+        paths.append(write_jsonl(folder / f"part-{index}.jsonl", sample_rows[start : start + size]))
         start += size
     return paths
 
@@ -87,8 +97,9 @@ def in_process_rows(tmp_path_factory, scorer, sample_rows):
     """`score`'s output for all the rows as one file."""
     folder = tmp_path_factory.mktemp("in_process")
     output = str(folder / "out.jsonl")
-    files.score_file(scorer, write_jsonl(folder / "all.jsonl", sample_rows), output,
-                     show_progress=False)
+    files.score_file(
+        scorer, write_jsonl(folder / "all.jsonl", sample_rows), output, show_progress=False
+    )
     return read_jsonl(output)
 
 
@@ -103,25 +114,34 @@ def worker_env(monkeypatch, tmp_path_factory):
 
 def score(shards, output, checkpoint, pipeline_args, **kwargs):
     pattern = os.path.join(os.path.dirname(shards[0]), "part-*.jsonl")
-    return beam_scoring.score_files([pattern], str(output), {"score": checkpoint},
-                                    scorer_options=SCORER, pipeline_args=pipeline_args,
-                                    show_progress=False, **kwargs)
+    return beam_scoring.score_files(
+        [pattern],
+        str(output),
+        {"score": checkpoint},
+        scorer_options=SCORER,
+        pipeline_args=pipeline_args,
+        show_progress=False,
+        **kwargs,
+    )
 
 
 def check_merged(output, shards, in_process_rows):
     """Every row once, in input order, with the in-process scores bit for bit."""
     rows = read_jsonl(output)
     assert without_row_id(rows) == in_process_rows  # float32 values as their shortest decimals
-    np.testing.assert_array_equal(np.float32([r["score"] for r in rows]),
-                                  np.float32([r["score"] for r in in_process_rows]))
-    expected_ids = [f"{path}:{line}" for path, size in zip(shards, SHARD_SIZES)
-                    for line in range(1, size + 1)]
+    np.testing.assert_array_equal(
+        np.float32([r["score"] for r in rows]), np.float32([r["score"] for r in in_process_rows])
+    )
+    expected_ids = [
+        f"{path}:{line}" for path, size in zip(shards, SHARD_SIZES) for line in range(1, size + 1)
+    ]
     assert [r[beam_scoring.ROW_ID_FIELD] for r in rows] == expected_ids
 
 
 @pytest.mark.slow
-def test_two_workers_three_shards_equal_score_row_for_row(tmp_path, tiny_hf_dir, shards,
-                                                          in_process_rows, worker_env):
+def test_two_workers_three_shards_equal_score_row_for_row(
+    tmp_path, tiny_hf_dir, shards, in_process_rows, worker_env
+):
     output = tmp_path / "scores.jsonl"
     meta = score(shards, output, tiny_hf_dir, TWO_WORKERS, merge=True)
 
@@ -130,7 +150,8 @@ def test_two_workers_three_shards_equal_score_row_for_row(tmp_path, tiny_hf_dir,
     assert rows["rows"] == sum(SHARD_SIZES) == rows["scored"] + rows["bad"]
     assert rows["bad"] == rows["resumed"] == 0 and 0 < rows["truncated"] < rows["rows"]
     assert [(i["path"], i["rows"], i["windows"]) for i in meta["inputs"]] == [
-        (path, size, -(-size // 64)) for path, size in zip(shards, SHARD_SIZES)]
+        (path, size, -(-size // 64)) for path, size in zip(shards, SHARD_SIZES)
+    ]
     assert meta["this_run"]["scored"] == rows["rows"]
     counters = meta["this_run"]["counters"]
     assert counters["rows"] == counters["scored"] == rows["rows"]
@@ -140,14 +161,19 @@ def test_two_workers_three_shards_equal_score_row_for_row(tmp_path, tiny_hf_dir,
     # One shard per window, each with its window's rows.
     written = sorted(os.listdir(str(output) + SHARDS_SUFFIX))
     assert [n for n in written if n.endswith(".jsonl")] == [
-        "00000-000000.jsonl", "00000-000001.jsonl", "00001-000000.jsonl", "00002-000000.jsonl",
-        "00002-000001.jsonl"]
+        "00000-000000.jsonl",
+        "00000-000001.jsonl",
+        "00001-000000.jsonl",
+        "00002-000000.jsonl",
+        "00002-000001.jsonl",
+    ]
     assert not [n for n in written if ".tmp-" in n]
 
 
 @pytest.mark.slow
-def test_failed_bundle_fails_the_run_and_the_rerun_resumes(tmp_path, tiny_hf_dir, shards,
-                                                           in_process_rows, worker_env):
+def test_failed_bundle_fails_the_run_and_the_rerun_resumes(
+    tmp_path, tiny_hf_dir, shards, in_process_rows, worker_env
+):
     output = tmp_path / "scores.jsonl"
     marker = tmp_path / "failed"
     failing = functools.partial(FailOnceHandler, window=(2, 1), marker=str(marker))
@@ -172,23 +198,36 @@ def test_retried_bundle_writes_its_rows_once(tmp_path, tiny_hf_dir, shards, in_p
     output = tmp_path / "scores.jsonl"
     marker = tmp_path / "failed"
     failing = functools.partial(FailOnceHandler, window=(0, 1), marker=str(marker))
-    meta = score(shards, output, tiny_hf_dir, ["--runner=BundleBasedDirectRunner"], merge=True,
-                 make_handler=failing)
+    meta = score(
+        shards,
+        output,
+        tiny_hf_dir,
+        ["--runner=BundleBasedDirectRunner"],
+        merge=True,
+        make_handler=failing,
+    )
     assert marker.exists()  # the first attempt failed; Beam retried the bundle
     check_merged(output, shards, in_process_rows)
     assert meta["rows"]["rows"] == meta["rows"]["scored"] == sum(SHARD_SIZES)
     assert meta["rows"]["resumed"] == 0
 
 
-def test_inputs_checkpoint_and_output_on_another_filesystem(tmp_path, tiny_hf_dir, shards,
-                                                           in_process_rows):
+def test_inputs_checkpoint_and_output_on_another_filesystem(
+    tmp_path, tiny_hf_dir, shards, in_process_rows
+):
     """As on Cloud Storage: nothing is opened as a local path, the checkpoint
     is copied to the worker, shards and output are written through Beam."""
     output = tmp_path / "scores.jsonl"
     pattern = remote(os.path.join(os.path.dirname(shards[0]), "part-*.jsonl"))
-    meta = beam_scoring.score_files([pattern], remote(str(output)), {"score": remote(tiny_hf_dir)},
-                                    scorer_options=SCORER, pipeline_args=IN_PROCESS, merge=True,
-                                    show_progress=False)
+    meta = beam_scoring.score_files(
+        [pattern],
+        remote(str(output)),
+        {"score": remote(tiny_hf_dir)},
+        scorer_options=SCORER,
+        pipeline_args=IN_PROCESS,
+        merge=True,
+        show_progress=False,
+    )
     rows = read_jsonl(output)
     assert without_row_id(rows) == in_process_rows
     assert rows[0][beam_scoring.ROW_ID_FIELD] == f"{remote(shards[0])}:1"
@@ -198,18 +237,19 @@ def test_inputs_checkpoint_and_output_on_another_filesystem(tmp_path, tiny_hf_di
 
 BAD_JSONL = [
     # A column named like the output's: kept as input_score, said in the meta (issue 48 point 19).
-    json.dumps({"article": "the fox jumps over the dog.", "summary": "a fox jumps.",
-                "score": 0.5}),
+    json.dumps({"article": "the fox jumps over the dog.", "summary": "a fox jumps.", "score": 0.5}),
     json.dumps({"article": "no summary here"}),
     "{not json",
     json.dumps({"article": "numbers", "summary": 42}),
     json.dumps(["a", "list"]),
 ]
-BAD_CSV = ("article,summary,lang\n"
-           "the fox jumps over the dog.,a fox jumps.,en\n"
-           "too,many,cells,here\n"
-           "an article,,en\n"
-           "another article,\"a summary, quoted\",de\n")
+BAD_CSV = (
+    "article,summary,lang\n"
+    "the fox jumps over the dog.,a fox jumps.,en\n"
+    "too,many,cells,here\n"
+    "an article,,en\n"
+    'another article,"a summary, quoted",de\n'
+)
 
 
 def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_hf_dir, scorer):
@@ -219,14 +259,21 @@ def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_h
     bad_csv = tmp_path / "in" / "b.csv"
     bad_csv.write_text(BAD_CSV, encoding="utf-8")
     output = tmp_path / "out.jsonl"
-    meta = beam_scoring.score_files([str(bad_jsonl), str(bad_csv)], str(output),
-                                    {"score": tiny_hf_dir}, scorer_options=SCORER,
-                                    pipeline_args=IN_PROCESS, merge=True, show_progress=False)
+    meta = beam_scoring.score_files(
+        [str(bad_jsonl), str(bad_csv)],
+        str(output),
+        {"score": tiny_hf_dir},
+        scorer_options=SCORER,
+        pipeline_args=IN_PROCESS,
+        merge=True,
+        show_progress=False,
+    )
     rows = read_jsonl(output)
     expected = []
     for source in (bad_jsonl, bad_csv):
-        files.score_file(scorer, str(source), str(tmp_path / f"{source.name}.jsonl"),
-                         show_progress=False)
+        files.score_file(
+            scorer, str(source), str(tmp_path / f"{source.name}.jsonl"), show_progress=False
+        )
         expected += read_jsonl(tmp_path / f"{source.name}.jsonl")
     assert without_row_id(rows) == expected
     errors = [(r[beam_scoring.ROW_ID_FIELD], r["error"]) for r in rows if "error" in r]
@@ -243,42 +290,77 @@ def test_bad_rows_are_kept_with_their_error_as_score_keeps_them(tmp_path, tiny_h
     assert rows[0]["input_score"] == 0.5 and rows[0]["score"] != 0.5
     assert meta["renamed_input_columns"] == {"score": "input_score"}
 
+
 def test_id_field_and_csv_merge_of_windows_with_other_columns(tmp_path, tiny_hf_dir):
     pair = {"article": "the fox jumps over the dog.", "summary": "a fox jumps."}
     source = tmp_path / "ids.jsonl"
-    source.write_text("\n".join([
-        json.dumps(dict(pair, id="a")), json.dumps(dict(pair, id="b")),
-        json.dumps(dict(pair, id="c", extra=1)), json.dumps(pair),  # no id
-        "{not json"]) + "\n", encoding="utf-8")
+    source.write_text(
+        "\n".join(
+            [
+                json.dumps(dict(pair, id="a")),
+                json.dumps(dict(pair, id="b")),
+                json.dumps(dict(pair, id="c", extra=1)),
+                json.dumps(pair),  # no id
+                "{not json",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     options = dict(SCORER, window_size=2)  # three windows with different columns
     output = tmp_path / "out.csv"
-    meta = beam_scoring.score_files([str(source)], str(output), {"score": tiny_hf_dir},
-                                    scorer_options=options, id_field="id",
-                                    pipeline_args=IN_PROCESS, merge=True, show_progress=False)
+    meta = beam_scoring.score_files(
+        [str(source)],
+        str(output),
+        {"score": tiny_hf_dir},
+        scorer_options=options,
+        id_field="id",
+        pipeline_args=IN_PROCESS,
+        merge=True,
+        show_progress=False,
+    )
     expected = tmp_path / "score.csv"
-    files.score_file(MultiScorer.load({"score": tiny_hf_dir}, **options), str(source),
-                     str(expected), show_progress=False)
+    files.score_file(
+        MultiScorer.load({"score": tiny_hf_dir}, **options),
+        str(source),
+        str(expected),
+        show_progress=False,
+    )
     with open(expected, encoding="utf-8") as a, open(output, encoding="utf-8") as b:
         expected_reader, reader = csv.DictReader(a), csv.DictReader(b)
         expected_rows, rows = list(expected_reader), list(reader)
-        assert [c for c in reader.fieldnames if c != beam_scoring.ROW_ID_FIELD] == \
-            expected_reader.fieldnames == ["article", "summary", "id", "extra", "score", "error"]
-    assert [r.pop(beam_scoring.ROW_ID_FIELD) for r in rows] == ["", "", "", f"{source}:4",
-                                                               f"{source}:5"]
+        assert (
+            [c for c in reader.fieldnames if c != beam_scoring.ROW_ID_FIELD]
+            == expected_reader.fieldnames
+            == ["article", "summary", "id", "extra", "score", "error"]
+        )
+    assert [r.pop(beam_scoring.ROW_ID_FIELD) for r in rows] == [
+        "",
+        "",
+        "",
+        f"{source}:4",
+        f"{source}:5",
+    ]
     assert rows[3].pop("error") == "missing field 'id' (the rows' id)"
     assert expected_rows[3].pop("error") == "" and expected_rows[3].pop("score")
     assert rows[3].pop("score") == ""
     assert rows == expected_rows
     assert meta["rows"]["bad"] == 2 and meta["id_field"] == "id"
-    assert sorted(n for n in os.listdir(str(output) + SHARDS_SUFFIX)
-                  if n.endswith(".csv")) == [f"00000-00000{w}.csv" for w in range(3)]
+    assert sorted(n for n in os.listdir(str(output) + SHARDS_SUFFIX) if n.endswith(".csv")) == [
+        f"00000-00000{w}.csv" for w in range(3)
+    ]
 
     clash = tmp_path / "clash.jsonl"
     clash.write_text(json.dumps(dict(pair, row_id=7)) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="clash.jsonl:1: the input has a 'row_id' field"):
-        beam_scoring.score_files([str(clash)], str(tmp_path / "clash_out.jsonl"),
-                                 {"score": tiny_hf_dir}, scorer_options=SCORER,
-                                 pipeline_args=IN_PROCESS, show_progress=False)
+        beam_scoring.score_files(
+            [str(clash)],
+            str(tmp_path / "clash_out.jsonl"),
+            {"score": tiny_hf_dir},
+            scorer_options=SCORER,
+            pipeline_args=IN_PROCESS,
+            show_progress=False,
+        )
 
 
 def test_duplicate_ids_are_refused_as_evaluate_refuses_them(tmp_path, tiny_hf_dir):
@@ -287,21 +369,41 @@ def test_duplicate_ids_are_refused_as_evaluate_refuses_them(tmp_path, tiny_hf_di
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     first.write_text("".join(json.dumps(dict(pair, id=i)) + "\n" for i in ("a", "b")))
     second.write_text("".join(json.dumps(dict(pair, id=i)) + "\n" for i in ("c", "a")))
-    with pytest.raises(ValueError, match=r"--id_field 'id': 2 rows have the id 'a' \(.*first"
-                                         r".jsonl:1, .*second.jsonl:2\); evaluate refuses"):
-        beam_scoring.score_files([str(first), str(second)], str(tmp_path / "out.jsonl"),
-                                 {"score": tiny_hf_dir}, scorer_options=SCORER, id_field="id",
-                                 pipeline_args=IN_PROCESS, show_progress=False)
+    with pytest.raises(
+        ValueError,
+        match=r"--id_field 'id': 2 rows have the id 'a' \(.*first"
+        r".jsonl:1, .*second.jsonl:2\); evaluate refuses",
+    ):
+        beam_scoring.score_files(
+            [str(first), str(second)],
+            str(tmp_path / "out.jsonl"),
+            {"score": tiny_hf_dir},
+            scorer_options=SCORER,
+            id_field="id",
+            pipeline_args=IN_PROCESS,
+            show_progress=False,
+        )
 
 
 def test_undecodable_input_follows_the_policy_of_score(tmp_path, tiny_hf_dir, scorer):
     source = tmp_path / "latin1.jsonl"
-    source.write_bytes(json.dumps({"article": "caf\u00e9 au lait", "summary": "a caf\u00e9"},
-                                  ensure_ascii=False).encode("latin-1") + b"\n")
+    source.write_bytes(
+        json.dumps(
+            {"article": "caf\u00e9 au lait", "summary": "a caf\u00e9"}, ensure_ascii=False
+        ).encode("latin-1")
+        + b"\n"
+    )
     output = tmp_path / "out.jsonl"
-    run = functools.partial(beam_scoring.score_files, [str(source)], str(output),
-                            {"score": tiny_hf_dir}, scorer_options=SCORER,
-                            pipeline_args=IN_PROCESS, merge=True, show_progress=False)
+    run = functools.partial(
+        beam_scoring.score_files,
+        [str(source)],
+        str(output),
+        {"score": tiny_hf_dir},
+        scorer_options=SCORER,
+        pipeline_args=IN_PROCESS,
+        merge=True,
+        show_progress=False,
+    )
     try:
         files.score_file(scorer, str(source), str(tmp_path / "score.jsonl"), show_progress=False)
     except ValueError as error:  # `score` stops, naming the file and line: so does the pipeline
@@ -319,8 +421,9 @@ def test_reruns_check_inputs_options_and_earlier_shards(tmp_path, tiny_hf_dir, s
     with pytest.raises(FileNotFoundError, match="no input file matches"):
         beam_scoring.score_files([str(tmp_path / "none-*.jsonl")], output, {"q": tiny_hf_dir})
     with pytest.raises(ValueError, match="--temp_locaton"):
-        beam_scoring.score_files(shards, output, {"q": tiny_hf_dir},
-                                 pipeline_args=["--temp_locaton=/tmp"])
+        beam_scoring.score_files(
+            shards, output, {"q": tiny_hf_dir}, pipeline_args=["--temp_locaton=/tmp"]
+        )
     with pytest.raises(ValueError, match="unsupported file type"):
         beam_scoring.score_files(shards, str(tmp_path / "scores.parquet"), {"q": tiny_hf_dir})
     shard_dir = tmp_path / ("scores.jsonl" + SHARDS_SUFFIX)
@@ -335,20 +438,45 @@ def test_reruns_check_inputs_options_and_earlier_shards(tmp_path, tiny_hf_dir, s
 
 
 def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, caplog, capsys):
-    shape = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
-             "--window_size", "64", "--no_progress"]
+    shape = [
+        "--max_input_length",
+        "256",
+        "--buckets",
+        "64,128,256",
+        "--batch_size",
+        "8",
+        "--window_size",
+        "64",
+        "--no_progress",
+    ]
     source = shards[1]
     expected = str(tmp_path / "score.csv")
-    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
-                     expected] + shape) == 0
+    assert (
+        cli_main(
+            ["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output", expected] + shape
+        )
+        == 0
+    )
     output = str(tmp_path / "beam.csv")
-    command = ["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output", output,
-               "--runner", "DirectRunner", "--merge", "--direct_running_mode=in_memory"] + shape
+    command = [
+        "score",
+        "--checkpoint",
+        tiny_hf_dir,
+        "--input",
+        source,
+        "--output",
+        output,
+        "--runner",
+        "DirectRunner",
+        "--merge",
+        "--direct_running_mode=in_memory",
+    ] + shape
     assert cli_main(command) == 0
     with open(expected, encoding="utf-8") as a, open(output, encoding="utf-8") as b:
         expected_rows, rows = list(csv.DictReader(a)), list(csv.DictReader(b))
     assert [r.pop(beam_scoring.ROW_ID_FIELD) for r in rows] == [
-        f"{source}:{line}" for line in range(1, len(expected_rows) + 1)]
+        f"{source}:{line}" for line in range(1, len(expected_rows) + 1)
+    ]
     assert rows == expected_rows
     meta = json.load(open(output + META_SUFFIX))
     assert meta["rows"]["rows"] == len(rows) and meta["merged"] == output
@@ -357,19 +485,49 @@ def test_cli_runner_writes_what_score_writes(tmp_path, tiny_hf_dir, shards, capl
     assert "nothing to score" in caplog.text
 
     args = parse_args(command + ["--project", "my-project", "--temp_location=gs://b/tmp"])
-    assert args.pipeline_args == ["--direct_running_mode=in_memory", "--project", "my-project",
-                                  "--temp_location=gs://b/tmp"]
+    assert args.pipeline_args == [
+        "--direct_running_mode=in_memory",
+        "--project",
+        "my-project",
+        "--temp_location=gs://b/tmp",
+    ]
     with pytest.raises(SystemExit):  # Beam options without --runner are refused as before
-        parse_args(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output", output,
-                    "--project", "my-project"])
+        parse_args(
+            [
+                "score",
+                "--checkpoint",
+                tiny_hf_dir,
+                "--input",
+                source,
+                "--output",
+                output,
+                "--project",
+                "my-project",
+            ]
+        )
     # Several inputs without --runner: one line naming what needs the pipeline, status 2.
-    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--input", source,
-                     "--output", str(tmp_path / "two.jsonl")]) == 2
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                tiny_hf_dir,
+                "--input",
+                source,
+                "--input",
+                source,
+                "--output",
+                str(tmp_path / "two.jsonl"),
+            ]
+        )
+        == 2
+    )
     assert "need --runner" in capsys.readouterr().err
 
 
 def test_cli_runner_with_questions_threshold_and_calibration_writes_what_score_writes(
-        tmp_path, tiny_hf_dir):
+    tmp_path, tiny_hf_dir
+):
     """Issue 45 point 3: `--calibration` with `--runner` (refused before) adds
     the calibrated column through the one place every runner applies it."""
     from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
@@ -377,46 +535,104 @@ def test_cli_runner_with_questions_threshold_and_calibration_writes_what_score_w
     platt = CalibrationMap("platt", {"slope": 0.5, "intercept": 0.3})
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps(CalibrationSet("platt", {}, {"score": platt}).to_dict()))
-    pairs = [("the fox jumps over the dog.", "a fox jumps."), ("a cat sat on the mat.", "a dog sat.")]
+    pairs = [
+        ("the fox jumps over the dog.", "a fox jumps."),
+        ("a cat sat on the mat.", "a dog sat."),
+    ]
     questions = ("what does the fox do?", "who sat down?", "where?")
     rows = [{"article": a, "summary": h, "question": q} for a, h in pairs for q in questions]
     source = write_jsonl(tmp_path / "qfs.jsonl", rows)
-    shape = ["--max_input_length", "256", "--buckets", "64,128,256", "--batch_size", "8",
-             "--window_size", "64", "--no_progress", "--question_field", "question",
-             "--threshold", "0.002", "--calibration", str(calibration)]
+    shape = [
+        "--max_input_length",
+        "256",
+        "--buckets",
+        "64,128,256",
+        "--batch_size",
+        "8",
+        "--window_size",
+        "64",
+        "--no_progress",
+        "--question_field",
+        "question",
+        "--threshold",
+        "0.002",
+        "--calibration",
+        str(calibration),
+    ]
     expected = str(tmp_path / "score.jsonl")
-    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
-                     expected] + shape) == 0
+    assert (
+        cli_main(
+            ["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output", expected] + shape
+        )
+        == 0
+    )
     output = str(tmp_path / "beam.jsonl")
-    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output", output,
-                     "--runner", "DirectRunner", "--merge", "--direct_running_mode=in_memory"]
-                    + shape) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                tiny_hf_dir,
+                "--input",
+                source,
+                "--output",
+                output,
+                "--runner",
+                "DirectRunner",
+                "--merge",
+                "--direct_running_mode=in_memory",
+            ]
+            + shape
+        )
+        == 0
+    )
     expected_rows = read_jsonl(expected)
     assert without_row_id(read_jsonl(output)) == expected_rows
     assert [r["score_decision"] for r in expected_rows] == [
-        "yes" if r["score"] >= 0.002 else "no" for r in expected_rows]
-    np.testing.assert_allclose([r["score_calibrated"] for r in expected_rows],
-                               platt.apply([r["score"] for r in expected_rows]), rtol=1e-12)
+        "yes" if r["score"] >= 0.002 else "no" for r in expected_rows
+    ]
+    np.testing.assert_allclose(
+        [r["score_calibrated"] for r in expected_rows],
+        platt.apply([r["score"] for r in expected_rows]),
+        rtol=1e-12,
+    )
     meta = json.loads(open(output + ".meta.json", encoding="utf-8").read())
     assert meta["calibration"] == {"score": platt.to_dict()}
     # The question is part of the input: one pair scores differently under each question.
     for start in range(0, len(rows), len(questions)):
-        assert len({r["score"] for r in expected_rows[start:start + len(questions)]}) > 1
+        assert len({r["score"] for r in expected_rows[start : start + len(questions)]}) > 1
 
 
 def test_a_pipeline_run_where_every_row_failed_exits_non_zero(tmp_path, tiny_hf_dir, capsys):
-    source = write_jsonl(tmp_path / "bad.jsonl", [{"article": "a text", "abstract": "no summary"}] * 3)
-    command = ["score", "--checkpoint", tiny_hf_dir, "--input", source, "--output",
-               str(tmp_path / "out.jsonl"), "--runner", "DirectRunner",
-               "--direct_running_mode=in_memory", "--max_input_length", "64", "--buckets", "64",
-               "--no_progress"]
+    source = write_jsonl(
+        tmp_path / "bad.jsonl", [{"article": "a text", "abstract": "no summary"}] * 3
+    )
+    command = [
+        "score",
+        "--checkpoint",
+        tiny_hf_dir,
+        "--input",
+        source,
+        "--output",
+        str(tmp_path / "out.jsonl"),
+        "--runner",
+        "DirectRunner",
+        "--direct_running_mode=in_memory",
+        "--max_input_length",
+        "64",
+        "--buckets",
+        "64",
+        "--no_progress",
+    ]
     assert cli_main(command) == 2
     assert "none of the 3 rows could be scored" in capsys.readouterr().err
 
 
 def test_dataflow_script_adds_dataflow_options_that_beam_knows(tmp_path):
     shim = tmp_path / "python"  # Stands in for the interpreter: parses what it is given.
-    shim.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""\
+    shim.write_text(
+        f"#!{sys.executable}\n"
+        + textwrap.dedent("""\
         import json, sys
         from seahorse_metrics.cli import parse_args
         from seahorse_metrics.scoring.beam import check_pipeline_args
@@ -425,20 +641,39 @@ def test_dataflow_script_adds_dataflow_options_that_beam_knows(tmp_path):
         check_pipeline_args(args.pipeline_args)
         print(json.dumps({"runner": args.runner, "input": args.input, "merge": args.merge,
                           "pipeline_args": args.pipeline_args}))
-        """))
+        """)
+    )
     shim.chmod(0o755)
     script = os.path.join(os.path.dirname(TESTS_DIR), "launch", "beam_dataflow.sh")
-    command = [script, "--checkpoint", "q4=gs://b/q4", "--input", "gs://b/in/*.jsonl",
-               "--output", "gs://b/out.jsonl", "--merge"]
-    env = dict(os.environ, PYTHON=str(shim), PROJECT="p", REGION="us-central1",
-               BUCKET="gs://b", IMAGE="img")
+    command = [
+        script,
+        "--checkpoint",
+        "q4=gs://b/q4",
+        "--input",
+        "gs://b/in/*.jsonl",
+        "--output",
+        "gs://b/out.jsonl",
+        "--merge",
+    ]
+    env = dict(
+        os.environ,
+        PYTHON=str(shim),
+        PROJECT="p",
+        REGION="us-central1",
+        BUCKET="gs://b",
+        IMAGE="img",
+    )
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     parsed = json.loads(result.stdout.strip().splitlines()[-1])
     assert parsed["runner"] == "DataflowRunner" and parsed["merge"]
     assert parsed["input"] == ["gs://b/in/*.jsonl"]
-    assert {"--project=p", "--temp_location=gs://b/tmp", "--sdk_container_image=img",
-            "--number_of_worker_harness_threads=1"} <= set(parsed["pipeline_args"])
+    assert {
+        "--project=p",
+        "--temp_location=gs://b/tmp",
+        "--sdk_container_image=img",
+        "--number_of_worker_harness_threads=1",
+    } <= set(parsed["pipeline_args"])
     del env["BUCKET"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "set BUCKET" in result.stderr
@@ -474,16 +709,41 @@ def test_beam_workers_stop_soon_after_score_is_killed(tmp_path, tiny_hf_dir, wor
     import signal
     import time
 
-    rows = [{"article": f"the fox number {i} jumps over the lazy dog, again and again.",
-             "summary": f"fox {i} jumps."} for i in range(6000)]
+    rows = [
+        {
+            "article": f"the fox number {i} jumps over the lazy dog, again and again.",
+            "summary": f"fox {i} jumps.",
+        }
+        for i in range(6000)
+    ]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     output = tmp_path / "out.jsonl"
     shard_dir = str(output) + SHARDS_SUFFIX
-    command = [sys.executable, "-m", "seahorse_metrics", "score", "--checkpoint", tiny_hf_dir,
-               "--input", str(source), "--output", str(output), "--runner", "DirectRunner",
-               "--direct_num_workers=2", "--direct_running_mode=multi_processing",
-               "--max_input_length", "64", "--buckets", "64", "--batch_size", "8",
-               "--window_size", "16", "--no_progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "seahorse_metrics",
+        "score",
+        "--checkpoint",
+        tiny_hf_dir,
+        "--input",
+        str(source),
+        "--output",
+        str(output),
+        "--runner",
+        "DirectRunner",
+        "--direct_num_workers=2",
+        "--direct_running_mode=multi_processing",
+        "--max_input_length",
+        "64",
+        "--buckets",
+        "64",
+        "--batch_size",
+        "8",
+        "--window_size",
+        "16",
+        "--no_progress",
+    ]
     with open(tmp_path / "stderr.txt", "w") as stderr:
         launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     workers = []

@@ -1,13 +1,15 @@
 """Packed scoring (several inputs per row, block-diagonal attention) gives the
 unpacked scores: against Hugging Face PyTorch one pair at a time, to float
 rounding, in every scoring mode."""
+
 import numpy as np
 import pytest
 
-from fixtures import scoring_reference as ref
 from seahorse_metrics import MultiScorer, Scorer
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.scoring import batching
+
+from fixtures import scoring_reference as ref
 
 FAST = {"xla_backend_optimization_level": 0}
 
@@ -31,8 +33,7 @@ def expected(tiny_hf_model, tiny_vocab_path, pairs):
 
 
 def test_packed_scores_equal_hf_and_pad_less(tiny_hf_dir, pairs, expected):
-    options = dict(bucket_lengths=(48,), max_input_length=128, batch_size=4,
-                   compiler_options=FAST)
+    options = dict(bucket_lengths=(48,), max_input_length=128, batch_size=4, compiler_options=FAST)
     packed = Scorer.load(tiny_hf_dir, packing=True, **options)
     output = packed.score_detailed(*pairs)
     np.testing.assert_allclose(output.scores["score"], expected, rtol=1e-5, atol=1e-8)
@@ -47,19 +48,32 @@ def test_packed_scores_equal_hf_and_pad_less(tiny_hf_dir, pairs, expected):
 
 
 def test_packed_precompile_covers_every_packed_shape(tiny_hf_dir, pairs):
-    scorer = Scorer.load(tiny_hf_dir, packing=True, bucket_lengths=(48,), max_input_length=128,
-                         batch_size=4, compiler_options=FAST)
+    scorer = Scorer.load(
+        tiny_hf_dir,
+        packing=True,
+        bucket_lengths=(48,),
+        max_input_length=128,
+        batch_size=4,
+        compiler_options=FAST,
+    )
     scorer.precompile()
     runner = scorer.multi.engines[0]
     config = scorer.multi.batching()
-    assert all(runner.is_compiled(rows, length, config.slots(length))
-               for rows, length in config.shapes())
+    assert all(
+        runner.is_compiled(rows, length, config.slots(length)) for rows, length in config.shapes()
+    )
 
 
 def test_packed_multiscorer_chunks_and_sentences(tiny_hf_dir, pairs):
     # A few sentences leave their article less than a quarter of 48 tokens: cut them.
-    options = dict(bucket_lengths=(24, 48), max_input_length=48, long_inputs="chunk",
-                   per_sentence=True, long_summaries="cut", compiler_options=FAST)
+    options = dict(
+        bucket_lengths=(24, 48),
+        max_input_length=48,
+        long_inputs="chunk",
+        per_sentence=True,
+        long_summaries="cut",
+        compiler_options=FAST,
+    )
     premises = [p + " " + p for p in pairs[0]]  # several premises need chunks
     hypotheses = [h + " And one more." for h in pairs[1]]
     plain = MultiScorer.load({"a": tiny_hf_dir, "b": tiny_hf_dir}, **options)

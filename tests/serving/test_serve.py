@@ -8,6 +8,7 @@ and shutdown with requests in flight deterministic; a third listens on
 0.0.0.0 without a token. Every score is checked against the rows `score`
 writes for the same pairs in this process.
 """
+
 import concurrent.futures
 import json
 import re
@@ -33,8 +34,10 @@ def _pairs():
     hypotheses[3] = "The fox jumps. It is brown! Then it sleeps."
     premises[5] = " ".join(premises[:6])  # longer than 128 tokens: truncated or chunked
     hypotheses[9] = "   "
-    return [{"article": p, "summary": h, "id": f"p{i}"}
-            for i, (p, h) in enumerate(zip(premises, hypotheses))]
+    return [
+        {"article": p, "summary": h, "id": f"p{i}"}
+        for i, (p, h) in enumerate(zip(premises, hypotheses))
+    ]
 
 
 PAIRS = _pairs()
@@ -42,9 +45,11 @@ PAIRS = _pairs()
 
 @pytest.fixture(scope="module")
 def metric_dirs(tiny_hf_dir, tiny_vocab_path, tmp_path_factory):
-    second = tiny_model.save_hf_model(tiny_model.build_hf_model(seed=3),
-                                      str(tmp_path_factory.mktemp("q6")),
-                                      vocab_path=tiny_vocab_path)
+    second = tiny_model.save_hf_model(
+        tiny_model.build_hf_model(seed=3),
+        str(tmp_path_factory.mktemp("q6")),
+        vocab_path=tiny_vocab_path,
+    )
     return {"q4": tiny_hf_dir, "q6": second}
 
 
@@ -57,8 +62,10 @@ def calibration_file(tmp_path_factory):
     """Platt maps for q4 and q6, as `evaluate --calibrate_on` writes them."""
     from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
 
-    maps = {"q4": CalibrationMap("platt", {"slope": 0.5, "intercept": 2.0}, 40),
-            "q6": CalibrationMap("platt", {"slope": 0.8, "intercept": 1.0}, 40)}
+    maps = {
+        "q4": CalibrationMap("platt", {"slope": 0.5, "intercept": 2.0}, 40),
+        "q6": CalibrationMap("platt", {"slope": 0.8, "intercept": 1.0}, 40),
+    }
     path = tmp_path_factory.mktemp("calibration") / "calibration.json"
     path.write_text(json.dumps(CalibrationSet("platt", {}, maps).to_dict()), encoding="utf-8")
     return str(path)
@@ -70,18 +77,52 @@ def servers(metric_dirs, calibration_file, tmp_path_factory):
     folder = tmp_path_factory.mktemp("servers")
     token_file = folder / "token"
     token_file.write_text(TOKEN + "\n")
-    served = ServerProcess(_checkpoint_args(metric_dirs) + SHAPE_ARGS + [
-        "--threshold", str(THRESHOLD), "--max_request_pairs", "16", "--max_body_bytes", "40000",
-        "--max_wait_ms", "20", "--calibration", calibration_file], str(folder / "served.log"))
-    slow = ServerProcess(_checkpoint_args(metric_dirs, ["q4"]) + SHAPE_ARGS + [
-        "--token_file", str(token_file), "--max_wait_ms", "1500", "--max_batch_pairs", "1000",
-        "--max_queue", "64", "--max_request_pairs", "16", "--cpu_devices", "2",
-        "--header_timeout_s", "1", "--body_timeout_s", "1", "--max_connections", "20"],
-        str(folder / "slow.log"), env={"XLA_FLAGS": None})
+    served = ServerProcess(
+        _checkpoint_args(metric_dirs)
+        + SHAPE_ARGS
+        + [
+            "--threshold",
+            str(THRESHOLD),
+            "--max_request_pairs",
+            "16",
+            "--max_body_bytes",
+            "40000",
+            "--max_wait_ms",
+            "20",
+            "--calibration",
+            calibration_file,
+        ],
+        str(folder / "served.log"),
+    )
+    slow = ServerProcess(
+        _checkpoint_args(metric_dirs, ["q4"])
+        + SHAPE_ARGS
+        + [
+            "--token_file",
+            str(token_file),
+            "--max_wait_ms",
+            "1500",
+            "--max_batch_pairs",
+            "1000",
+            "--max_queue",
+            "64",
+            "--max_request_pairs",
+            "16",
+            "--cpu_devices",
+            "2",
+            "--header_timeout_s",
+            "1",
+            "--body_timeout_s",
+            "1",
+            "--max_connections",
+            "20",
+        ],
+        str(folder / "slow.log"),
+        env={"XLA_FLAGS": None},
+    )
     try:
         health = served.wait_ready()
-        yield {"served": served, "slow": slow, "health": health,
-               "slow_health": slow.wait_ready()}
+        yield {"served": served, "slow": slow, "health": health, "slow_health": slow.wait_ready()}
     finally:
         for server in (served, slow):
             server.kill()
@@ -101,8 +142,22 @@ def _score_rows(metric_dirs, tmp_path_factory, extra_args, names=("q4", "q6")):
     folder = tmp_path_factory.mktemp("score")
     source, output = folder / "pairs.jsonl", folder / "scores.jsonl"
     source.write_text("".join(json.dumps(pair) + "\n" for pair in PAIRS), encoding="utf-8")
-    assert cli_main(["score", *_checkpoint_args(metric_dirs, names), "--input", str(source),
-                     "--output", str(output), "--no_progress", *SHAPE_ARGS, *extra_args]) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                *_checkpoint_args(metric_dirs, names),
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                "--no_progress",
+                *SHAPE_ARGS,
+                *extra_args,
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     meta = json.loads((folder / "scores.jsonl.meta.json").read_text(encoding="utf-8"))
     return {row["id"]: row for row in rows}, meta
@@ -110,8 +165,11 @@ def _score_rows(metric_dirs, tmp_path_factory, extra_args, names=("q4", "q6")):
 
 @pytest.fixture(scope="module")
 def reference(metric_dirs, calibration_file, tmp_path_factory):
-    return _score_rows(metric_dirs, tmp_path_factory,
-                       ["--threshold", str(THRESHOLD), "--calibration", calibration_file])
+    return _score_rows(
+        metric_dirs,
+        tmp_path_factory,
+        ["--threshold", str(THRESHOLD), "--calibration", calibration_file],
+    )
 
 
 def _post(server, pairs, headers=None, **options):
@@ -130,13 +188,14 @@ def _assert_rows_match(rows, pairs, reference_rows, fields):
         expected = reference_rows[row["id"]]
         for field in fields:
             value, wanted = row.get(field), expected.get(field)
-            if isinstance(wanted, float) or (isinstance(wanted, list) and wanted
-                                             and isinstance(wanted[0], float)):
+            if isinstance(wanted, float) or (
+                isinstance(wanted, list) and wanted and isinstance(wanted[0], float)
+            ):
                 np.testing.assert_allclose(value, wanted, rtol=RTOL, err_msg=f"{row['id']} {field}")
             elif field.endswith("_decision"):  # consistent with the row's own score
                 assert (value is None) == (wanted is None), (row["id"], field)
                 if value is not None:
-                    score = row[field[:-len("_decision")]]
+                    score = row[field[: -len("_decision")]]
                     assert value == ("yes" if score >= THRESHOLD else "no"), (row["id"], field)
             else:
                 assert value == wanted, (row["id"], field)
@@ -146,16 +205,25 @@ def test_healthz_is_503_while_loading_then_ready_with_the_metrics(servers):
     first, last = servers["health"][0], servers["health"][-1]
     assert first["code"] == 503 and first["status"] == "loading"
     assert last["code"] == 200 and last["status"] == "ready"
-    assert last["metrics"] == ["q4", "q6"] and last["thresholds"] == {"q4": THRESHOLD,
-                                                                      "q6": THRESHOLD}
+    assert last["metrics"] == ["q4", "q6"] and last["thresholds"] == {
+        "q4": THRESHOLD,
+        "q6": THRESHOLD,
+    }
     assert last["max_request_pairs"] == 16
     assert last["engine"] == "jax" and last["data_parallel"] == 1
     # What each metric's question means, for the page (issue 48 point 23).
     assert last["questions"] == {
-        "q4": {"question": 4, "name": "attribution", "meaning": "all the information in the "
-               "summary is fully attributable to the article"},
-        "q6": {"question": 6, "name": "conciseness", "meaning": "the summary concisely "
-               "represents the information in the article"}}
+        "q4": {
+            "question": 4,
+            "name": "attribution",
+            "meaning": "all the information in the summary is fully attributable to the article",
+        },
+        "q6": {
+            "question": 6,
+            "name": "conciseness",
+            "meaning": "the summary concisely represents the information in the article",
+        },
+    }
     # `serve --cpu_devices 2`: each window's batch split over two XLA:CPU devices (the
     # overload and SIGTERM tests check its scores against `score` on one device).
     assert servers["slow_health"][-1]["data_parallel"] == 2
@@ -165,77 +233,107 @@ def test_responses_hold_the_rows_score_writes(served, reference):
     rows_by_id, meta = reference
     results = []
     for start in range(0, len(PAIRS), 16):
-        status, body, _ = _post(served, PAIRS[start:start + 16])
+        status, body, _ = _post(served, PAIRS[start : start + 16])
         assert status == 200, body
         results.extend(body["results"])
-    _assert_rows_match(results, PAIRS, rows_by_id,
-                       ["q4", "q6", "q4_decision", "q6_decision", "q4_calibrated",
-                        "q6_calibrated", "error"])
+    _assert_rows_match(
+        results,
+        PAIRS,
+        rows_by_id,
+        ["q4", "q6", "q4_decision", "q6_decision", "q4_calibrated", "q6_calibrated", "error"],
+    )
     assert all(row["q4_calibrated"] > row["q4"] for row in results if "q4" in row)
     assert results[9] == {"id": "p9", "error": "field 'summary' is empty"}
     assert {row["q4_decision"] for row in results if "q4" in row} == {"yes", "no"}
     assert sum(row.get("truncated", False) for row in results) == meta["rows"]["truncated"] > 0
 
 
-def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory,
-                                                  reference):
-    rows_by_id, meta = _score_rows(metric_dirs, tmp_path_factory,
-                                   ["--per_sentence", "--long_inputs", "chunk"], ["q4", "q6"])
+def test_per_sentence_and_chunk_modes_match_score(served, metric_dirs, tmp_path_factory, reference):
+    rows_by_id, meta = _score_rows(
+        metric_dirs, tmp_path_factory, ["--per_sentence", "--long_inputs", "chunk"], ["q4", "q6"]
+    )
     pairs = PAIRS[:10]
-    status, body, _ = _post(served, pairs, per_sentence=True, long_inputs="chunk",
-                            metrics=["q6", "q4"])
+    status, body, _ = _post(
+        served, pairs, per_sentence=True, long_inputs="chunk", metrics=["q6", "q4"]
+    )
     assert status == 200, body
     assert body["metrics"] == ["q4", "q6"] and body["per_sentence"] is True
-    _assert_rows_match(body["results"], pairs, rows_by_id,
-                       ["q4", "q6", "q4_sentences", "q6_sentences", "sentences", "error"])
-    assert body["results"][3]["sentences"] == ["The fox jumps.", "It is brown!",
-                                               "Then it sleeps."]
+    _assert_rows_match(
+        body["results"],
+        pairs,
+        rows_by_id,
+        ["q4", "q6", "q4_sentences", "q6_sentences", "sentences", "error"],
+    )
+    assert body["results"][3]["sentences"] == ["The fox jumps.", "It is brown!", "Then it sleeps."]
     assert body["results"][5]["chunked"] and body["chunked"] == sum(
-        row.get("chunked", False) for row in body["results"])
+        row.get("chunked", False) for row in body["results"]
+    )
     status, body, _ = _post(served, pairs[:2], metrics=["q6"])  # one metric: its own model
-    assert list(body["results"][0]) == ["id", "q6", "q6_decision", "q6_calibrated", "truncated",
-                                         "chunked"]
+    assert list(body["results"][0]) == [
+        "id",
+        "q6",
+        "q6_decision",
+        "q6_calibrated",
+        "truncated",
+        "chunked",
+    ]
     _assert_rows_match(body["results"], pairs[:2], reference[0], ["q6", "q6_decision"])
 
 
-@pytest.mark.parametrize("payload, field, pair", [
-    ({"pairs": []}, "pairs", None),
-    ({"pairs": "text"}, "pairs", None),
-    ({"pairs": [{"article": "a", "summary": "b"}, {"article": "a", "summary": 5}]},
-     "pairs[1].summary", 1),
-    ({"pairs": [{"article": "a", "sumary": "b"}]}, "pairs[0].sumary", 0),
-    ({"pairs": [{"article": "a", "summary": "b"}, 7]}, "pairs[1]", 1),
-    ({"pairs": [{"article": "a", "summary": "b"}], "metrics": ["q9"]}, "metrics", None),
-    ({"pairs": [{"article": "a", "summary": "b"}], "per_sentence": "yes"}, "per_sentence", None),
-    ({"pairs": [{"article": "a", "summary": "b"}], "long_inputs": "all"}, "long_inputs", None),
-    ({"pairs": [{"article": "a", "summary": "b"}], "batch": 3}, "batch", None),
-])
+@pytest.mark.parametrize(
+    "payload, field, pair",
+    [
+        ({"pairs": []}, "pairs", None),
+        ({"pairs": "text"}, "pairs", None),
+        (
+            {"pairs": [{"article": "a", "summary": "b"}, {"article": "a", "summary": 5}]},
+            "pairs[1].summary",
+            1,
+        ),
+        ({"pairs": [{"article": "a", "sumary": "b"}]}, "pairs[0].sumary", 0),
+        ({"pairs": [{"article": "a", "summary": "b"}, 7]}, "pairs[1]", 1),
+        ({"pairs": [{"article": "a", "summary": "b"}], "metrics": ["q9"]}, "metrics", None),
+        (
+            {"pairs": [{"article": "a", "summary": "b"}], "per_sentence": "yes"},
+            "per_sentence",
+            None,
+        ),
+        ({"pairs": [{"article": "a", "summary": "b"}], "long_inputs": "all"}, "long_inputs", None),
+        ({"pairs": [{"article": "a", "summary": "b"}], "batch": 3}, "batch", None),
+    ],
+)
 def test_bad_requests_get_400_naming_the_field_and_pair(served, payload, field, pair):
     status, body, _ = call(served.url + "/v1/score", payload)
     assert status == 400 and body["field"] == field and body.get("pair") == pair, body
     assert body["error"].startswith(field + ": ")
 
 
-@pytest.mark.parametrize("id_text", ["NaN", "Infinity", "-Infinity", "1e400", "9" * 5000,
-                                     '"a \\ud800 id"'])
+@pytest.mark.parametrize(
+    "id_text", ["NaN", "Infinity", "-Infinity", "1e400", "9" * 5000, '"a \\ud800 id"']
+)
 def test_an_id_the_response_cannot_hold_gets_400_naming_it(served, id_text):
     """Issue 48 point 6: these ids gave 500."""
-    raw = ('{"pairs": [{"article": "a fox.", "summary": "a fox."}, '
-           '{"article": "a", "summary": "b", "id": ' + id_text + '}]}').encode()
+    raw = (
+        '{"pairs": [{"article": "a fox.", "summary": "a fox."}, '
+        '{"article": "a", "summary": "b", "id": ' + id_text + "}]}"
+    ).encode()
     status, body, _ = call(served.url + "/v1/score", raw=raw)
     assert status == 400 and body["field"] == "pairs[1].id" and body["pair"] == 1, body
     assert "string" in body["error"] and len(body["error"]) < 200, body
 
 
-def test_a_lone_surrogate_is_its_pairs_error_and_others_in_the_window_are_scored(served,
-                                                                                 reference):
+def test_a_lone_surrogate_is_its_pairs_error_and_others_in_the_window_are_scored(served, reference):
     """Issue 48 point 1: one client's lone surrogate failed the whole merged window (500s)."""
     rows_by_id, _ = reference
     good = [pair for pair in PAIRS if pair["id"] != "p9"]
-    bad = ('{"pairs": [{"article": "a plant.", "summary": "A plant \\ud800 here.", "id": "x"}, '
-           + json.dumps(good[0]) + ']}').encode()
-    requests = [("bad", bad)] + [("good", [good[(3 * n + i) % len(good)] for i in range(3)])
-                                 for n in range(8)]
+    bad = (
+        '{"pairs": [{"article": "a plant.", "summary": "A plant \\ud800 here.", "id": "x"}, '
+        + json.dumps(good[0])
+        + "]}"
+    ).encode()
+    requests = [("bad", bad)] + [
+        ("good", [good[(3 * n + i) % len(good)] for i in range(3)]) for n in range(8)
+    ]
 
     def send(request):
         kind, payload = request
@@ -305,8 +403,7 @@ def _metric(text, name):
 
 
 def test_client_has_the_scorer_signature_and_numbers(served, reference, metric_dirs):
-    from seahorse_metrics import MultiScorer
-    from seahorse_metrics import RemoteScorer
+    from seahorse_metrics import MultiScorer, RemoteScorer
 
     rows_by_id, _ = reference
     good = [pair for pair in PAIRS if pair["id"] != "p9"]
@@ -322,11 +419,11 @@ def test_client_has_the_scorer_signature_and_numbers(served, reference, metric_d
     with pytest.raises(ValueError, match="pair 1: field 'summary' is empty"):
         remote.score(premises[:2], [hypotheses[0], " "])
     questions = ["How many jobs?", None, "Who?", None]
-    multi = MultiScorer.load(metric_dirs, max_input_length=128, bucket_lengths=(128,),
-                             batch_size=8)
+    multi = MultiScorer.load(metric_dirs, max_input_length=128, bucket_lengths=(128,), batch_size=8)
     expected = multi.score(premises[:4], hypotheses[:4], questions=questions)
-    remote_questions = RemoteScorer(served.url).score_all(premises[:4], hypotheses[:4],
-                                                          questions=questions)
+    remote_questions = RemoteScorer(served.url).score_all(
+        premises[:4], hypotheses[:4], questions=questions
+    )
     for name in ("q4", "q6"):
         np.testing.assert_allclose(remote_questions[name], expected[name], rtol=RTOL)
     assert remote_questions["q4"][0] != remote.score(premises[:1], hypotheses[:1])[0]
@@ -344,7 +441,7 @@ def test_token_guards_scores_and_metrics_but_not_the_page_or_health(servers):
     import urllib.request
 
     with urllib.request.urlopen(slow.url + "/", timeout=30) as response:
-        assert response.status == 200 and b"<textarea id=\"article\"" in response.read()
+        assert response.status == 200 and b'<textarea id="article"' in response.read()
     auth = {"Authorization": f"Bearer {TOKEN}"}
     assert _post(slow, pair, headers=auth)[0] == 200
     assert "seahorse_pairs_total" in _metrics_text(slow, auth)
@@ -396,9 +493,11 @@ def test_silent_and_slow_connections_do_not_lock_out_a_client_with_the_token(ser
         connection.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\n")
         silent.append(connection)
     slow_body = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
-    slow_body.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      + f"Authorization: Bearer {TOKEN}\r\n".encode()
-                      + b'Content-Length: 100\r\n\r\n{"pairs": ')
+    slow_body.sendall(
+        b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {TOKEN}\r\n".encode()
+        + b'Content-Length: 100\r\n\r\n{"pairs": '
+    )
     start = time.monotonic()
     auth = {"Authorization": f"Bearer {TOKEN}"}
     status, body, _ = _post(slow, [{"article": "a fox.", "summary": "a fox."}], headers=auth)
@@ -416,7 +515,7 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(servers, reference)
     slow, (rows_by_id, _) = servers["slow"], reference
     auth = {"Authorization": f"Bearer {TOKEN}"}
     good = [pair for pair in PAIRS if pair["id"] != "p9"]
-    requests = [good[8 * n:8 * n + 8] for n in range(3)]
+    requests = [good[8 * n : 8 * n + 8] for n in range(3)]
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [pool.submit(_post, slow, pairs, auth) for pairs in requests]
         deadline = time.monotonic() + 30
@@ -435,12 +534,19 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(servers, reference)
 
 
 def test_beyond_loopback_without_a_token_refuses_everything(metric_dirs, tmp_path):
-    server = ServerProcess(["--host", "0.0.0.0", "--checkpoint", metric_dirs["q4"],
-                            *SHAPE_ARGS], str(tmp_path / "open.log"))
+    server = ServerProcess(
+        ["--host", "0.0.0.0", "--checkpoint", metric_dirs["q4"], *SHAPE_ARGS],
+        str(tmp_path / "open.log"),
+    )
     try:
         server.wait_listening()
-        for path, body in (("/", None), ("/healthz", None), ("/metrics", None), ("/nowhere", None),
-                           ("/v1/score", {"pairs": [{"article": "a", "summary": "b"}]})):
+        for path, body in (
+            ("/", None),
+            ("/healthz", None),
+            ("/metrics", None),
+            ("/nowhere", None),
+            ("/v1/score", {"pairs": [{"article": "a", "summary": "b"}]}),
+        ):
             status, answer, _ = call(server.url + path, body)
             assert status == 401 and "beyond loopback" in answer["error"], (path, answer)
         assert server.stop() == 0
@@ -502,13 +608,21 @@ def chromium(tmp_path_factory):
     driver_path = shutil.which("chromedriver")
     assert binary and driver_path, (
         "the page test needs Debian's chromium and chromium-driver: apt-get install -y "
-        "chromium chromium-driver (.ci/run installs them)")
+        "chromium chromium-driver (.ci/run installs them)"
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--window-size=1200,1000",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
@@ -521,25 +635,33 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    pair = {"article": PAIRS[3]["article"], "summary": PAIRS[3]["summary"],
-            "question": "What does the fox do?"}
+    pair = {
+        "article": PAIRS[3]["article"],
+        "summary": PAIRS[3]["summary"],
+        "question": "What does the fox do?",
+    }
     chromium.get(served.url + "/")
     # The loaded metrics, each with what its question means (issue 48 point 23).
     WebDriverWait(chromium, 60).until(
-        lambda driver: driver.find_element(By.ID, "metrics").get_attribute("data-state"))
+        lambda driver: driver.find_element(By.ID, "metrics").get_attribute("data-state")
+    )
     listed = chromium.execute_script(
         "return Array.from(document.querySelectorAll('#metrics dt')).map("
-        "dt => [dt.textContent, dt.nextElementSibling.textContent]);")
+        "dt => [dt.textContent, dt.nextElementSibling.textContent]);"
+    )
     assert [name for name, _ in listed] == ["q4", "q6"]
-    assert listed[0][1] == ("SEAHORSE Q4 (attribution): a yes means all the information in the "
-                            f"summary is fully attributable to the article. Decision: yes at a "
-                            f"score of {THRESHOLD} or more.")
+    assert listed[0][1] == (
+        "SEAHORSE Q4 (attribution): a yes means all the information in the "
+        f"summary is fully attributable to the article. Decision: yes at a "
+        f"score of {THRESHOLD} or more."
+    )
     assert listed[1][1].startswith("SEAHORSE Q6 (conciseness): a yes means the summary concisely")
     for field in ("article", "summary", "question"):
         chromium.find_element(By.ID, field).send_keys(pair[field])
     chromium.find_element(By.ID, "score").click()
     WebDriverWait(chromium, 60).until(
-        lambda driver: driver.find_element(By.TAG_NAME, "body").get_attribute("data-state"))
+        lambda driver: driver.find_element(By.TAG_NAME, "body").get_attribute("data-state")
+    )
     status = chromium.find_element(By.ID, "status").text
     assert chromium.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "done", status
     page = chromium.execute_script(_PAGE_JS)
@@ -550,13 +672,21 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
         name = block["name"]
         np.testing.assert_allclose(block["score"], whole["results"][0][name], rtol=RTOL)
         assert block["decision"] == ("yes" if block["score"] >= THRESHOLD else "no")
-        assert [s["text"] for s in block["sentences"]] == split["results"][0]["sentences"] == [
-            "The fox jumps.", "It is brown!", "Then it sleeps."]
-        np.testing.assert_allclose([s["score"] for s in block["sentences"]],
-                                   split["results"][0][f"{name}_sentences"], rtol=RTOL)
+        assert (
+            [s["text"] for s in block["sentences"]]
+            == split["results"][0]["sentences"]
+            == ["The fox jumps.", "It is brown!", "Then it sleeps."]
+        )
+        np.testing.assert_allclose(
+            [s["score"] for s in block["sentences"]],
+            split["results"][0][f"{name}_sentences"],
+            rtol=RTOL,
+        )
         assert all(s["shaded"] for s in block["sentences"])
-    assert chromium.execute_script("return [shade(0), shade(1)]") == ["hsl(0, 70%, 82%)",
-                                                                      "hsl(120, 70%, 82%)"]
+    assert chromium.execute_script("return [shade(0), shade(1)]") == [
+        "hsl(0, 70%, 82%)",
+        "hsl(120, 70%, 82%)",
+    ]
     errors = [entry for entry in chromium.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
 
@@ -564,18 +694,32 @@ def test_page_scores_and_shades_a_pasted_summary_in_chromium(served, chromium):
 def test_each_metric_is_described_by_the_seahorse_question_its_name_or_path_names():
     from seahorse_metrics.serving.service import metric_questions
 
-    described = metric_questions({"q4": "/models/any", "score": "runs/q6_small/best",
-                                  "student": "google/seahorse-large-q2", "nli": "runs/true",
-                                  "seq4": "runs/x", "q44": "runs/y"})
+    described = metric_questions(
+        {
+            "q4": "/models/any",
+            "score": "runs/q6_small/best",
+            "student": "google/seahorse-large-q2",
+            "nli": "runs/true",
+            "seq4": "runs/x",
+            "q44": "runs/y",
+        }
+    )
     assert {name: about["question"] for name, about in described.items()} == {
-        "q4": 4, "score": 6, "student": 2}
-    assert described["q4"] == {"question": 4, "name": "attribution", "meaning": (
-        "all the information in the summary is fully attributable to the article")}
+        "q4": 4,
+        "score": 6,
+        "student": 2,
+    }
+    assert described["q4"] == {
+        "question": 4,
+        "name": "attribution",
+        "meaning": ("all the information in the summary is fully attributable to the article"),
+    }
 
 
 def test_a_metric_that_cannot_load_stops_the_server_with_exit_2(tmp_path, capsys):
-    from fixtures.serve_process import free_port
     from seahorse_metrics.cli import main as cli_main
+
+    from fixtures.serve_process import free_port
 
     missing = tmp_path / "missing"
     assert cli_main(["serve", "--checkpoint", f"q4={missing}", "--port", str(free_port())]) == 2

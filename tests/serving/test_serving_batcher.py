@@ -4,6 +4,7 @@ A stand-in scorer (the `MultiScorer.run` interface) records the windows it
 is given and can be held, so what the batcher merges, and what a timed-out
 request leaves behind, is checked exactly and in milliseconds.
 """
+
 import asyncio
 import threading
 import time
@@ -33,8 +34,7 @@ class HeldScorer:
         pass
 
     def metadata(self):
-        return {"engine": "jax", "batching": {"data_parallel": 1},
-                "signatures": self.signatures()}
+        return {"engine": "jax", "batching": {"data_parallel": 1}, "signatures": self.signatures()}
 
     def signatures(self):
         return {"m": "seahorse:test|held"}
@@ -45,8 +45,10 @@ class HeldScorer:
         for window in windows:
             self.windows.append([example.hypothesis for example in window])
             assert self.release.wait(30)
-            yield [ExampleResult(example.key, np.array([0.25]), None, None, 1, False, False)
-                   for example in window]
+            yield [
+                ExampleResult(example.key, np.array([0.25]), None, None, 1, False, False)
+                for example in window
+            ]
 
 
 MODE = protocol.Mode(("m",), "truncate", False)
@@ -67,8 +69,9 @@ def test_requests_queued_while_scoring_are_merged_into_one_window():
     with pytest.raises(QueueFull):
         batcher.submit(MODE, _pairs("d", "e", "f"))
     scorer.release.set()
-    assert first.result(5) == {0: {"row": 0, "scores": {"m": 0.25}, "truncated": False,
-                                   "chunked": False}}
+    assert first.result(5) == {
+        0: {"row": 0, "scores": {"m": 0.25}, "truncated": False, "chunked": False}
+    }
     assert [sorted(f.result(5)) for f in later] == [[0, 1]] * 3
     # Full at 4 pairs: the second window took two requests, the third the last one.
     assert scorer.windows == [["a"], ["b0", "c0", "b1", "c1"], ["b2", "c2"]]
@@ -83,10 +86,14 @@ def test_blank_pairs_get_the_error_score_writes_and_others_are_scored():
     assert entries[0]["scores"] == {"m": 0.25}
     assert entries[1]["error"] == "field 'summary' is empty"
     assert entries[2]["error"] == "missing field 'article'"
-    rows = [protocol.response_row(pair, entries[i], {"m": 0.2})
-            for i, pair in enumerate(_pairs("fine", " "))]
-    assert rows == [{"m": 0.25, "m_decision": "yes", "truncated": False, "chunked": False},
-                    {"error": "field 'summary' is empty"}]
+    rows = [
+        protocol.response_row(pair, entries[i], {"m": 0.2})
+        for i, pair in enumerate(_pairs("fine", " "))
+    ]
+    assert rows == [
+        {"m": 0.25, "m_decision": "yes", "truncated": False, "chunked": False},
+        {"error": "field 'summary' is empty"},
+    ]
     batcher.close(5)
 
 
@@ -106,8 +113,11 @@ def test_a_window_that_fails_fails_only_the_request_that_caused_it():
     """Issue 48 point 1: one bad pair failed every request merged with it."""
     scorer = PoisonedScorer()
     batcher = DynamicBatcher(lambda mode: scorer, max_batch_pairs=64, max_wait_s=0.2)
-    futures = [batcher.submit(MODE, _pairs("a", "b")), batcher.submit(MODE, _pairs("poison")),
-               batcher.submit(MODE, _pairs("c"))]
+    futures = [
+        batcher.submit(MODE, _pairs("a", "b")),
+        batcher.submit(MODE, _pairs("poison")),
+        batcher.submit(MODE, _pairs("c")),
+    ]
     assert futures[0].result(5)[1]["scores"] == {"m": 0.25}
     assert futures[2].result(5)[0]["scores"] == {"m": 0.25}
     with pytest.raises(RuntimeError, match="cannot encode"):
@@ -118,24 +128,34 @@ def test_a_window_that_fails_fails_only_the_request_that_caused_it():
 
 def test_ids_and_bodies_the_response_could_not_hold_are_refused_naming_the_field():
     """Issue 48 point 6, without a server (test_serve.py sends them over HTTP)."""
-    for text, words in (("NaN", "not finite"), ("1e400", "not finite"),
-                        ("7" * 5000, "5000 digits"), ('"\\udc00"', r"lone surrogate U\+DC00")):
-        body = protocol.decode_body(b'{"pairs": [{"article": "a", "summary": "b", "id": '
-                                    + text.encode() + b"}]}")
+    for text, words in (
+        ("NaN", "not finite"),
+        ("1e400", "not finite"),
+        ("7" * 5000, "5000 digits"),
+        ('"\\udc00"', r"lone surrogate U\+DC00"),
+    ):
+        body = protocol.decode_body(
+            b'{"pairs": [{"article": "a", "summary": "b", "id": ' + text.encode() + b"}]}"
+        )
         with pytest.raises(protocol.RequestError, match=words) as refused:
             protocol.parse_request(body, ["m"], MODE)
         assert refused.value.field == "pairs[0].id" and refused.value.pair == 0
-    ok = protocol.parse_request({"pairs": [{"article": "a", "summary": "b", "id": 2 ** 64 - 1}]},
-                                ["m"], MODE)
-    assert ok.pairs[0]["id"] == 2 ** 64 - 1
+    ok = protocol.parse_request(
+        {"pairs": [{"article": "a", "summary": "b", "id": 2**64 - 1}]}, ["m"], MODE
+    )
+    assert ok.pairs[0]["id"] == 2**64 - 1
     with pytest.raises(protocol.RequestError, match="fit in 64 bits: send it as a string"):
-        protocol.parse_request({"pairs": [{"article": "a", "summary": "b", "id": -2 ** 64}]},
-                               ["m"], MODE)
+        protocol.parse_request(
+            {"pairs": [{"article": "a", "summary": "b", "id": -(2**64)}]}, ["m"], MODE
+        )
     with pytest.raises(protocol.RequestError, match="nested too deeply"):
         protocol.decode_body(b"[" * 100_000 + b"]" * 100_000)
     with pytest.raises(protocol.RequestError, match="number"):
-        protocol.parse_request(protocol.decode_body(b'{"pairs": [{"article": "a", "summary": '
-                                                    + b"1" * 99 + b"}]}"), ["m"], MODE)
+        protocol.parse_request(
+            protocol.decode_body(b'{"pairs": [{"article": "a", "summary": ' + b"1" * 99 + b"}]}"),
+            ["m"],
+            MODE,
+        )
 
 
 def test_a_request_past_its_timeout_gets_504_and_leaves_the_queue():
@@ -177,8 +197,10 @@ def test_client_retries_a_503_after_its_retry_after_and_waits_while_loading():
     from seahorse_metrics.serving.client import RemoteScorer, RemoteScoringError
 
     ready = {"status": "ready", "metrics": ["m"], "max_request_pairs": 2}
-    first_answers = {"/healthz": [(503, {"status": "loading"})],
-                     "/v1/score": [(503, {"error": "overloaded"})]}
+    first_answers = {
+        "/healthz": [(503, {"status": "loading"})],
+        "/v1/score": [(503, {"error": "overloaded"})],
+    }
     seen = []
 
     class Handler(http.server.BaseHTTPRequestHandler):

@@ -1,4 +1,5 @@
 """Statistics: agreement with scikit-learn/scipy, bootstrap behaviour, degenerate inputs."""
+
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -30,23 +31,46 @@ def test_point_estimates_match_sklearn_and_scipy():
         labels, scores, ratings = _random_case(rng, trial)
         if labels.min() == labels.max():
             continue
-        assert abs(stats.roc_auc(labels, scores)
-                   - sk_metrics.roc_auc_score(labels, scores)) < TOLERANCE
-        assert abs(stats.pearson(scores, ratings)
-                   - scipy_stats.pearsonr(scores, ratings).statistic) < TOLERANCE
-        assert abs(stats.spearman(scores, ratings)
-                   - scipy_stats.spearmanr(scores, ratings).statistic) < TOLERANCE
-        assert abs(stats.kendall_tau(scores, ratings)
-                   - scipy_stats.kendalltau(scores, ratings).statistic) < TOLERANCE
+        assert (
+            abs(stats.roc_auc(labels, scores) - sk_metrics.roc_auc_score(labels, scores))
+            < TOLERANCE
+        )
+        assert (
+            abs(stats.pearson(scores, ratings) - scipy_stats.pearsonr(scores, ratings).statistic)
+            < TOLERANCE
+        )
+        assert (
+            abs(stats.spearman(scores, ratings) - scipy_stats.spearmanr(scores, ratings).statistic)
+            < TOLERANCE
+        )
+        assert (
+            abs(
+                stats.kendall_tau(scores, ratings)
+                - scipy_stats.kendalltau(scores, ratings).statistic
+            )
+            < TOLERANCE
+        )
         threshold = float(np.median(scores))
         predicted = scores >= threshold
-        assert abs(stats.accuracy(labels, scores, threshold)
-                   - sk_metrics.accuracy_score(labels, predicted)) < TOLERANCE
-        assert abs(stats.balanced_accuracy(labels, scores, threshold)
-                   - sk_metrics.balanced_accuracy_score(labels, predicted)) < TOLERANCE
+        assert (
+            abs(
+                stats.accuracy(labels, scores, threshold)
+                - sk_metrics.accuracy_score(labels, predicted)
+            )
+            < TOLERANCE
+        )
+        assert (
+            abs(
+                stats.balanced_accuracy(labels, scores, threshold)
+                - sk_metrics.balanced_accuracy_score(labels, predicted)
+            )
+            < TOLERANCE
+        )
         # Pearson against 0/1 labels (the paper's rho on SEAHORSE).
-        assert abs(stats.pearson(scores, labels)
-                   - scipy_stats.pearsonr(scores, labels).statistic) < TOLERANCE
+        assert (
+            abs(stats.pearson(scores, labels) - scipy_stats.pearsonr(scores, labels).statistic)
+            < TOLERANCE
+        )
 
 
 def test_roc_curve_matches_sklearn():
@@ -56,15 +80,17 @@ def test_roc_curve_matches_sklearn():
         if labels.min() == labels.max():
             continue
         fpr, tpr, thresholds = stats.roc_curve(labels, scores)
-        sk_fpr, sk_tpr, sk_thresholds = sk_metrics.roc_curve(labels, scores,
-                                                            drop_intermediate=False)
+        sk_fpr, sk_tpr, sk_thresholds = sk_metrics.roc_curve(
+            labels, scores, drop_intermediate=False
+        )
         np.testing.assert_allclose(fpr, sk_fpr, atol=TOLERANCE)
         np.testing.assert_allclose(tpr, sk_tpr, atol=TOLERANCE)
         np.testing.assert_array_equal(thresholds[1:], sk_thresholds[1:])
 
 
-@pytest.mark.parametrize("statistic", ["roc_auc", "pearson", "spearman", "kendall",
-                                       "accuracy", "balanced_accuracy"])
+@pytest.mark.parametrize(
+    "statistic", ["roc_auc", "pearson", "spearman", "kendall", "accuracy", "balanced_accuracy"]
+)
 def test_resample_kernels_equal_statistic_on_materialised_resample(statistic):
     # The bootstrap evaluates statistics on count weights; each row must equal
     # the reference statistic on the resample written out item by item.
@@ -126,7 +152,7 @@ def test_bootstrap_intervals_cover_the_true_value_at_about_the_nominal_rate():
         auc = stats.estimate("roc_auc", labels, scores, n_resamples=400, seed=simulation)
         auc_hits += auc.ci_low <= true_auc <= auc.ci_high
         x = rng.normal(size=n)
-        y = rho * x + np.sqrt(1 - rho ** 2) * rng.normal(size=n)
+        y = rho * x + np.sqrt(1 - rho**2) * rng.normal(size=n)
         r = stats.estimate("pearson", y, x, n_resamples=400, seed=simulation)
         pearson_hits += r.ci_low <= rho <= r.ci_high
     # Nominal 0.95; with 200 simulations the binomial sd is ~0.015.
@@ -145,8 +171,9 @@ def test_paired_test_has_about_nominal_false_positive_rate_under_the_null():
         metric_a = labels + rng.normal(size=n) * 1.5
         metric_b = labels + rng.normal(size=n) * 1.5
         for statistic in rejections:
-            test = stats.paired_bootstrap_test(statistic, labels, metric_a, metric_b,
-                                               n_resamples=300, seed=simulation)
+            test = stats.paired_bootstrap_test(
+                statistic, labels, metric_a, metric_b, n_resamples=300, seed=simulation
+            )
             rejections[statistic] += test.significant(0.05)
     for statistic, count in rejections.items():
         assert 0.015 <= count / simulations <= 0.095, (statistic, count)
@@ -183,8 +210,9 @@ def test_one_class_is_undefined_with_a_reason_not_nan():
 def test_constant_scores_make_correlations_undefined():
     ratings = np.arange(10.0)
     for statistic in ("pearson", "spearman", "kendall"):
-        result = stats.estimate(statistic, ratings, np.full(10, 0.3), n_resamples=20,
-                                scores_name="majority")
+        result = stats.estimate(
+            statistic, ratings, np.full(10, 0.3), n_resamples=20, scores_name="majority"
+        )
         assert result.value is None
         assert "the score of majority is constant (0.3 for all 10 items)" in result.note
     result = stats.estimate("pearson", np.full(10, 2.0), ratings, n_resamples=20)
@@ -243,12 +271,11 @@ def test_system_level_correlation():
     assert result.statistic == "system_pearson" and result.n == 5
     assert abs(result.value - scipy_stats.pearsonr(mean_scores, mean_ratings).statistic) < 1e-9
     assert result.ci_low <= result.value <= result.ci_high
-    kendall = stats.system_level_correlation(scores, ratings, systems, method="kendall",
-                                             n_resamples=50)
-    assert abs(kendall.value
-               - scipy_stats.kendalltau(mean_scores, mean_ratings).statistic) < 1e-9
+    kendall = stats.system_level_correlation(
+        scores, ratings, systems, method="kendall", n_resamples=50
+    )
+    assert abs(kendall.value - scipy_stats.kendalltau(mean_scores, mean_ratings).statistic) < 1e-9
     two = stats.system_level_correlation(scores[:60], ratings[:60], systems[:60])
     assert two.value is None and "at least 3 systems, got 2" in two.note
-    constant = stats.system_level_correlation(np.full(150, 0.1), ratings, systems,
-                                              n_resamples=20)
+    constant = stats.system_level_correlation(np.full(150, 0.1), ratings, systems, n_resamples=20)
     assert constant.value is None and "constant" in constant.note

@@ -1,17 +1,19 @@
 """Tests of the seqio tasks over prepared SEAHORSE data, mFACE, TRUE and ratings files."""
+
 import os
 
 import numpy as np
 import pytest
 import seqio
 
-from fixtures import tiny_data
 from seahorse_metrics import tasks
 from seahorse_metrics.data import seahorse
 from seahorse_metrics.data.articles import LocalArticleSource
 from seahorse_metrics.data.inputs import encode_pair, format_input
 from seahorse_metrics.data.prepare import prepare
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
+
+from fixtures import tiny_data
 
 LONG = 1024  # Longer than any tiny input: nothing is truncated.
 LENGTHS = {"inputs": LONG, "targets": 2}
@@ -60,26 +62,35 @@ def test_seahorse_q4_examples_match_the_source_rows(registered, data):
     for split in seahorse.SPLITS:
         examples = list(task.get_dataset(LENGTHS, split=split, shuffle=False).as_numpy_iterator())
         assert len(examples) == tiny_data.yes_no_counts(4, split)
-        records = [r for r in seahorse.iter_prepared(os.path.join(data["prepared"], f"{split}.jsonl"))
-                   if r["q4"] is not None]
+        records = [
+            r
+            for r in seahorse.iter_prepared(os.path.join(data["prepared"], f"{split}.jsonl"))
+            if r["q4"] is not None
+        ]
         for example, record in zip(examples, records):
-            assert _decode(task, example["inputs"]) == format_input(record["article"], record["summary"])
+            assert _decode(task, example["inputs"]) == format_input(
+                record["article"], record["summary"]
+            )
             assert example["inputs"][-1] == 1  # EOS
             assert _decode(task, example["targets"]) == ("1" if record["q4"] else "0")
-            assert example["id"].decode() == f"{record['gem_id']}|{record['system']}|{record['line']}"
+            assert (
+                example["id"].decode() == f"{record['gem_id']}|{record['system']}|{record['line']}"
+            )
             assert example["lang"].decode() == record["lang"]
             assert example["source"].decode() == record["source"]
             assert example["system"].decode() == record["system"]
-            assert example["label"] == int(record["q4"]) and example["rating"] == float(record["q4"])
+            assert example["label"] == int(record["q4"]) and example["rating"] == float(
+                record["q4"]
+            )
             assert example["question"] == 4 and example["truncated"] == 0
 
 
 def test_every_question_counts_its_yes_no_ratings(registered):
     for question in range(1, 7):
         for split in seahorse.SPLITS:
-            assert len(tasks.examples_for_task(f"seahorse_q{question}", split)) == tiny_data.yes_no_counts(
-                question, split
-            )
+            assert len(
+                tasks.examples_for_task(f"seahorse_q{question}", split)
+            ) == tiny_data.yes_no_counts(question, split)
 
 
 def test_fast_path_equals_the_seqio_dataset(registered):
@@ -114,8 +125,12 @@ def test_feature_converter_drops_metadata(registered):
     ds = task.get_dataset(LENGTHS, split="validation", shuffle=False)
     converted = seqio.EncDecFeatureConverter(pack=False)(ds, LENGTHS)
     batch = next(converted.as_numpy_iterator())
-    assert set(batch) == {"encoder_input_tokens", "decoder_target_tokens", "decoder_input_tokens",
-                          "decoder_loss_weights"}
+    assert set(batch) == {
+        "encoder_input_tokens",
+        "decoder_target_tokens",
+        "decoder_input_tokens",
+        "decoder_loss_weights",
+    }
     assert batch["encoder_input_tokens"].shape == (LONG,)
 
 
@@ -123,10 +138,15 @@ def test_mixture(registered):
     mixture = seqio.get_mixture_or_task("seahorse_all")
     assert sorted(t.name for t in mixture.tasks) == [f"seahorse_q{q}" for q in range(1, 7)]
     rates = {t.name: mixture.get_rate(t) for t in mixture.tasks}
-    assert rates == {f"seahorse_q{q}": float(tiny_data.yes_no_counts(q, "train")) for q in range(1, 7)}
+    assert rates == {
+        f"seahorse_q{q}": float(tiny_data.yes_no_counts(q, "train")) for q in range(1, 7)
+    }
     # A mixture keeps only inputs/targets unless told to pass the metadata through.
     dataset = mixture.get_dataset(
-        LENGTHS, split="validation", shuffle=False, num_epochs=1,
+        LENGTHS,
+        split="validation",
+        shuffle=False,
+        num_epochs=1,
         passthrough_features=tasks.METADATA_FEATURES,
     )
     examples = list(dataset.take(50).as_numpy_iterator())
@@ -135,7 +155,10 @@ def test_mixture(registered):
 
 
 def test_registration_is_idempotent_and_refuses_conflicts(registered, data):
-    assert tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=LONG, seed=5) == registered
+    assert (
+        tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=LONG, seed=5)
+        == registered
+    )
     with pytest.raises(ValueError, match="different arguments"):
         tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=512, seed=5)
     assert tasks.registered_config().input_length == LONG
@@ -153,20 +176,29 @@ def test_shorter_sequence_length_is_refused(registered):
 @pytest.mark.parametrize("truncation", ["summary_first", "joint"])
 def test_truncation_modes_and_length_report(data, truncation):
     input_length = 40
-    tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=input_length, truncation=truncation)
+    tasks.register(
+        data["prepared"], vocabulary=data["vocab"], input_length=input_length, truncation=truncation
+    )
     try:
         tokenizer = SentencePieceTokenizer(data["vocab"])
         examples = tasks.examples_for_task("seahorse_q4", "validation")
-        records = [r for r in seahorse.iter_prepared(os.path.join(data["prepared"], "validation.jsonl"))
-                   if r["q4"] is not None]
+        records = [
+            r
+            for r in seahorse.iter_prepared(os.path.join(data["prepared"], "validation.jsonl"))
+            if r["q4"] is not None
+        ]
         for example, record in zip(examples, records):
-            expected = encode_pair(tokenizer, record["article"], record["summary"], input_length, truncation)
+            expected = encode_pair(
+                tokenizer, record["article"], record["summary"], input_length, truncation
+            )
             assert example["inputs"].tolist() == expected.ids
             assert example["truncated"] == int(expected.truncated)
             if truncation == "summary_first":
                 assert tokenizer.decode(expected.ids).endswith(" hypothesis: " + record["summary"])
         report = tasks.length_report("seahorse_q4", "validation")["splits"]["validation"]
-        assert report["count"] == len(examples) and report["truncated"] == sum(e["truncated"] for e in examples)
+        assert report["count"] == len(examples) and report["truncated"] == sum(
+            e["truncated"] for e in examples
+        )
         assert report["truncated"] > 0
         assert set(report["by_language"]) == {r["lang"] for r in records}
         if truncation == "joint":
@@ -182,12 +214,20 @@ def test_mface_true_and_ratings_tasks(data):
         input_length=LONG,
         mface_path=data["mface"],
         true_dir=data["true"],
-        ratings_files={"squality": {"path": data["ratings"], "threshold": 50}, "raw": data["ratings"]},
+        ratings_files={
+            "squality": {"path": data["ratings"], "threshold": 50},
+            "raw": data["ratings"],
+        },
     )
     try:
         assert names == [
-            "mface_quality", "mface_attribution", "mface_informativeness", "true_frank", "true_qags_x",
-            "ratings_raw", "ratings_squality",
+            "mface_quality",
+            "mface_attribution",
+            "mface_informativeness",
+            "true_frank",
+            "true_qags_x",
+            "ratings_raw",
+            "ratings_squality",
         ]
         attribution = tasks.examples_for_task("mface_attribution", "test")
         assert [e["label"] for e in attribution] == [1, 0, 0, 1]
@@ -231,14 +271,21 @@ def test_seqio_vocabulary_object_and_path_agree(data):
 
     vocabulary = seqio_vocabulary(data["vocab"])
     tokenizer = SentencePieceTokenizer(data["vocab"])
-    text = format_input(tiny_data.ARTICLES["xsum-validation-101"], "Heavy rain flooded the town centre.")
+    text = format_input(
+        tiny_data.ARTICLES["xsum-validation-101"], "Heavy rain flooded the town centre."
+    )
     assert list(vocabulary.encode(text)) == tokenizer.encode(text)
     assert vocabulary.eos_id == tokenizer.eos_id and vocabulary.vocab_size == tokenizer.vocab_size
     names = tasks.register(data["prepared"], vocabulary=vocabulary, input_length=LONG)
     try:
-        assert seqio.get_mixture_or_task("seahorse_q2").output_features["inputs"].vocabulary is vocabulary
+        assert (
+            seqio.get_mixture_or_task("seahorse_q2").output_features["inputs"].vocabulary
+            is vocabulary
+        )
         assert tasks.registered_config().vocab_path == data["vocab"]
-        assert len(tasks.examples_for_task("seahorse_q2", "test")) == tiny_data.yes_no_counts(2, "test")
+        assert len(tasks.examples_for_task("seahorse_q2", "test")) == tiny_data.yes_no_counts(
+            2, "test"
+        )
     finally:
         tasks.unregister()
     assert "seahorse_q2" not in seqio.TaskRegistry.names() and names

@@ -1,5 +1,6 @@
 """Distillation: the soft-label loss, a tiny student learning a teacher, the
 teacher-score cache, and exact resume of a killed run."""
+
 from __future__ import annotations
 
 import json
@@ -14,26 +15,38 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fixtures import train_utils
 from seahorse_metrics import stats
 from seahorse_metrics.training import distill, soft_targets
 from seahorse_metrics.training.config import BACKBONE_DIR
+
+from fixtures import train_utils
 
 STEPS, EVERY = 40, 20
 SIZES = {"train": 160, "validation": 64, "test": 64}
 
 
 def _bindings(model_dir, prepared, **overrides):
-    values = {"MODEL_DIR": repr(str(model_dir)), "DATA_DIR": repr(prepared),
-              "TEACHER": repr(BACKBONE_DIR), "INIT_CHECKPOINT": repr(BACKBONE_DIR),
-              "STUDENT_LAYERS": "(1, 1)", "TrainConfig.model": "'tiny'",
-              "TrainConfig.input_length": 64, "TrainConfig.batch_size": 16,
-              "TrainConfig.train_steps": STEPS, "TrainConfig.eval_every": EVERY,
-              "TrainConfig.checkpoint_every": EVERY, "TrainConfig.log_every": EVERY,
-              "TrainConfig.eval_batch_size": 32, "TrainConfig.dropout_rate": 0.0,
-              "TrainConfig.keep_checkpoints": 2, "OptimizerConfig.learning_rate": 3e-3,
-              "DistillConfig.held_out": SIZES["validation"],
-              "DistillConfig.teacher_max_input_length": 64, **overrides}
+    values = {
+        "MODEL_DIR": repr(str(model_dir)),
+        "DATA_DIR": repr(prepared),
+        "TEACHER": repr(BACKBONE_DIR),
+        "INIT_CHECKPOINT": repr(BACKBONE_DIR),
+        "STUDENT_LAYERS": "(1, 1)",
+        "TrainConfig.model": "'tiny'",
+        "TrainConfig.input_length": 64,
+        "TrainConfig.batch_size": 16,
+        "TrainConfig.train_steps": STEPS,
+        "TrainConfig.eval_every": EVERY,
+        "TrainConfig.checkpoint_every": EVERY,
+        "TrainConfig.log_every": EVERY,
+        "TrainConfig.eval_batch_size": 32,
+        "TrainConfig.dropout_rate": 0.0,
+        "TrainConfig.keep_checkpoints": 2,
+        "OptimizerConfig.learning_rate": 3e-3,
+        "DistillConfig.held_out": SIZES["validation"],
+        "DistillConfig.teacher_max_input_length": 64,
+        **overrides,
+    }
     return [f"{name} = {value}" for name, value in values.items()]
 
 
@@ -77,12 +90,17 @@ def test_soft_target_loss_and_gradient_equal_a_direct_computation():
         return (ce * weights).sum() / weights.sum()
 
     def loss(z):
-        return soft_targets.soft_target_cross_entropy(z, jnp.asarray(targets), jnp.asarray(ids),
-                                                      jnp.asarray(temperature),
-                                                      jnp.asarray(weights))[0]
+        return soft_targets.soft_target_cross_entropy(
+            z,
+            jnp.asarray(targets),
+            jnp.asarray(ids),
+            jnp.asarray(temperature),
+            jnp.asarray(weights),
+        )[0]
 
-    assert float(loss(jnp.asarray(logits))) == pytest.approx(direct(logits.astype(np.float64)),
-                                                             rel=1e-5)
+    assert float(loss(jnp.asarray(logits))) == pytest.approx(
+        direct(logits.astype(np.float64)), rel=1e-5
+    )
     # d loss / d z = T / n * (softmax(z / T) - target distribution), zero on padding.
     p = np.exp(logits / 2.0) / np.exp(logits / 2.0).sum(-1, keepdims=True)
     wanted = np.zeros_like(p)
@@ -97,8 +115,12 @@ def test_soft_target_loss_and_gradient_equal_a_direct_computation():
 
 def test_pairs_files_are_read_by_glob_and_rows_without_texts_counted(tmp_path, caplog):
     (tmp_path / "part-1.jsonl").write_text(
-        json.dumps({"article": "a1", "summary": "s1"}) + "\n"
-        + json.dumps({"article": "a2", "summary": ""}) + "\n", encoding="utf-8")
+        json.dumps({"article": "a1", "summary": "s1"})
+        + "\n"
+        + json.dumps({"article": "a2", "summary": ""})
+        + "\n",
+        encoding="utf-8",
+    )
     (tmp_path / "part-2.csv").write_text("article,summary\na3,s3\n", encoding="utf-8")
     with caplog.at_level("WARNING"):
         pairs = distill.read_pair_files([str(tmp_path / "part-*")])
@@ -117,15 +139,21 @@ def test_student_agrees_with_the_teacher_better_than_its_initialisation(referenc
 
     model_dir, result = reference
     held_out = distill.first(distill.read_split(prepared, "validation", 4), SIZES["validation"])
-    teacher = distill.TeacherScores(BACKBONE_DIR, str(model_dir / "teacher"),
-                                    distill.config_from_gin(["gin/runs/distill.gin"],
-                                                            _bindings(model_dir, prepared)))
+    teacher = distill.TeacherScores(
+        BACKBONE_DIR,
+        str(model_dir / "teacher"),
+        distill.config_from_gin(["gin/runs/distill.gin"], _bindings(model_dir, prepared)),
+    )
     teacher_scores = teacher.scores(held_out)
     assert teacher.scored == 0  # every held-out pair came from the run's cache
 
     def agreement(checkpoint):
-        scorer = Scorer.load(checkpoint, max_input_length=64, normalize="pair",
-                             long_summaries=soft_targets.LONG_SUMMARIES)
+        scorer = Scorer.load(
+            checkpoint,
+            max_input_length=64,
+            normalize="pair",
+            long_summaries=soft_targets.LONG_SUMMARIES,
+        )
         return stats.spearman(scorer.score(held_out.premises, held_out.hypotheses), teacher_scores)
 
     initial = agreement(str(model_dir / distill.STUDENT_INIT_DIR))
@@ -135,11 +163,13 @@ def test_student_agrees_with_the_teacher_better_than_its_initialisation(referenc
     assert best["metric"] == soft_targets.AGREEMENT
     assert best["metrics"][soft_targets.AGREEMENT] == pytest.approx(trained, abs=1e-3)
     # The student is an ordinary metric directory with the layers it was cut to.
-    student, = result.report["rows"][1:]
+    (student,) = result.report["rows"][1:]
     assert student["layers"] == [1, 1] and result.report["rows"][0]["layers"] == [3, 1]
     assert student["flops_per_pair"] < result.report["rows"][0]["flops_per_pair"]
     assert student["spearman_with_teacher"] == pytest.approx(trained, abs=1e-3)
-    assert student["roc_auc"]["ci_low"] <= student["roc_auc"]["value"] <= student["roc_auc"]["ci_high"]
+    assert (
+        student["roc_auc"]["ci_low"] <= student["roc_auc"]["value"] <= student["roc_auc"]["ci_high"]
+    )
     table = (model_dir / "distill_report.md").read_text()
     assert table == result.table and "| student | " in table and "GFLOPs per 2048-token" in table
 
@@ -154,11 +184,13 @@ def test_cached_teacher_scores_are_never_recomputed(reference, prepared, tmp_pat
     # An interrupted write: 100 whole entries, then half a line.
     (cache / "scores.jsonl").write_text("".join(lines[:100]) + lines[100][:20])
     (cache / distill.TEACHER_RECORD).write_text(
-        (model_dir / "teacher" / distill.TEACHER_RECORD).read_text())
+        (model_dir / "teacher" / distill.TEACHER_RECORD).read_text()
+    )
     asked = []
     teacher = distill.TeacherScores(BACKBONE_DIR, str(cache), config)
-    teacher._score = lambda premises, hypotheses: asked.extend(hypotheses) or np.full(
-        len(premises), 0.5)
+    teacher._score = lambda premises, hypotheses: (
+        asked.extend(hypotheses) or np.full(len(premises), 0.5)
+    )
     scores = teacher.scores(pairs)
     cached = {json.loads(line)["key"] for line in lines[:100]}
     assert len(asked) == teacher.scored == len({k for k in pairs.keys() if k not in cached})
@@ -168,8 +200,12 @@ def test_cached_teacher_scores_are_never_recomputed(reference, prepared, tmp_pat
     np.testing.assert_array_equal(again.scores(pairs), scores)
     # A scores file as teacher: every pair needs a score in it.
     scores_file = tmp_path / "teacher.jsonl"
-    scores_file.write_text("".join(json.dumps({"article": p, "summary": h, "score": 0.25}) + "\n"
-                                   for p, h in zip(pairs.premises[:5], pairs.hypotheses[:5])))
+    scores_file.write_text(
+        "".join(
+            json.dumps({"article": p, "summary": h, "score": 0.25}) + "\n"
+            for p, h in zip(pairs.premises[:5], pairs.hypotheses[:5])
+        )
+    )
     from_file = distill.TeacherScores(str(scores_file), str(tmp_path / "unused"), config)
     assert list(from_file.scores(distill.first(pairs, 5))) == [0.25] * 5
     with pytest.raises(ValueError, match=r"teacher\.jsonl has no 'score' for 1 of the 6 pairs"):
@@ -178,8 +214,11 @@ def test_cached_teacher_scores_are_never_recomputed(reference, prepared, tmp_pat
 
 def _checkpoints(model_dir) -> list[int]:
     directory = os.path.join(model_dir, "checkpoints")
-    return sorted(int(n) for n in os.listdir(directory) if n.isdigit()) if os.path.isdir(
-        directory) else []
+    return (
+        sorted(int(n) for n in os.listdir(directory) if n.isdigit())
+        if os.path.isdir(directory)
+        else []
+    )
 
 
 @pytest.mark.slow
@@ -187,11 +226,23 @@ def test_a_killed_distillation_resumes_exactly(reference, prepared, train_sample
     model_dir, _ = reference
     crashed = tmp_path / "crashed"
     flags = [f"--gin.{b.replace(' = ', '=', 1)}" for b in _bindings(crashed, prepared)]
-    command = [sys.executable, "-m", "seahorse_metrics", "distill",
-               "--gin_file=gin/runs/distill.gin", *flags]
+    command = [
+        sys.executable,
+        "-m",
+        "seahorse_metrics",
+        "distill",
+        "--gin_file=gin/runs/distill.gin",
+        *flags,
+    ]
     env = train_utils.child_env_with_cache(train_sample["xla_cache"])  # shared compilations
-    process = subprocess.Popen(command, cwd=train_utils.REPO_ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=train_utils.REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 300
     try:
         while not _checkpoints(crashed):
@@ -213,8 +264,10 @@ def test_a_killed_distillation_resumes_exactly(reference, prepared, train_sample
         assert np.array_equal(value, actual[name]), name
     # A MODEL_DIR distilled with other settings is refused.
     with pytest.raises(ValueError, match="holds a distillation with other settings"):
-        distill.distill_from_gin(["gin/runs/distill.gin"], _bindings(
-            crashed, prepared, **{"DistillConfig.temperature": 2.0}))
+        distill.distill_from_gin(
+            ["gin/runs/distill.gin"],
+            _bindings(crashed, prepared, **{"DistillConfig.temperature": 2.0}),
+        )
 
 
 # ------------------------------------------------------------------ resuming safely
@@ -235,17 +288,22 @@ def _replace_teacher(path) -> None:
 
 
 def _few_pairs(count: int) -> distill.Pairs:
-    return distill.Pairs([f"article {i}" for i in range(count)],
-                         [f"summary {i}" for i in range(count)], np.full(count, np.nan),
-                         [f"pair:{i}" for i in range(count)])
+    return distill.Pairs(
+        [f"article {i}" for i in range(count)],
+        [f"summary {i}" for i in range(count)],
+        np.full(count, np.nan),
+        [f"pair:{i}" for i in range(count)],
+    )
 
 
 def test_a_teacher_replaced_at_the_same_path_is_refused_not_mixed(tmp_path):
     """Issue 48 point 2: the cache is tied to the teacher's content."""
     teacher = tmp_path / "teacher_checkpoint"
     _copy_teacher(teacher)
-    config = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
-        tmp_path / "student", str(tmp_path / "prepared"), TEACHER=repr(str(teacher))))
+    config = distill.config_from_gin(
+        ["gin/runs/distill.gin"],
+        _bindings(tmp_path / "student", str(tmp_path / "prepared"), TEACHER=repr(str(teacher))),
+    )
     cache = tmp_path / "student" / distill.TEACHER_DIR
     killed = distill.TeacherScores(str(teacher), str(cache), config)
     killed._score = lambda premises, hypotheses: np.full(len(premises), 0.25)
@@ -254,8 +312,11 @@ def test_a_teacher_replaced_at_the_same_path_is_refused_not_mixed(tmp_path):
     again._score = lambda *_: pytest.fail("a cached pair was scored again")
     np.testing.assert_array_equal(again.scores(_few_pairs(3)), [0.25] * 3)
     _replace_teacher(teacher)
-    with pytest.raises(ValueError, match=r"scores\.jsonl holds scores of another teacher .*"
-                                         r"content.*remove .*teacher to score"):
+    with pytest.raises(
+        ValueError,
+        match=r"scores\.jsonl holds scores of another teacher .*"
+        r"content.*remove .*teacher to score",
+    ):
         distill.TeacherScores(str(teacher), str(cache), config)
     (cache / distill.TEACHER_RECORD).unlink()  # as an earlier version left its cache
     with pytest.raises(ValueError, match=r"holds scores without a teacher\.json"):
@@ -264,12 +325,17 @@ def test_a_teacher_replaced_at_the_same_path_is_refused_not_mixed(tmp_path):
     model_dir = tmp_path / "student"
     first = tmp_path / "first"
     _copy_teacher(first)
-    config = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
-        model_dir, str(tmp_path / "prepared"), TEACHER=repr(str(first))))
+    config = distill.config_from_gin(
+        ["gin/runs/distill.gin"],
+        _bindings(model_dir, str(tmp_path / "prepared"), TEACHER=repr(str(first))),
+    )
     distill.check_resume(config)
     _replace_teacher(first)
-    with pytest.raises(ValueError, match=r"holds a distillation with other settings "
-                                         r"\(DistillConfig\.teacher_content: 'sha256:"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds a distillation with other settings "
+        r"\(DistillConfig\.teacher_content: 'sha256:",
+    ):
         distill.check_resume(config)
 
 
@@ -278,29 +344,36 @@ def test_a_resume_with_another_init_checkpoint_is_refused_in_one_line(tmp_path, 
     from seahorse_metrics.cli import main as cli_main
 
     model_dir, data_dir = tmp_path / "student", str(tmp_path / "prepared")
-    distill.check_resume(distill.config_from_gin(["gin/runs/distill.gin"],
-                                                 _bindings(model_dir, data_dir)))
+    distill.check_resume(
+        distill.config_from_gin(["gin/runs/distill.gin"], _bindings(model_dir, data_dir))
+    )
     (model_dir / distill.STUDENT_INIT_DIR).mkdir()
     other = _copy_teacher(tmp_path / "other_init")
 
     def run(**overrides) -> tuple[int, list[str]]:
-        flags = [f"--gin.{b.replace(' = ', '=', 1)}"
-                 for b in _bindings(model_dir, data_dir, **overrides)]
+        flags = [
+            f"--gin.{b.replace(' = ', '=', 1)}" for b in _bindings(model_dir, data_dir, **overrides)
+        ]
         status = cli_main(["distill", "--gin_file=gin/runs/distill.gin", *flags])
-        return status, [line for line in capsys.readouterr().err.splitlines()
-                        if line.startswith("error:")]
+        return status, [
+            line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")
+        ]
 
     status, errors = run(**{"TrainConfig.init_checkpoint": repr(other)})
     assert status == 2 and len(errors) == 1, errors
-    assert "holds a distillation with other settings (TrainConfig.init_checkpoint: " \
-           f"'{BACKBONE_DIR}' -> '{other}')" in errors[0]
+    assert (
+        "holds a distillation with other settings (TrainConfig.init_checkpoint: "
+        f"'{BACKBONE_DIR}' -> '{other}')" in errors[0]
+    )
     # A setting a resume may change needs allow_config_change, as `train` asks.
     status, errors = run(**{"TrainConfig.train_steps": STEPS + 20})
     assert status == 2 and "TrainConfig.allow_config_change=True" in errors[0]
     # Nothing done yet in MODEL_DIR: the new settings are simply recorded.
     (model_dir / distill.STUDENT_INIT_DIR).rmdir()
-    changed = distill.config_from_gin(["gin/runs/distill.gin"], _bindings(
-        model_dir, data_dir, **{"TrainConfig.init_checkpoint": repr(other)}))
+    changed = distill.config_from_gin(
+        ["gin/runs/distill.gin"],
+        _bindings(model_dir, data_dir, **{"TrainConfig.init_checkpoint": repr(other)}),
+    )
     distill.check_resume(changed)
     saved = json.loads((model_dir / distill.DISTILL_CONFIG_JSON).read_text())
     assert saved["train"]["init_checkpoint"] == other
@@ -312,8 +385,9 @@ def test_a_second_distillation_on_a_model_dir_gets_the_lock_refusal(tmp_path):
     from seahorse_metrics.training import trainer
 
     model_dir = tmp_path / "student"
-    config = distill.config_from_gin(["gin/runs/distill.gin"],
-                                     _bindings(model_dir, str(tmp_path / "prepared")))
+    config = distill.config_from_gin(
+        ["gin/runs/distill.gin"], _bindings(model_dir, str(tmp_path / "prepared"))
+    )
     with trainer.model_dir_lock(str(model_dir)):
         with pytest.raises(OutputInUseError, match=f"another run \\(PID {os.getpid()} on "):
             distill.distill(config)

@@ -1,5 +1,6 @@
 """Training a multi-question metric (issue 49): prefix loss weights, the tasks
 and mixture, per-question sampling and validation, resume, and T5X's train.py."""
+
 import os
 
 import jax
@@ -7,11 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seahorse_metrics.model.model import EncoderDecoderModel
+from seahorse_metrics.model.questions import QuestionPrefixes
+
 from fixtures import paths
 from fixtures.multi_question import QUESTIONS
 from fixtures.tiny_model import tiny_config
-from seahorse_metrics.model.model import EncoderDecoderModel
-from seahorse_metrics.model.questions import QuestionPrefixes
 
 
 # ----------------------------------------------------------------- training
@@ -20,17 +22,28 @@ def test_prefix_tokens_get_loss_weight_zero():
     the prefix, 1 on label and EOS, 0 on padding; the model's loss then is
     the label's and EOS's cross-entropy only."""
     tf = pytest.importorskip("tensorflow")
-    from seahorse_metrics.tasks.questions import (PrefixWeightedEncDecFeatureConverter,
-                                                  add_question_prefix)
+    from seahorse_metrics.tasks.questions import (
+        PrefixWeightedEncDecFeatureConverter,
+        add_question_prefix,
+    )
 
-    examples = [{"inputs": [20, 21, 22, 1], "targets": [5, 1]},
-                {"inputs": [23, 24, 1], "targets": [6, 1]}]
+    examples = [
+        {"inputs": [20, 21, 22, 1], "targets": [5, 1]},
+        {"inputs": [23, 24, 1], "targets": [6, 1]},
+    ]
     dataset = tf.data.Dataset.from_generator(
-        lambda: iter(examples), output_signature={
-            "inputs": tf.TensorSpec([None], tf.int32), "targets": tf.TensorSpec([None], tf.int32)})
+        lambda: iter(examples),
+        output_signature={
+            "inputs": tf.TensorSpec([None], tf.int32),
+            "targets": tf.TensorSpec([None], tf.int32),
+        },
+    )
     prefixed = add_question_prefix(dataset, prefix_ids=(10, 11, 12))
-    converted = list(PrefixWeightedEncDecFeatureConverter(pack=False)(
-        prefixed, {"inputs": 6, "targets": 7}).as_numpy_iterator())
+    converted = list(
+        PrefixWeightedEncDecFeatureConverter(pack=False)(
+            prefixed, {"inputs": 6, "targets": 7}
+        ).as_numpy_iterator()
+    )
     np.testing.assert_array_equal(converted[0]["decoder_target_tokens"], [10, 11, 12, 5, 1, 0, 0])
     np.testing.assert_array_equal(converted[0]["decoder_input_tokens"], [0, 10, 11, 12, 5, 1, 0])
     np.testing.assert_array_equal(converted[0]["decoder_loss_weights"], [0, 0, 0, 1, 1, 0, 0])
@@ -57,34 +70,51 @@ def test_multi_question_tasks_and_mixture_rates(tmp_path):
     """seahorse_mq_q<n> read seahorse_q<n>'s inputs unchanged, targets with the
     prefix first, and the mixture samples questions at the given rates."""
     seqio = pytest.importorskip("seqio")
-    from fixtures import tiny_data
     from seahorse_metrics import tasks
     from seahorse_metrics.data.articles import LocalArticleSource
     from seahorse_metrics.data.prepare import prepare
-    from seahorse_metrics.tasks.questions import (MULTI_QUESTION_MIXTURE,
-                                                  register_multi_question,
-                                                  unregister_multi_question)
+    from seahorse_metrics.tasks.questions import (
+        MULTI_QUESTION_MIXTURE,
+        register_multi_question,
+        unregister_multi_question,
+    )
+
+    from fixtures import tiny_data
 
     prepared = str(tmp_path / "prepared")
-    prepare(tiny_data.write_release(str(tmp_path / "release")),
-            LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))), prepared)
+    prepare(
+        tiny_data.write_release(str(tmp_path / "release")),
+        LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))),
+        prepared,
+    )
     tasks.unregister()
-    tasks.register(prepared, vocabulary=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm")),
-                   input_length=1024, seed=5)
+    tasks.register(
+        prepared,
+        vocabulary=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm")),
+        input_length=1024,
+        seed=5,
+    )
     try:
         with pytest.raises(ValueError, match=r"rates of unknown questions \['q9'\]"):
             register_multi_question(QUESTIONS, rates={"q9": 1.0})
         names = register_multi_question(QUESTIONS, rates={"q4": 3.0})
         assert names[-1] == MULTI_QUESTION_MIXTURE and names[3] == "seahorse_mq_q4"
         lengths = {"inputs": 1024, "targets": 8}
-        plain = next(seqio.get_mixture_or_task("seahorse_q4").get_dataset(
-            lengths, "validation", shuffle=False).as_numpy_iterator())
-        prefixed = next(seqio.get_mixture_or_task("seahorse_mq_q4").get_dataset(
-            lengths, "validation", shuffle=False).as_numpy_iterator())
+        plain = next(
+            seqio.get_mixture_or_task("seahorse_q4")
+            .get_dataset(lengths, "validation", shuffle=False)
+            .as_numpy_iterator()
+        )
+        prefixed = next(
+            seqio.get_mixture_or_task("seahorse_mq_q4")
+            .get_dataset(lengths, "validation", shuffle=False)
+            .as_numpy_iterator()
+        )
         np.testing.assert_array_equal(prefixed["inputs"], plain["inputs"])
         np.testing.assert_array_equal(prefixed["targets"], [13, *plain["targets"]])
-        np.testing.assert_array_equal(prefixed["targets_loss_weights"],
-                                      [0] + [1] * len(plain["targets"]))
+        np.testing.assert_array_equal(
+            prefixed["targets_loss_weights"], [0] + [1] * len(plain["targets"])
+        )
         mixture = seqio.get_mixture_or_task(MULTI_QUESTION_MIXTURE)
         assert mixture.get_rate(seqio.get_mixture_or_task("seahorse_mq_q4")) == 3.0
         q1_train = len(tasks.examples_for_task("seahorse_q1", "train"))
@@ -100,27 +130,43 @@ def _multi_question_run(tmp_path, name, **overrides):
     """A tiny multi-question run's config and examples: six synthetic
     questions (label in the first input token), prefixes of the sample
     vocabulary, q4 sampled at twice its share."""
-    from fixtures import train_utils
     from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
     from seahorse_metrics.model.questions import seahorse_question_texts
     from seahorse_metrics.training import trainer
     from seahorse_metrics.training.multi_question import MULTI_QUESTION_TASK, QuestionExampleSet
 
-    values = {"TrainConfig.train_steps": 8, "TrainConfig.eval_every": 4,
-              "TrainConfig.checkpoint_every": 4, "TrainConfig.target_length": 16,
-              "TrainConfig.question_rates": {"q4": 60.0}, "TASK": MULTI_QUESTION_TASK}
+    from fixtures import train_utils
+
+    values = {
+        "TrainConfig.train_steps": 8,
+        "TrainConfig.eval_every": 4,
+        "TrainConfig.checkpoint_every": 4,
+        "TrainConfig.target_length": 16,
+        "TrainConfig.question_rates": {"q4": 60.0},
+        "TASK": MULTI_QUESTION_TASK,
+    }
     values.update(overrides)
-    config = train_utils.demo_config(train_utils.sample_bindings(
-        str(tmp_path / name), str(tmp_path / "unused"), str(tmp_path / "cache"), **values))
+    config = train_utils.demo_config(
+        train_utils.sample_bindings(
+            str(tmp_path / name), str(tmp_path / "unused"), str(tmp_path / "cache"), **values
+        )
+    )
     tokenizer = SentencePieceTokenizer(trainer.resolve_vocabulary(config))
     yes, no = target_token_ids(tokenizer)
     questions = QuestionPrefixes.from_texts(seahorse_question_texts(), tokenizer)
-    sets = {split: [train_utils.synthetic_examples(count, seed=seed + q, vocab_size=200,
-                                                   yes_id=yes, no_id=no)
-                    for q in range(6)] for split, count, seed in (("train", 30, 0),
-                                                                 ("validation", 12, 50))}
-    examples = {split: QuestionExampleSet.build(subsets, questions, config.question_rates)
-                for split, subsets in sets.items()}
+    sets = {
+        split: [
+            train_utils.synthetic_examples(
+                count, seed=seed + q, vocab_size=200, yes_id=yes, no_id=no
+            )
+            for q in range(6)
+        ]
+        for split, count, seed in (("train", 30, 0), ("validation", 12, 50))
+    }
+    examples = {
+        split: QuestionExampleSet.build(subsets, questions, config.question_rates)
+        for split, subsets in sets.items()
+    }
     return config, examples
 
 
@@ -141,9 +187,11 @@ def test_question_stream_rates_and_prefix_weights(tmp_path):
         index = stream._rows[row][0]
         prefix = train.prefix_length(index)
         assert (batch["decoder_loss_weights"][row, :prefix] == 0).all()
-        np.testing.assert_array_equal(batch["decoder_target_tokens"][row, :prefix],
-                                      train.questions.prefixes[train.question[index]])
-        assert batch["decoder_loss_weights"][row, prefix:prefix + 2].tolist() == [1, 1]
+        np.testing.assert_array_equal(
+            batch["decoder_target_tokens"][row, :prefix],
+            train.questions.prefixes[train.question[index]],
+        )
+        assert batch["decoder_loss_weights"][row, prefix : prefix + 2].tolist() == [1, 1]
     with pytest.raises(ValueError, match="TrainConfig.target_length is 4; raise it"):
         make_stream(train, 20, 64, 4, 0, 0)
 
@@ -153,9 +201,10 @@ def test_multi_question_run_validates_per_question_and_resumes(tmp_path, monkeyp
     """Per-question validation ROC-AUC (their mean picks the best), questions.json
     beside the best checkpoint, and a run stopped after its step-4 checkpoint
     resumes to the parameters of an uninterrupted run, bit for bit."""
-    from fixtures import train_utils
     from seahorse_metrics.scoring.scorer import MultiScorer
     from seahorse_metrics.training import checkpointing, trainer
+
+    from fixtures import train_utils
 
     config, examples = _multi_question_run(tmp_path, "whole")
     result = trainer.train(config, examples)
@@ -163,8 +212,9 @@ def test_multi_question_run_validates_per_question_and_resumes(tmp_path, monkeyp
     metrics = result.best_metrics
     assert metrics["roc_auc"] == pytest.approx(np.mean([metrics[f"roc_auc_{n}"] for n in names]))
     assert metrics["num_examples"] == 72  # eval_max_examples=64 of each question's 12
-    best = MultiScorer.load([result.best_checkpoint], max_input_length=64,
-                            bucket_lengths=(64,), batch_size=8)
+    best = MultiScorer.load(
+        [result.best_checkpoint], max_input_length=64, bucket_lengths=(64,), batch_size=8
+    )
     assert best.names == names
 
     stopped, _ = _multi_question_run(tmp_path, "stopped")
@@ -239,30 +289,55 @@ def test_t5x_train_runs_the_multi_question_mixture_with_prefix_weights(tmp_path)
     import sys
 
     pytest.importorskip("t5x.adafactor", reason="T5X is not importable (see /work/shared/t5x)")
-    from fixtures import tiny_data
     from seahorse_metrics.data.articles import LocalArticleSource
     from seahorse_metrics.data.prepare import prepare
 
+    from fixtures import tiny_data
+
     prepared = str(tmp_path / "prepared")
-    prepare(tiny_data.write_release(str(tmp_path / "release")),
-            LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))), prepared)
+    prepare(
+        tiny_data.write_release(str(tmp_path / "release")),
+        LocalArticleSource(tiny_data.write_articles(str(tmp_path / "a.jsonl"))),
+        prepared,
+    )
     model_gin, short_gin = tmp_path / "model.gin", tmp_path / "short.gin"
-    model_gin.write_text(T5X_MODEL_GIN.format(
-        vocab=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm"))))
+    model_gin.write_text(
+        T5X_MODEL_GIN.format(vocab=tiny_data.train_tiny_sentencepiece(str(tmp_path / "spm")))
+    )
     short_gin.write_text(T5X_SHORT_RUN_GIN)
     repo = paths.REPO
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([repo] + [p for p in sys.path if p]))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=os.pathsep.join([repo] + [p for p in sys.path if p]),
+    )
     model_dir = str(tmp_path / "model_dir")
     result = subprocess.run(
-        [sys.executable, "-m", "t5x.train", f"--gin_file={model_gin}",
-         "--gin_file=gin/t5x/finetune_multi_question.gin", f"--gin_file={short_gin}",
-         f"--gin.MODEL_DIR='{model_dir}'", f"--gin.SEAHORSE_DATA_DIR='{prepared}'"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "t5x.train",
+            f"--gin_file={model_gin}",
+            "--gin_file=gin/t5x/finetune_multi_question.gin",
+            f"--gin_file={short_gin}",
+            f"--gin.MODEL_DIR='{model_dir}'",
+            f"--gin.SEAHORSE_DATA_DIR='{prepared}'",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert os.path.isdir(os.path.join(model_dir, "checkpoint_3"))
-    fractions = dict(re.findall(r"non_padding_fraction/(loss_weights|decoder_target_tokens)="
-                                r"([0-9.]+)", result.stderr))
+    fractions = dict(
+        re.findall(
+            r"non_padding_fraction/(loss_weights|decoder_target_tokens)="
+            r"([0-9.]+)",
+            result.stderr,
+        )
+    )
     # Only the label and EOS of each row weigh: 2 of 16 target positions.
     assert float(fractions["loss_weights"]) == pytest.approx(2 / 16)
     assert float(fractions["decoder_target_tokens"]) > 0.5

@@ -1,4 +1,5 @@
 """The trainer in-process on the tiny preset: learning, NaN, packing, best checkpoint, gin."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,14 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fixtures import train_utils
 from seahorse_metrics.model import EncoderDecoderModel, get_config
-from seahorse_metrics.training import (ExampleSet, NonFiniteLossError, OptimizerConfig,
-                                       config_from_gin, train)
-from seahorse_metrics.training import data as data_lib
-from seahorse_metrics.training import optimizers, trainer
-from seahorse_metrics.training.config import binding_from_flag, split_gin_flags
 from seahorse_metrics.model.partitioning import make_mesh
+from seahorse_metrics.training import (
+    ExampleSet,
+    NonFiniteLossError,
+    OptimizerConfig,
+    config_from_gin,
+    optimizers,
+    train,
+    trainer,
+)
+from seahorse_metrics.training import data as data_lib
+from seahorse_metrics.training.config import binding_from_flag, split_gin_flags
+
+from fixtures import train_utils
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,10 @@ def sample(train_sample):
 
 def _sample_config(sample, model_dir, **overrides):
     return train_utils.demo_config(
-        train_utils.sample_bindings(str(model_dir), sample["prepared"], sample["cache"], **overrides))
+        train_utils.sample_bindings(
+            str(model_dir), sample["prepared"], sample["cache"], **overrides
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- optimizers
@@ -71,27 +82,43 @@ def test_adamw_option_builds_and_updates():
 
 @pytest.mark.parametrize("question", [1, 2, 3, 4, 5, 6])
 def test_finetune_gin_files_follow_t5_finetuning_defaults(question):
-    config = config_from_gin([f"gin/runs/finetune_q{question}.gin"],
-                             ["MODEL_DIR = '/tmp/run'", "DATA_DIR = '/data'"])
+    config = config_from_gin(
+        [f"gin/runs/finetune_q{question}.gin"], ["MODEL_DIR = '/tmp/run'", "DATA_DIR = '/data'"]
+    )
     assert config.task == f"seahorse_q{question}"
     assert (config.input_length, config.target_length, config.dropout_rate) == (2048, 4, 0.1)
-    assert config.optimizer == OptimizerConfig(name="adafactor", learning_rate=1e-3, schedule="constant")
+    assert config.optimizer == OptimizerConfig(
+        name="adafactor", learning_rate=1e-3, schedule="constant"
+    )
     assert config.model == "mt5_large"
 
 
 def test_model_gin_files_pick_presets():
     for name in ("tiny", "mt5_small", "mt5_base", "mt5_large", "mt5_xl", "mt5_xxl"):
-        config = config_from_gin(["gin/runs/finetune.gin", f"gin/models/{name}.gin"],
-                                 ["MODEL_DIR = '/tmp/r'", "TASK = 'seahorse_q1'", "DATA_DIR = '/d'"])
+        config = config_from_gin(
+            ["gin/runs/finetune.gin", f"gin/models/{name}.gin"],
+            ["MODEL_DIR = '/tmp/r'", "TASK = 'seahorse_q1'", "DATA_DIR = '/d'"],
+        )
         assert config.model == name
         get_config(name)  # the preset exists
 
 
 def test_gin_flags_become_bindings_and_missing_values_are_named():
-    bindings, rest = split_gin_flags(["--gin.MODEL_DIR=/runs/q4", "--gin.TASK", "seahorse_q4",
-                                      "--gin.TrainConfig.batch_size=16", "--multihost"])
+    bindings, rest = split_gin_flags(
+        [
+            "--gin.MODEL_DIR=/runs/q4",
+            "--gin.TASK",
+            "seahorse_q4",
+            "--gin.TrainConfig.batch_size=16",
+            "--multihost",
+        ]
+    )
     assert rest == ["--multihost"]
-    assert bindings == ["MODEL_DIR = '/runs/q4'", "TASK = 'seahorse_q4'", "TrainConfig.batch_size = 16"]
+    assert bindings == [
+        "MODEL_DIR = '/runs/q4'",
+        "TASK = 'seahorse_q4'",
+        "TrainConfig.batch_size = 16",
+    ]
     assert binding_from_flag("MODEL_DIR", '"/quoted"') == 'MODEL_DIR = "/quoted"'
     with pytest.raises(ValueError, match="model_dir"):
         config_from_gin(["gin/runs/finetune.gin"], ["TASK = 'seahorse_q1'", "DATA_DIR = '/d'"])
@@ -118,8 +145,9 @@ def test_batch_stream_visits_each_example_once_per_epoch_and_resumes():
 
 
 def test_packed_stream_fits_rows_and_uses_every_example_once():
-    examples = train_utils.synthetic_examples(200, seed=1, vocab_size=50, yes_id=5, no_id=6,
-                                              max_length=60)
+    examples = train_utils.synthetic_examples(
+        200, seed=1, vocab_size=50, yes_id=5, no_id=6, max_length=60
+    )
     stream = data_lib.BatchStream(examples, 4, 64, 16, 0, seed=0, pack=True)
     used = []
     while stream.position.epoch == 0:
@@ -129,7 +157,9 @@ def test_packed_stream_fits_rows_and_uses_every_example_once():
         # Positions restart at 0 in every segment; padding has segment 0.
         starts = (batch["encoder_positions"] == 0) & (segments > 0)
         assert np.all(np.diff(segments, axis=1)[~starts[:, 1:] & (segments[:, 1:] > 0)] == 0)
-        assert np.array_equal(batch["decoder_loss_weights"], (batch["decoder_segment_ids"] > 0).astype(np.int32))
+        assert np.array_equal(
+            batch["decoder_loss_weights"], (batch["decoder_segment_ids"] > 0).astype(np.int32)
+        )
         used.append(data_lib.batch_stats(batch)["examples"])
     # Every example of epoch 0 went into exactly one batch (held-over ones included).
     assert stream.position.examples_seen >= 200 - len(stream.position.pending)
@@ -141,17 +171,23 @@ def test_packed_and_unpacked_batches_give_the_same_per_example_loss():
     config = get_config("tiny", dropout_rate=0.0, num_encoder_layers=1, num_decoder_layers=1)
     model = EncoderDecoderModel(config)
     params = model.init_params(jax.random.PRNGKey(0), 64, 8)
-    examples = train_utils.synthetic_examples(6, seed=2, vocab_size=config.vocab_size, yes_id=7, no_id=8,
-                                              max_length=20)
+    examples = train_utils.synthetic_examples(
+        6, seed=2, vocab_size=config.vocab_size, yes_id=7, no_id=8, max_length=20
+    )
     rows = [[0, 1, 2], [3, 4], [5]]
     packed = data_lib.packed_batch(examples, rows, 4, 64, 8, config.decoder_start_id)
     unpacked = data_lib.unpacked_batch(examples, range(6), 6, 64, 4, config.decoder_start_id)
     _, packed_aux = model.loss(params, packed)
     _, unpacked_aux = model.loss(params, unpacked)
     token_loss = np.asarray(packed_aux["token_loss"])
-    per_segment = [token_loss[row][packed["decoder_segment_ids"][row] == seg + 1].sum()
-                   for row, members in enumerate(rows) for seg in range(len(members))]
-    np.testing.assert_allclose(per_segment, np.asarray(unpacked_aux["example_loss"]), rtol=1e-5, atol=1e-6)
+    per_segment = [
+        token_loss[row][packed["decoder_segment_ids"][row] == seg + 1].sum()
+        for row, members in enumerate(rows)
+        for seg in range(len(members))
+    ]
+    np.testing.assert_allclose(
+        per_segment, np.asarray(unpacked_aux["example_loss"]), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_example_set_round_trips_and_rejects_empty_examples(tmp_path):
@@ -170,17 +206,33 @@ def test_example_set_round_trips_and_rejects_empty_examples(tmp_path):
 
 def test_training_on_the_sample_lowers_the_loss(sample, tmp_path):
     model_dir = tmp_path / "run"
-    config = _sample_config(sample, model_dir, **{"TrainConfig.train_steps": 30, "TrainConfig.eval_every": 30,
-                                                  "TrainConfig.checkpoint_every": 30})
+    config = _sample_config(
+        sample,
+        model_dir,
+        **{
+            "TrainConfig.train_steps": 30,
+            "TrainConfig.eval_every": 30,
+            "TrainConfig.checkpoint_every": 30,
+        },
+    )
     result = train(config)
     losses = train_utils.losses_by_step(str(model_dir))
     assert sorted(losses) == list(range(1, 31))
-    first, last = np.mean([losses[s] for s in range(1, 6)]), np.mean([losses[s] for s in range(26, 31)])
+    first, last = (
+        np.mean([losses[s] for s in range(1, 6)]),
+        np.mean([losses[s] for s in range(26, 31)]),
+    )
     assert last < 0.7 * first, (first, last)
     assert result.final_step == 30 and result.best_step == 30
     assert "Best checkpoint" in result.summary and str(model_dir / "best") in result.summary
-    for name in ("train_log.jsonl", "train_config.json", "best/best.json", "best/spiece.model",
-                 "best/seahorse_config.json", "checkpoints/30"):
+    for name in (
+        "train_log.jsonl",
+        "train_config.json",
+        "best/best.json",
+        "best/spiece.model",
+        "best/seahorse_config.json",
+        "checkpoints/30",
+    ):
         assert os.path.exists(model_dir / name), name
     assert any(f.startswith("events.out.tfevents") for f in os.listdir(model_dir / "tensorboard"))
     record = train_utils.read_log(str(model_dir))[-1]
@@ -189,7 +241,8 @@ def test_training_on_the_sample_lowers_the_loss(sample, tmp_path):
     from seahorse_metrics import Scorer
 
     probabilities = Scorer.load(str(model_dir / "best"), max_input_length=64).score(
-        ["The council opened a new library on Monday."], ["A library opened."])
+        ["The council opened a new library on Monday."], ["A library opened."]
+    )
     assert probabilities.shape == (1,) and 0.0 < float(probabilities[0]) < 1.0
 
 
@@ -201,8 +254,10 @@ def test_nan_loss_stops_with_the_step(sample, tmp_path):
     config = _sample_config(sample, tmp_path / "nan", **{"TrainConfig.eval_every": 0})
     model_config = trainer.resolve_model(config)[0]
     rng = np.random.default_rng(0)
-    params = jax.tree.map(lambda a: rng.normal(0.0, 0.05, a.shape).astype(np.float32),
-                          EncoderDecoderModel(model_config).abstract_params())
+    params = jax.tree.map(
+        lambda a: rng.normal(0.0, 0.05, a.shape).astype(np.float32),
+        EncoderDecoderModel(model_config).abstract_params(),
+    )
     params["decoder"]["decoder_norm"]["scale"][:] = np.nan
     save_checkpoint(str(tmp_path / "diverged"), model_config, params)
     config = dataclasses.replace(config, init_checkpoint=str(tmp_path / "diverged"))
@@ -221,10 +276,17 @@ def test_best_checkpoint_is_the_validation_peak_not_the_last(sample, tmp_path):
     train_examples = sample["examples"]["train"]
     flipped = train_examples.with_labels(1.0 - train_examples.labels)
     model_dir = tmp_path / "flip"
-    config = _sample_config(sample, model_dir, **{"TrainConfig.dropout_rate": 0.0,
-                                                  "TrainConfig.train_steps": 40, "TrainConfig.eval_every": 5,
-                                                  "TrainConfig.checkpoint_every": 40,
-                                                  "TrainConfig.eval_max_examples": 48})
+    config = _sample_config(
+        sample,
+        model_dir,
+        **{
+            "TrainConfig.dropout_rate": 0.0,
+            "TrainConfig.train_steps": 40,
+            "TrainConfig.eval_every": 5,
+            "TrainConfig.checkpoint_every": 40,
+            "TrainConfig.eval_max_examples": 48,
+        },
+    )
     result = train(config, examples={"train": train_examples, "validation": flipped})
     history = {r["step"]: r["roc_auc"] for r in train_utils.read_log(str(model_dir), "validation")}
     peak = max(history, key=lambda s: (history[s], -s))
@@ -238,25 +300,28 @@ def test_best_checkpoint_is_the_validation_peak_not_the_last(sample, tmp_path):
     model_config, params = load_checkpoint(str(model_dir / "best"))
     model = EncoderDecoderModel(model_config)
     vocab_ids = trainer._target_ids(str(model_dir / "best" / "spiece.model"))
-    metrics = validation.validate(model, params, data_lib.take(flipped, 48), vocab_ids, 8, 64,
-                                  make_mesh(1))
+    metrics = validation.validate(
+        model, params, data_lib.take(flipped, 48), vocab_ids, 8, 64, make_mesh(1)
+    )
     assert metrics["roc_auc"] == pytest.approx(history[peak], abs=1e-6)
 
 
 def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     """A Hugging Face checkpoint gives the run its architecture, its vocabulary
     (spiece.model in the directory) and, exactly, its initial parameters."""
-    from fixtures import tiny_model
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.data.vocab import default_vocab_path
     from seahorse_metrics.training import step
 
+    from fixtures import tiny_model
+
     base = _sample_config(sample, tmp_path / "unused")
     hf_config = trainer.resolve_model(base)[0]
     hf_dir = str(tmp_path / "hf")
-    tiny_model.save_hf_model(tiny_model.build_hf_model(hf_config), hf_dir, vocab_path=default_vocab_path())
-    config = dataclasses.replace(base, model="mt5_xxl", init_checkpoint=hf_dir,
-                                 vocabulary=None)
+    tiny_model.save_hf_model(
+        tiny_model.build_hf_model(hf_config), hf_dir, vocab_path=default_vocab_path()
+    )
+    config = dataclasses.replace(base, model="mt5_xxl", init_checkpoint=hf_dir, vocabulary=None)
     model_config, host_params = trainer.resolve_model(config)
     assert model_config == hf_config.replace(dropout_rate=config.dropout_rate)
     assert trainer.resolve_vocabulary(config) == os.path.join(hf_dir, "spiece.model")
@@ -264,7 +329,9 @@ def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     state = plan.init_state(config.seed, host_params)
     _, expected = load_checkpoint(hf_dir)
     for path, value in jax.tree_util.tree_leaves_with_path(expected):
-        np.testing.assert_array_equal(value, _leaf(state.params, path), err_msg=jax.tree_util.keystr(path))
+        np.testing.assert_array_equal(
+            value, _leaf(state.params, path), err_msg=jax.tree_util.keystr(path)
+        )
     assert int(state.step) == 0
 
 

@@ -4,6 +4,7 @@ files honour the umask; the demo's gin file works from any directory.
 Issue 19's points 2, 7 and 9 for training, on the tiny preset and the
 bundled sample (tests/fixtures/train_utils.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,17 @@ import os
 
 import pytest
 
-from fixtures import train_utils
 from seahorse_metrics.training import config_from_gin
 from seahorse_metrics.training.config import BACKBONE_DIR
 
-SETTINGS = {"TrainConfig.train_steps": 6, "TrainConfig.checkpoint_every": 4,
-            "TrainConfig.eval_every": 0, "TrainConfig.keep_checkpoints": 2}
+from fixtures import train_utils
+
+SETTINGS = {
+    "TrainConfig.train_steps": 6,
+    "TrainConfig.checkpoint_every": 4,
+    "TrainConfig.eval_every": 0,
+    "TrainConfig.keep_checkpoints": 2,
+}
 
 
 def _largest_file(directory):
@@ -26,28 +32,39 @@ def _largest_file(directory):
 
 
 def _mtimes(directory):
-    return {name: os.stat(os.path.join(directory, name)).st_mtime_ns
-            for name in ("config.gin", "train_config.json", "checkpoints")}
+    return {
+        name: os.stat(os.path.join(directory, name)).st_mtime_ns
+        for name in ("config.gin", "train_config.json", "checkpoints")
+    }
 
 
 @pytest.mark.slow
-def test_resume_checks_settings_and_falls_back_from_a_damaged_checkpoint(train_sample, tmp_path,
-                                                                         caplog):
+def test_resume_checks_settings_and_falls_back_from_a_damaged_checkpoint(
+    train_sample, tmp_path, caplog
+):
     model_dir = str(tmp_path / "run")
     train_utils.train_sample_run(model_dir, train_sample, **SETTINGS)
     before = _mtimes(model_dir)
 
     # Point 2: another task and batch size never resume.
     with pytest.raises(ValueError) as refused:
-        train_utils.train_sample_run(model_dir, train_sample, **SETTINGS, TASK="seahorse_q1",
-                                     **{"TrainConfig.batch_size": 16})
+        train_utils.train_sample_run(
+            model_dir,
+            train_sample,
+            **SETTINGS,
+            TASK="seahorse_q1",
+            **{"TrainConfig.batch_size": 16},
+        )
     message = str(refused.value)
     assert "task: 'seahorse_q4' -> 'seahorse_q1'" in message and "batch_size: 8 -> 16" in message
     assert "cannot resume" in message and "new MODEL_DIR" in message
     # More steps: only when the user says so.
     longer = dict(SETTINGS, **{"TrainConfig.train_steps": 8})
-    with pytest.raises(ValueError, match=r"train_steps: 6 -> 8.*"
-                                         r"--gin.TrainConfig.allow_config_change=True"):
+    with pytest.raises(
+        ValueError,
+        match=r"train_steps: 6 -> 8.*"
+        r"--gin.TrainConfig.allow_config_change=True",
+    ):
         train_utils.train_sample_run(model_dir, train_sample, **longer)
     assert _mtimes(model_dir) == before  # nothing of the run was touched
 
@@ -55,14 +72,16 @@ def test_resume_checks_settings_and_falls_back_from_a_damaged_checkpoint(train_s
     with open(_largest_file(os.path.join(model_dir, "checkpoints", "6")), "r+b") as handle:
         handle.truncate(16)
     with caplog.at_level(logging.INFO):
-        result = train_utils.train_sample_run(model_dir, train_sample, **longer,
-                                              **{"TrainConfig.allow_config_change": True})
+        result = train_utils.train_sample_run(
+            model_dir, train_sample, **longer, **{"TrainConfig.allow_config_change": True}
+        )
     assert "Checkpoint step 6 of" in caplog.text and "cannot be read" in caplog.text
     assert "Resuming from step 4" in caplog.text
     assert os.path.isdir(os.path.join(model_dir, "checkpoints_damaged", "6"))
     assert result.final_step == 8
-    assert sorted(int(n) for n in os.listdir(os.path.join(model_dir, "checkpoints"))
-                  if n.isdigit()) == [4, 8]
+    assert sorted(
+        int(n) for n in os.listdir(os.path.join(model_dir, "checkpoints")) if n.isdigit()
+    ) == [4, 8]
     # Point 9: steps 5 and 6 were trained twice but are logged once.
     steps = [r["step"] for r in train_utils.read_log(model_dir, "train")]
     assert steps == list(range(1, 9))
@@ -80,19 +99,22 @@ def test_prepared_files_and_the_data_cache_honour_the_umask(tmp_path):
     finally:
         os.umask(previous)
     for path in [os.path.join(prepared, name) for name in os.listdir(prepared)] + [
-            str(tmp_path / "cache" / "s.npz")]:
+        str(tmp_path / "cache" / "s.npz")
+    ]:
         assert os.stat(path).st_mode & 0o777 == 0o644, path
 
 
 def test_the_demo_gin_works_outside_the_repository(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.INFO):
-        config = config_from_gin(["gin/runs/demo.gin"], [
-            "MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"])
+        config = config_from_gin(
+            ["gin/runs/demo.gin"], ["MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"]
+        )
     assert config.init_checkpoint == BACKBONE_DIR and os.path.isabs(BACKBONE_DIR)
     assert os.path.isfile(os.path.join(config.init_checkpoint, "model.safetensors"))
-    assert "not found" not in caplog.text and not [r for r in caplog.records
-                                                   if r.levelno >= logging.ERROR]
+    assert "not found" not in caplog.text and not [
+        r for r in caplog.records if r.levelno >= logging.ERROR
+    ]
 
 
 def test_gin_files_are_found_by_name_from_any_directory(tmp_path, monkeypatch):
@@ -104,8 +126,12 @@ def test_gin_files_are_found_by_name_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     by_name = resolve_gin_file("runs/demo.gin")
     assert os.path.samefile(by_name, resolve_gin_file("gin/runs/demo.gin"))
-    assert config_from_gin(["runs/demo.gin"], [
-        "MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"]).input_length == 96
+    assert (
+        config_from_gin(
+            ["runs/demo.gin"], ["MODEL_DIR = 'm'", "TASK = 'seahorse_q4'", "DATA_DIR = 'd'"]
+        ).input_length
+        == 96
+    )
     with pytest.raises(FileNotFoundError, match="runs/nothing.gin.*" + GIN_ROOTS[0]):
         resolve_gin_file("runs/nothing.gin")
 
@@ -120,7 +146,8 @@ with model_dir_lock(sys.argv[1]):
 
 
 def test_a_second_run_on_a_model_dir_refuses_and_a_killed_runs_lock_is_recovered(
-        train_sample, tmp_path):
+    train_sample, tmp_path
+):
     """Issue 29 point 7: the lock train takes on MODEL_DIR. (SETTINGS: the slow
     test above compiled this run's step in this process.)"""
     import subprocess
@@ -129,9 +156,13 @@ def test_a_second_run_on_a_model_dir_refuses_and_a_killed_runs_lock_is_recovered
     from seahorse_metrics.io.locks import OutputInUseError
 
     model_dir = str(tmp_path / "run")
-    first = subprocess.Popen([sys.executable, "-c", HOLD_MODEL_DIR, model_dir],
-                             env=train_utils.child_env(), cwd=train_utils.REPO_ROOT,
-                             stdout=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD_MODEL_DIR, model_dir],
+        env=train_utils.child_env(),
+        cwd=train_utils.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert first.stdout.readline().strip() == "locked"
         with pytest.raises(OutputInUseError, match=f"another run \\(PID {first.pid} on "):

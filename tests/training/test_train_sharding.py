@@ -1,4 +1,5 @@
 """The same run on 1 device, a 2x4 and an 8x1 (data x model) mesh gives the same loss."""
+
 from __future__ import annotations
 
 import pytest
