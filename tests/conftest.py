@@ -43,7 +43,14 @@ def pytest_configure(config):
 
 # The longest files first: `--dist loadfile` hands files out in this order,
 # so neither worker is left with one of them at the end while the other idles.
-LONGEST_FIRST = ("test_train_scale.py", "test_readme.py", "test_accelerator_run.py")
+LONGEST_FIRST = (
+    "test_wheel.py",
+    "test_readme.py",
+    "test_accelerator_run.py",
+    "test_train_scale.py",
+    "test_demo.py",
+    "test_launch.py",
+)
 
 
 def pytest_collection_modifyitems(session, config, items):
