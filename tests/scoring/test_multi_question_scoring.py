@@ -206,3 +206,40 @@ def test_serve_scores_each_question_and_a_chosen_few(multi_question_dir, tmp_pat
         np.testing.assert_allclose([row[name] for row in rows], expected[name], rtol=1e-5)
     assert {key for key in few[0] if key.startswith("mq_")} == {"mq_q2", "mq_q5"}
     np.testing.assert_allclose([row["mq_q5"] for row in few], expected["mq_q5"], rtol=1e-5)
+
+
+def test_score_calibrates_each_question_column_with_its_own_map(
+    tmp_path, multi_question_dir, capsys
+):
+    """Issue 49 point 2: calibration per question, as a calibration file names the columns."""
+    import json
+
+    from seahorse_metrics.calibration.maps import CalibrationMap, CalibrationSet
+    from seahorse_metrics.cli import main as cli_main
+
+    source = tmp_path / "pairs.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"article": p, "summary": h}) + "\n" for p, h in zip(PREMISES, HYPOTHESES)
+        )
+    )
+    names = ("q1", "q2", "q3", "q4", "q5", "q6")
+    maps = {
+        name: CalibrationMap("platt", {"slope": 0.5 + i, "intercept": 0.1 * i})
+        for i, name in enumerate(names)
+    }
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(CalibrationSet("platt", {}, maps).to_dict()))
+    output = str(tmp_path / "scored.jsonl")
+    flags = ["--max_input_length", "64", "--buckets", "32,64", "--batch_size", "4"]
+    arguments = ["score", "--checkpoint", multi_question_dir, "--input", str(source)]
+    assert cli_main([*arguments, "--output", output, *flags, "--calibration", str(path)]) == 0
+    rows = [json.loads(line) for line in open(output)]
+    for name in names:
+        expected = maps[name].apply(np.array([r[name] for r in rows]))
+        np.testing.assert_allclose([r[f"{name}_calibrated"] for r in rows], expected, atol=1e-6)
+    del maps["q6"]
+    path.write_text(json.dumps(CalibrationSet("platt", {}, maps).to_dict()))
+    other = str(tmp_path / "other.jsonl")
+    assert cli_main([*arguments, "--output", other, *flags, "--calibration", str(path)]) == 2
+    assert "q6" in capsys.readouterr().err  # every question column needs its map
