@@ -111,6 +111,8 @@ class InputPass:
         self.report = tables.TableReport(self.path, "")
         self.columns: dict[str, None] = {}
         self._checked = False
+        # The size on disk stands for the bytes to read (unknown for a gzipped input).
+        self._size = None if self.path.endswith(".gz") else os.path.getsize(self.path)
 
     def rows(self) -> Iterator[InputRow]:
         """Every row of the input (bad ones included), read once."""
@@ -148,9 +150,9 @@ class InputPass:
     def estimated_rows(self) -> Optional[int]:
         """The input's rows as far as the bytes read so far tell (None for a
         gzipped input, or before anything is read)."""
-        if self.path.endswith(".gz") or not self.report.bytes_read:
+        if self._size is None or not self.report.bytes_read:
             return None
-        fraction = min(1.0, self.report.bytes_read / max(1, os.path.getsize(self.path)))
+        fraction = min(1.0, self.report.bytes_read / max(1, self._size))
         return max(self.report.rows, round(self.report.rows / fraction))
 
     def scan(self) -> InputScan:
@@ -210,6 +212,8 @@ def score_table(checkpoints, input_path: str, output_path: str, *,
                               fields=fields, thresholds=threshold, calibration=calibration,
                               encoding=encoding, quoting=quoting)
     scorer = MultiScorer.load(job.checkpoints, options=job.options, mesh=mesh)
+    # Again with the checkpoints as loaded (hub ids resolved to their directories, whose
+    # questions.json gives a multi-question metric's columns) and the options in force.
     job = job_lib.resolve_job([input_path], output_path, scorer.checkpoints,
                               options=scorer.options, fields=fields, thresholds=threshold,
                               calibration=calibration, encoding=encoding, quoting=quoting)

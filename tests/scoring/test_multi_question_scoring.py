@@ -243,3 +243,28 @@ def test_score_calibrates_each_question_column_with_its_own_map(
     other = str(tmp_path / "other.jsonl")
     assert cli_main([*arguments, "--output", other, *flags, "--calibration", str(path)]) == 2
     assert "q6" in capsys.readouterr().err  # every question column needs its map
+
+
+def test_a_malformed_questions_file_is_refused_naming_the_file_and_field(
+    tmp_path, tiny_hf_dir, capsys
+):
+    import json
+    import shutil
+
+    from seahorse_metrics.cli import main as cli_main
+
+    checkpoint = tmp_path / "metric"
+    shutil.copytree(tiny_hf_dir, checkpoint)
+    questions = checkpoint / "questions.json"
+    questions.write_text(json.dumps({"questions": [{"name": "q1", "prefix_ids": ["x"]}]}))
+    source = tmp_path / "pairs.jsonl"
+    source.write_text(json.dumps({"article": PREMISES[0], "summary": HYPOTHESES[0]}) + "\n")
+    output = tmp_path / "scored.jsonl"
+    arguments = ["score", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert cli_main([*arguments, "--output", str(output), "--max_input_length", "64"]) == 2
+    error = capsys.readouterr().err
+    assert f"{questions}: questions[0] needs a string 'name'" in error, error
+    assert not output.exists() and source.read_text().count("\n") == 1  # the input is untouched
+    questions.write_text("{not json")
+    assert cli_main([*arguments, "--output", str(output), "--max_input_length", "64"]) == 2
+    assert str(questions) in capsys.readouterr().err
