@@ -10,7 +10,9 @@ One wheel is built per module. Each Python gets the wheel's base dependencies in
 the versions this environment runs (a constraints file), into a cache outside the checkout
 (`$SEAHORSE_METRICS_TEST_CACHE`, default `~/.cache/seahorse-metrics-tests`) that every later run
 reuses (the first run on a machine downloads them: network, a few minutes); each test's fresh
-virtualenv sees them through a path entry.
+virtualenv sees them through a path entry. An entry is about 3.4 GB, and another environment's
+versions make another entry, so an entry of the same Python unused for `STALE_AFTER_S` is
+removed when a new one is made: the cache holds about one entry per Python.
 """
 
 import glob
@@ -21,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 
 import pytest
@@ -36,6 +39,8 @@ PYTHONS = {"3.11": "3.11.*", "3.13": "3.13.*"}
 CACHE = os.environ.get(
     "SEAHORSE_METRICS_TEST_CACHE", os.path.expanduser("~/.cache/seahorse-metrics-tests")
 )
+# An entry (or a cut-short install) untouched this long is no other run's in use.
+STALE_AFTER_S = 3600
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +129,7 @@ def cached_dependencies(python: str, requirements: list[str]) -> str:
     key = hashlib.sha256("\n".join([version, *requirements, *constraints]).encode()).hexdigest()
     env = os.path.join(CACHE, f"deps-py{version}-{key[:16]}")
     if not os.path.isdir(env):
+        remove_stale_entries(f"deps-py{version}-")
         staging = env + f".partial-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         subprocess.run([python, "-m", "venv", staging], check=True, timeout=300)
@@ -147,7 +153,24 @@ def cached_dependencies(python: str, requirements: list[str]) -> str:
         )
         assert done.returncode == 0, f"installing the base dependencies failed:\n{done.stderr}"
         os.rename(staging, env)  # a cut-short install is never taken for a cache entry
+    os.utime(env)  # in use: not stale for another run that prunes
     return site_packages(os.path.join(env, "bin", "python"))
+
+
+def remove_stale_entries(prefix: str) -> list[str]:
+    """Removes the cache's entries (and cut-short installs) named `prefix`... that no run
+    has used for `STALE_AFTER_S`; returns their names."""
+    if not os.path.isdir(CACHE):
+        return []
+    stale = [
+        name
+        for name in sorted(os.listdir(CACHE))
+        if name.startswith(prefix)
+        and time.time() - os.path.getmtime(os.path.join(CACHE, name)) > STALE_AFTER_S
+    ]
+    for name in stale:
+        shutil.rmtree(os.path.join(CACHE, name), ignore_errors=True)
+    return stale
 
 
 def site_packages(python: str) -> str:
@@ -257,3 +280,18 @@ def test_the_readme_quick_start_runs_on_the_installed_wheel(wheel, version, tmp_
         rows = handle.read().splitlines()
     assert len(rows) == 1000 and '"q4_score": ' in rows[0]
     assert os.path.isfile(workdir / "runs" / "q4" / "best" / "spiece.model")
+
+
+def test_a_new_entry_removes_the_same_pythons_stale_entries(tmp_path, monkeypatch):
+    """Entries of other Pythons and entries used lately stay."""
+    monkeypatch.setattr(sys.modules[__name__], "CACHE", str(tmp_path))
+    old = time.time() - STALE_AFTER_S - 60
+    for name in ("deps-py3.11.7-aaaa", "deps-py3.11.7-bbbb.partial-12", "deps-py3.13.0-cccc"):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (old, old))
+    (tmp_path / "deps-py3.11.7-dddd").mkdir()
+    assert remove_stale_entries("deps-py3.11.7-") == [
+        "deps-py3.11.7-aaaa",
+        "deps-py3.11.7-bbbb.partial-12",
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["deps-py3.11.7-dddd", "deps-py3.13.0-cccc"]
