@@ -115,13 +115,13 @@ def run_probe(request: dict) -> dict:
 def fit_setting(config, request: dict, mesh) -> tuple[Optional[dict], dict]:
     """`plan --fit --devices 1` for the request (no alternatives searched):
     (the chosen setting or None, what the search found)."""
-    from seahorse_metrics.planning import fitting, memory
+    from seahorse_metrics.planning import fitting, programs
 
     # The allocator's limit (the parent sets it to `plan`'s share of the device).
     budget = request.get("budget_bytes") or device_memory()["bytes_limit"]
     if budget is None:  # XLA:CPU has none: halfway between 1 and 2 microbatches' need
         needs = [
-            memory.plan_train_step(
+            programs.plan_train_step(
                 config,
                 mesh,
                 request["input_length"],
@@ -200,7 +200,7 @@ def run_train(request: dict) -> dict:
 
     from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.planning import memory
+    from seahorse_metrics.planning import memory, programs
 
     compilation_cache.enable(request.get("cache_dir"))
     config = model_config(request["preset"], request["tiny"], dtype="bfloat16", scan_layers=True)
@@ -220,7 +220,7 @@ def run_train(request: dict) -> dict:
     # The steps run the very program whose memory analysis is the plan, with
     # the trainer's compiler options on a device (None: `plan`'s fast ones,
     # for --tiny on CPU, where full optimisation takes most of a minute).
-    executable, planned, plan = memory.compile_train_step(
+    executable, planned, plan = programs.compile_train_step(
         run_config,
         mesh,
         request["input_length"],
@@ -259,7 +259,7 @@ def run_cpu_plan(request: dict) -> dict:
     training setting measured, for the measured / CPU-compiler ratio."""
     from seahorse_metrics import compilation_cache
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.planning import memory
+    from seahorse_metrics.planning import programs
 
     compilation_cache.enable(request.get("cache_dir"))
     figures = []
@@ -267,7 +267,7 @@ def run_cpu_plan(request: dict) -> dict:
         config = model_config(
             item["preset"], request["tiny"], dtype="bfloat16", scan_layers=True, remat=item["remat"]
         )
-        step = memory.plan_train_step(
+        step = programs.plan_train_step(
             config,
             make_mesh(1),
             item["input_length"],

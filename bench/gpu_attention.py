@@ -152,11 +152,11 @@ def attention_forms(buckets, key_is_token, length: int) -> dict:
     from seahorse_metrics.model.attention import (
         AttentionMask,
         RelativeBias,
-        blocked_attention,
         cudnn_attention,
         dense_weights,
         weighted_values,
     )
+    from seahorse_metrics.model.blocked_attention import blocked_attention
 
     mask = AttentionMask(key_is_token)
 
@@ -315,7 +315,7 @@ def network_rows(
     reference), and in bfloat16 with cuDNN on and off."""
     import jax
 
-    from seahorse_metrics.model import network
+    from seahorse_metrics.model import attention_layer
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.model.model import EncoderDecoderModel
 
@@ -328,17 +328,17 @@ def network_rows(
         "decoder_input_tokens": np.zeros((train_rows, 2), np.int32),
         "decoder_target_tokens": np.tile(np.array([[259, 1]], np.int32), (train_rows, 1)),
     }
-    original, rows = network.uses_cudnn, []
+    original, rows = attention_layer.uses_cudnn, []
     for label, dtype, cudnn in NETWORK_VARIANTS:
         model = EncoderDecoderModel(get_config(name, dtype=dtype, dropout_rate=0.0))
-        network.uses_cudnn = original if cudnn else (lambda *_: False)
+        attention_layer.uses_cudnn = original if cudnn else (lambda *_: False)
         jax.clear_caches()  # trace again under the patch
         grad = jax.jit(jax.grad(lambda p: model.loss(p, batch)[0]))
         try:
             with jax.default_matmul_precision("float32" if dtype == "float32" else None):
                 rows.append(measured(model, params, tokens, grad, repeats))
         finally:
-            network.uses_cudnn = original
+            attention_layer.uses_cudnn = original
         rows[-1].update(
             network=name,
             variant=label,

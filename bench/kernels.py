@@ -29,7 +29,7 @@ Then one self-attention of mT5-small (6 heads x 64, float32, relative
 position bias and padding mask; projections not included) at 512, 1024 and
 2048 tokens: today's dense form (`model.attention.dense_weights`, the
 [H, L, L] logits at once), `jax.nn.dot_product_attention` given the same
-bias, and the blocked form (`model.attention.blocked_attention`) at several
+bias, and the blocked form (`model.blocked_attention.blocked_attention`) at several
 query blocks (the bias exact near the diagonal and two constants beyond,
 where the band is at most half the keys; `strip`: every key's bias from the
 strip), and query x key blocks with the online softmax; `<- chosen`
@@ -220,7 +220,8 @@ def attention_variants(config):
     import jax
     import jax.numpy as jnp
 
-    from seahorse_metrics.model.attention import blocked_attention, dense_weights, weighted_values
+    from seahorse_metrics.model.attention import dense_weights, weighted_values
+    from seahorse_metrics.model.blocked_attention import blocked_attention
 
     def dense(q, k, v, position, mask):
         weights = dense_weights(q, k, position, mask, jnp.float32)
@@ -351,7 +352,7 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> list[dict]:
     import jax
     from score import random_params
 
-    from seahorse_metrics.model import network
+    from seahorse_metrics.model import attention_layer
     from seahorse_metrics.model.config import get_config
     from seahorse_metrics.model.model import EncoderDecoderModel
     from seahorse_metrics.model.quantize import quantize_params
@@ -361,7 +362,7 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> list[dict]:
     params = jax.device_put(
         quantize_params(EncoderDecoderModel(config), params) if quantize else params
     )
-    folds = network.Attention.folds
+    folds = attention_layer.Attention.folds
     print(
         f"first-step scoring program (mT5-small, {quantize or 'float32'} kernels), "
         "cross-attention folded vs projected:"
@@ -374,11 +375,11 @@ def folded_table(shapes, quantize=None, rounds: int = 5) -> list[dict]:
         for name in ("projected", "folded"):
             # Another config (scoring has no dropout), so another compiled program.
             model = EncoderDecoderModel(config.replace(dropout_rate=0.1 * (name == "projected")))
-            network.Attention.folds = folds if name == "folded" else (lambda *_: False)
+            attention_layer.Attention.folds = folds if name == "folded" else (lambda *_: False)
             try:
                 probs = np.asarray(model.first_token_probs(params, tokens, (259, 260)))
             finally:
-                network.Attention.folds = folds
+                attention_layer.Attention.folds = folds
             programs[name] = (model, probs)
         times = {name: [] for name in programs}
         for _ in range(rounds):

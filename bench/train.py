@@ -289,7 +289,7 @@ def packing_comparison(ours: Ours, config, length: int, rows: int, repeats: int)
     """Real tokens/s of the same examples, one per row vs packed (the unpacked
     shape is compiled already by the length comparison when `length` is one
     of its lengths)."""
-    from seahorse_metrics.training.data import BatchStream, batch_stats
+    from seahorse_metrics.training.batches import BatchStream, batch_stats
 
     examples = mixed_examples(max(64, rows * 16), length, config.vocab_size, seed=1)
     result = {"lengths_median": int(np.median(examples.input_lengths))}

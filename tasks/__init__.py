@@ -37,6 +37,7 @@ inputs carry no question marker, so a model trained on it learns whether
 raters said yes to any question; use it for pipeline-wide iteration, the
 per-question tasks for per-question metrics.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,7 +47,6 @@ from typing import Any, Optional, Sequence
 
 from seahorse_metrics.data.mface import DEFAULT_THRESHOLD as DEFAULT_MFACE_THRESHOLD
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, default_vocab_path
-
 from seahorse_metrics.tasks.examples import METADATA_FEATURES, ExampleEncoder
 from seahorse_metrics.tasks.specs import (
     RatingsFiles,
@@ -63,8 +63,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_SEED = 0
 
 __all__ = [
-    "DEFAULT_SEED", "METADATA_FEATURES", "TaskConfig", "examples_for_task", "length_report",
-    "register", "registered_config", "task_splits", "unregister",
+    "DEFAULT_SEED",
+    "METADATA_FEATURES",
+    "TaskConfig",
+    "examples_for_task",
+    "length_report",
+    "register",
+    "registered_config",
+    "task_splits",
+    "unregister",
 ]
 
 
@@ -114,13 +121,19 @@ def _vocabulary_config(vocabulary) -> tuple[str, int]:
     return model_file, int(getattr(vocabulary, "extra_ids", 0))
 
 
-def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_length: int = 2048,
-             truncation: str = "summary_first", mface_path: Optional[str | os.PathLike] = None,
-             true_dir: Optional[str | os.PathLike] = None,
-             ratings_files: Optional[RatingsFiles] = None, seed: int = DEFAULT_SEED,
-             mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
-             mface_languages: Optional[Sequence[str]] = None,
-             eval_targets: str = "label") -> list[str]:
+def register(
+    data_dir: Optional[str | os.PathLike],
+    vocabulary=None,
+    input_length: int = 2048,
+    truncation: str = "summary_first",
+    mface_path: Optional[str | os.PathLike] = None,
+    true_dir: Optional[str | os.PathLike] = None,
+    ratings_files: Optional[RatingsFiles] = None,
+    seed: int = DEFAULT_SEED,
+    mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
+    mface_languages: Optional[Sequence[str]] = None,
+    eval_targets: str = "label",
+) -> list[str]:
     """Registers the seqio tasks (and the `seahorse_all` mixture).
 
     Calling it again with the same arguments does nothing; with different
@@ -153,14 +166,52 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
         mode, or a vocabulary without whole `▁1`/`▁0` pieces.
       FileNotFoundError: for a missing data directory or file.
     """
+    encoding = _encoding_fields(vocabulary, input_length, truncation, seed, eval_targets)
+    sources = _data_sources(
+        data_dir, mface_path, true_dir, ratings_files, mface_threshold, mface_languages
+    )
+    return _register_config(TaskConfig(**encoding, **sources), vocabulary)
+
+
+def _encoding_fields(vocabulary, input_length, truncation, seed, eval_targets) -> dict[str, Any]:
+    """`TaskConfig`'s fields of how examples are encoded, from `register`'s
+    arguments, normalised to compare equal."""
+    vocab_path, extra_ids = _vocabulary_config(vocabulary)
+    return dict(
+        vocab_path=vocab_path,
+        extra_ids=extra_ids,
+        input_length=int(input_length),
+        truncation=truncation,
+        seed=int(seed),
+        eval_targets=eval_targets,
+    )
+
+
+def _data_sources(
+    data_dir, mface_path, true_dir, ratings_files, mface_threshold, mface_languages
+) -> dict[str, Any]:
+    """`TaskConfig`'s fields of where the examples come from, from `register`'s
+    arguments, normalised to compare equal (absolute paths, sorted languages)."""
+    return dict(
+        data_dir=_abspath(data_dir),
+        mface_path=_abspath(mface_path),
+        mface_threshold=float(mface_threshold),
+        mface_languages=tuple(sorted(mface_languages)) if mface_languages is not None else None,
+        true_dir=_abspath(true_dir),
+        ratings=normalise_ratings_files(ratings_files) if ratings_files else (),
+    )
+
+
+def _register_config(config: TaskConfig, vocabulary) -> list[str]:
+    """`register` of a normalised `config`: nothing new when it is the one
+    registered, else the tasks and the mixture it makes."""
     global _REGISTRATION
-    config = _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
-                          ratings_files, seed, mface_threshold, mface_languages, eval_targets)
     if _REGISTRATION is not None:
         return _same_registration(config)
     specs = _build_specs(config)
-    encoder = ExampleEncoder(_tokenizer(config, vocabulary), config.input_length,
-                             config.truncation, config.eval_targets)
+    encoder = ExampleEncoder(
+        _tokenizer(config, vocabulary), config.input_length, config.truncation, config.eval_targets
+    )
 
     from seahorse_metrics.tasks import registry  # Lazy: imports seqio and TensorFlow.
 
@@ -169,26 +220,6 @@ def register(data_dir: Optional[str | os.PathLike], vocabulary=None, input_lengt
     _REGISTRATION = _Registration(config, {s.name: s for s in specs}, encoder, names)
     logger.info("registered %d seqio tasks: %s", len(names), ", ".join(names))
     return list(names)
-
-
-def _task_config(data_dir, vocabulary, input_length, truncation, mface_path, true_dir,
-                 ratings_files, seed, mface_threshold, mface_languages, eval_targets) -> TaskConfig:
-    """`register`'s arguments as a normalised, comparable `TaskConfig`."""
-    vocab_path, extra_ids = _vocabulary_config(vocabulary)
-    return TaskConfig(
-        data_dir=_abspath(data_dir),
-        vocab_path=vocab_path,
-        extra_ids=extra_ids,
-        input_length=int(input_length),
-        truncation=truncation,
-        mface_path=_abspath(mface_path),
-        mface_threshold=float(mface_threshold),
-        mface_languages=tuple(sorted(mface_languages)) if mface_languages is not None else None,
-        true_dir=_abspath(true_dir),
-        ratings=normalise_ratings_files(ratings_files) if ratings_files else (),
-        seed=int(seed),
-        eval_targets=eval_targets,
-    )
 
 
 def _same_registration(config: TaskConfig) -> list[str]:
@@ -218,7 +249,9 @@ def _build_specs(config: TaskConfig) -> list[TaskSpec]:
     if duplicates:
         raise ValueError(f"two task sources map to the same task names {duplicates}; rename one")
     if not specs:
-        raise ValueError("nothing to register: give data_dir, mface_path, true_dir or ratings_files")
+        raise ValueError(
+            "nothing to register: give data_dir, mface_path, true_dir or ratings_files"
+        )
     return specs
 
 
@@ -257,7 +290,9 @@ def registered_config() -> Optional[TaskConfig]:
 
 def _registered_spec(task: str) -> tuple[TaskSpec, ExampleEncoder]:
     if _REGISTRATION is None:
-        raise ValueError("no seahorse tasks are registered; call seahorse_metrics.tasks.register() first")
+        raise ValueError(
+            "no seahorse tasks are registered; call seahorse_metrics.tasks.register() first"
+        )
     if task not in _REGISTRATION.specs:
         raise ValueError(f"unknown task {task!r}; registered: {sorted(_REGISTRATION.specs)}")
     return _REGISTRATION.specs[task], _REGISTRATION.encoder

@@ -37,6 +37,7 @@ holding that marker and nothing but the files it lists. It never replaces
 the current directory or one of its parents. Directories and files get the
 permissions the user's umask gives, as `prepare` and `score` write theirs.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,14 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from seahorse_metrics.checkpoints.content import LEGACY_CACHE_FILE
-from seahorse_metrics.checkpoints.layout import (QUESTIONS_FILE, VOCAB_FILE, best_step,
-                                                 find_vocabulary, question_prefixes,
-                                                 questions_path)
+from seahorse_metrics.checkpoints.layout import (
+    QUESTIONS_FILE,
+    VOCAB_FILE,
+    best_step,
+    find_vocabulary,
+    question_prefixes,
+    questions_path,
+)
 from seahorse_metrics.checkpoints.params import check_params, flatten
 from seahorse_metrics.checkpoints.t5x import initial_optimizer_state
 from seahorse_metrics.checkpoints.t5x_scanned import scanned_arrays, scanned_axes
@@ -87,7 +93,9 @@ def chunk_shape(shape: tuple[int, ...], itemsize: int, max_bytes: int = _CHUNK_B
     while chunks and int(np.prod(chunks)) * itemsize > max_bytes:
         axis = int(np.argmax(chunks))
         size = int(shape[axis])
-        chunks[axis] = max(d for d in range(1, chunks[axis]) if size % d == 0) if chunks[axis] > 1 else 1
+        chunks[axis] = (
+            max(d for d in range(1, chunks[axis]) if size % d == 0) if chunks[axis] > 1 else 1
+        )
     return chunks
 
 
@@ -99,11 +107,15 @@ def _write_zarr(step_dir: str, name: str, array: np.ndarray) -> dict[str, Any]:
         "driver": "zarr",
         "dtype": np.dtype(array.dtype).name,
         "kvstore": {"driver": "file", "path": "target." + name.replace("/", ".")},
-        "metadata": {"compressor": {"id": "gzip"}, "shape": list(array.shape),
-                     "chunks": chunk_shape(array.shape, array.dtype.itemsize)},
+        "metadata": {
+            "compressor": {"id": "gzip"},
+            "shape": list(array.shape),
+            "chunks": chunk_shape(array.shape, array.dtype.itemsize),
+        },
     }
-    absolute = dict(spec, kvstore={"driver": "file",
-                                   "path": os.path.join(step_dir, spec["kvstore"]["path"])})
+    absolute = dict(
+        spec, kvstore={"driver": "file", "path": os.path.join(step_dir, spec["kvstore"]["path"])}
+    )
     store = ts.open(absolute, create=True, delete_existing=True).result()
     store.write(array).result()
     return spec
@@ -136,8 +148,9 @@ def export_t5x(model_dir: str, config: T5Config, params: Mapping[str, Any], step
             for parent in parents:
                 node = node.setdefault(parent, {})
             node[leaf] = _write_zarr(staging, name, array)
-        state = initial_optimizer_state({name: array.shape for name, array in flat.items()}, step,
-                                        axes)
+        state = initial_optimizer_state(
+            {name: array.shape for name, array in flat.items()}, step, axes
+        )
         contents = {"version": T5X_VERSION, "optimizer": {"target": target, "state": state}}
         with open(os.path.join(staging, "checkpoint"), "wb") as handle:
             handle.write(serialization.msgpack_serialize(contents))
@@ -161,19 +174,25 @@ def checkpoint_step(path: str) -> Optional[int]:
 def _check_output(source: str, output: str, overwrite: bool) -> None:
     source, output = os.path.realpath(source), os.path.realpath(output)
     if output == source or source.startswith(output + os.sep) or output.startswith(source + os.sep):
-        raise ValueError(f"export output {output} overlaps the checkpoint {source}; "
-                         "choose a directory outside it")
+        raise ValueError(
+            f"export output {output} overlaps the checkpoint {source}; "
+            "choose a directory outside it"
+        )
     if os.path.exists(output) and not os.path.isdir(output):
         raise FileExistsError(f"export output {output} is a file; choose a directory")
     if not os.path.isdir(output):
         return
     if os.path.commonpath([os.path.realpath(os.getcwd()), output]) == output:
-        raise ValueError(f"export output {output} is the current directory or one of its "
-                         "parents; choose a new directory for the export")
+        raise ValueError(
+            f"export output {output} is the current directory or one of its "
+            "parents; choose a new directory for the export"
+        )
     if os.listdir(output):
         if not overwrite:
-            raise FileExistsError(f"export output {output} is not empty; choose another "
-                                  "directory or pass --overwrite to replace a previous export")
+            raise FileExistsError(
+                f"export output {output} is not empty; choose another "
+                "directory or pass --overwrite to replace a previous export"
+            )
         _check_previous_export(output)
 
 
@@ -185,15 +204,20 @@ def _check_previous_export(output: str) -> None:
     if not isinstance(written, list):
         raise FileExistsError(
             f"export output {output} is not empty and is no previous export (it has no valid "
-            f"{EXPORT_MARKER}); --overwrite replaces only an export: choose another directory")
+            f"{EXPORT_MARKER}); --overwrite replaces only an export: choose another directory"
+        )
     # An earlier `score` of the export may have left its digest cache there.
-    others = sorted(name for name in set(os.listdir(output)) - set(written) - {EXPORT_MARKER}
-                    if not name.startswith(LEGACY_CACHE_FILE))
+    others = sorted(
+        name
+        for name in set(os.listdir(output)) - set(written) - {EXPORT_MARKER}
+        if not name.startswith(LEGACY_CACHE_FILE)
+    )
     if others:
         listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         raise FileExistsError(
             f"export output {output} holds a previous export and other files ({listed}); "
-            "--overwrite would delete them: move them or choose another directory")
+            "--overwrite would delete them: move them or choose another directory"
+        )
 
 
 def remove_leftover_staging(output: str) -> list[str]:
@@ -214,8 +238,12 @@ def remove_leftover_staging(output: str) -> list[str]:
             shutil.rmtree(path)
             removed.append(path)
     if removed:
-        logger.warning("Removed %d staging director%s left by interrupted exports: %s",
-                       len(removed), "y" if len(removed) == 1 else "ies", ", ".join(removed))
+        logger.warning(
+            "Removed %d staging director%s left by interrupted exports: %s",
+            len(removed),
+            "y" if len(removed) == 1 else "ies",
+            ", ".join(removed),
+        )
     return removed
 
 
@@ -224,8 +252,9 @@ def _replace_directory(staging: str, output: str) -> None:
     if not os.path.isdir(output):
         replace_directory(staging, output)
         return
-    retired = tempfile.mkdtemp(dir=os.path.dirname(output),
-                               prefix=f".{os.path.basename(output)}{_RETIRED_INFIX}")
+    retired = tempfile.mkdtemp(
+        dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}{_RETIRED_INFIX}"
+    )
     replace_directory(staging, output, os.path.join(retired, "output"))
     os.rmdir(retired)
 
@@ -280,8 +309,14 @@ class _StopOnSigterm:
             signal.signal(signal.SIGTERM, self._previous)
 
 
-def _write_export(staging: str, to: str, checkpoint: str, vocab_path: Optional[str],
-                  step: Optional[int], summary: dict[str, Any]) -> None:
+def _write_export(
+    staging: str,
+    to: str,
+    checkpoint: str,
+    vocab_path: Optional[str],
+    step: Optional[int],
+    summary: dict[str, Any],
+) -> None:
     """Writes the export and its marker into `staging`; fills `summary`."""
     from seahorse_metrics.checkpoints import load_checkpoint
     from seahorse_metrics.checkpoints.hf import export_hf
@@ -291,8 +326,9 @@ def _write_export(staging: str, to: str, checkpoint: str, vocab_path: Optional[s
     if to == "hf":
         export_hf(staging, config, params, vocab_path=vocab_path)
     else:
-        summary["step"] = int(step if step is not None else checkpoint_step(checkpoint)
-                              or _DEFAULT_STEP)
+        summary["step"] = int(
+            step if step is not None else checkpoint_step(checkpoint) or _DEFAULT_STEP
+        )
         export_t5x(staging, config, params, summary["step"])
         if vocab_path is not None:
             shutil.copyfile(vocab_path, os.path.join(staging, VOCAB_FILE))
@@ -300,15 +336,23 @@ def _write_export(staging: str, to: str, checkpoint: str, vocab_path: Optional[s
         # A multi-question metric's questions go beside it, as its vocabulary does.
         shutil.copyfile(questions_path(checkpoint), os.path.join(staging, QUESTIONS_FILE))
     summary["files"] = sorted(os.listdir(staging))
-    marker = {key: summary[key] for key in ("format", "checkpoint", "files", "step")
-              if key in summary}
+    marker = {
+        key: summary[key] for key in ("format", "checkpoint", "files", "step") if key in summary
+    }
     with open(os.path.join(staging, EXPORT_MARKER), "w", encoding="utf-8") as handle:
         json.dump(marker, handle, indent=2, sort_keys=True)
     _honour_umask(staging)
 
 
-def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool = False,
-                      vocab: Optional[str] = None, step: Optional[int] = None) -> dict[str, Any]:
+def export_checkpoint(
+    checkpoint: str,
+    to: str,
+    output: str,
+    *,
+    overwrite: bool = False,
+    vocab: Optional[str] = None,
+    step: Optional[int] = None,
+) -> dict[str, Any]:
     """Exports any checkpoint `load_checkpoint` reads to a Hugging Face or T5X directory.
 
     Args:
@@ -349,21 +393,38 @@ def export_checkpoint(checkpoint: str, to: str, output: str, *, overwrite: bool 
     with OutputLock(output), _StopOnSigterm():
         summary["removed"] = remove_leftover_staging(output)
         _check_output(checkpoint, output, overwrite)  # as it is now that we hold the lock
-        staging = tempfile.mkdtemp(dir=os.path.dirname(output),
-                                   prefix=f".{os.path.basename(output)}{_STAGING_INFIX}")
-        try:
-            _write_export(staging, to, checkpoint, vocab_path, step, summary)
-            _replace_directory(staging, output)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            logger.warning("Export to %s stopped; removed its staging directory %s", output,
-                           staging)
-            raise
+        _write_through_staging(output, to, checkpoint, vocab_path, step, summary)
     if vocab_path is None:
-        logger.warning("%s has no %s (none found with %s): pass --vocab so that it can be scored",
-                       output, VOCAB_FILE, checkpoint)
+        logger.warning(
+            "%s has no %s (none found with %s): pass --vocab so that it can be scored",
+            output,
+            VOCAB_FILE,
+            checkpoint,
+        )
     logger.info("Exported %s to %s (%s)", checkpoint, output, ", ".join(summary["files"]))
     return summary
+
+
+def _write_through_staging(
+    output: str,
+    to: str,
+    checkpoint: str,
+    vocab_path: Optional[str],
+    step: Optional[int],
+    summary: dict[str, Any],
+) -> None:
+    """Writes the export into a new staging directory beside `output`, then puts
+    it in `output`'s place; an export that stops removes its staging directory."""
+    staging = tempfile.mkdtemp(
+        dir=os.path.dirname(output), prefix=f".{os.path.basename(output)}{_STAGING_INFIX}"
+    )
+    try:
+        _write_export(staging, to, checkpoint, vocab_path, step, summary)
+        _replace_directory(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        logger.warning("Export to %s stopped; removed its staging directory %s", output, staging)
+        raise
 
 
 def _source(checkpoint: str, vocab: Optional[str]) -> tuple[str, Optional[str]]:

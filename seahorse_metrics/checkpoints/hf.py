@@ -20,6 +20,7 @@ Hugging Face stores torch `Linear` weights as [out, in] and the relative bias
 as [buckets, heads]; the network's kernels are [in, out] and [heads, buckets],
 so those are transposed on the way in and out.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,11 +33,24 @@ import numpy as np
 
 from seahorse_metrics.checkpoints import readers
 from seahorse_metrics.checkpoints.layout import VOCAB_FILE
-from seahorse_metrics.checkpoints.params import (CheckpointError, check_config_values,
-                                                 check_layer_claims, check_params, expected_shapes,
-                                                 flatten, shape_mismatch, unflatten)
-from seahorse_metrics.checkpoints.streaming import (CHUNK_BYTES, Convert, ParamSource,
-                                                    StoredTensor, materialise, param_shardings)
+from seahorse_metrics.checkpoints.params import (
+    CheckpointError,
+    check_config_values,
+    check_layer_claims,
+    check_params,
+    expected_shapes,
+    flatten,
+    shape_mismatch,
+    unflatten,
+)
+from seahorse_metrics.checkpoints.streaming import (
+    CHUNK_BYTES,
+    Convert,
+    ParamSource,
+    StoredTensor,
+    materialise,
+    param_shardings,
+)
 from seahorse_metrics.io.atomic import staged_path, write_json_atomically
 from seahorse_metrics.model.config import T5Config
 
@@ -60,15 +74,23 @@ _ATTENTION = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "out"))
 # Feed-forward kernels per `feed_forward_proj` (the same names in HF and T5X).
 _MLP = {"gated-gelu": ("wi_0", "wi_1", "wo"), "relu": ("wi", "wo")}
 # config.json keys -> T5Config fields, whose types they must have.
-_CONFIG_FIELDS = {"vocab_size": "vocab_size", "d_model": "d_model", "d_kv": "d_kv", "d_ff": "d_ff",
-                  "num_heads": "num_heads", "num_layers": "num_encoder_layers",
-                  "num_decoder_layers": "num_decoder_layers",
-                  "relative_attention_num_buckets": "relative_attention_num_buckets",
-                  "relative_attention_max_distance": "relative_attention_max_distance",
-                  "dropout_rate": "dropout_rate", "layer_norm_epsilon": "layer_norm_epsilon",
-                  "pad_token_id": "pad_id", "eos_token_id": "eos_id",
-                  "decoder_start_token_id": "decoder_start_id",
-                  "tie_word_embeddings": "tie_word_embeddings"}
+_CONFIG_FIELDS = {
+    "vocab_size": "vocab_size",
+    "d_model": "d_model",
+    "d_kv": "d_kv",
+    "d_ff": "d_ff",
+    "num_heads": "num_heads",
+    "num_layers": "num_encoder_layers",
+    "num_decoder_layers": "num_decoder_layers",
+    "relative_attention_num_buckets": "relative_attention_num_buckets",
+    "relative_attention_max_distance": "relative_attention_max_distance",
+    "dropout_rate": "dropout_rate",
+    "layer_norm_epsilon": "layer_norm_epsilon",
+    "pad_token_id": "pad_id",
+    "eos_token_id": "eos_id",
+    "decoder_start_token_id": "decoder_start_id",
+    "tie_word_embeddings": "tie_word_embeddings",
+}
 _HF_LAYER = {stack: re.compile(rf"^{stack}\.block\.(\d+)\.") for stack in ("encoder", "decoder")}
 # HF architectures without a decoder, which cannot score P("1").
 _ENCODER_ONLY = ("T5EncoderModel", "MT5EncoderModel", "UMT5EncoderModel")
@@ -76,8 +98,9 @@ _ENCODER_ONLY = ("T5EncoderModel", "MT5EncoderModel", "UMT5EncoderModel")
 
 def is_hf_dir(path: str) -> bool:
     """Whether `path` is a directory with `config.json` and HF weight files."""
-    return (os.path.isfile(os.path.join(path, CONFIG_FILE))
-            and any(os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES))
+    return os.path.isfile(os.path.join(path, CONFIG_FILE)) and any(
+        os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES
+    )
 
 
 def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
@@ -88,38 +111,82 @@ def parameter_map(config: T5Config) -> dict[str, tuple[str, bool]]:
         "encoder/encoder_norm/scale": ("encoder.final_layer_norm.weight", False),
         "decoder/decoder_norm/scale": ("decoder.final_layer_norm.weight", False),
     }
-    # T5/mT5 keep a stack's one table in its first block; UMT5 has one in every block.
-    for stack, count in (("encoder", config.num_encoder_layers),
-                         ("decoder", config.num_decoder_layers)):
-        bias = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
-        if config.relative_bias_per_layer:
-            mapping.update({f"{stack}/layers_{i}/relpos_bias/rel_embedding": (bias.format(i), True)
-                            for i in range(count)})
-        else:
-            mapping[f"{stack}/relpos_bias/rel_embedding"] = (bias.format(0), True)
-
-    def add_block(ours: str, theirs: str, sublayers: list[tuple[str, str, str]], mlp_index: int):
-        for index, (attention_ours, attention_theirs, norm_ours) in enumerate(sublayers):
-            for hf_name, our_name in _ATTENTION:
-                mapping[f"{ours}/{attention_ours}/{our_name}/kernel"] = (
-                    f"{theirs}.layer.{index}.{attention_theirs}.{hf_name}.weight", True)
-            mapping[f"{ours}/{norm_ours}/scale"] = (f"{theirs}.layer.{index}.layer_norm.weight", False)
-        for name in _MLP[config.feed_forward_proj]:
-            mapping[f"{ours}/mlp/{name}/kernel"] = (
-                f"{theirs}.layer.{mlp_index}.DenseReluDense.{name}.weight", True)
-        mapping[f"{ours}/pre_mlp_layer_norm/scale"] = (
-            f"{theirs}.layer.{mlp_index}.layer_norm.weight", False)
-
+    mapping.update(_relative_bias_names(config))
     for i in range(config.num_encoder_layers):
-        add_block(f"encoder/layers_{i}", f"encoder.block.{i}",
-                  [("attention", "SelfAttention", "pre_attention_layer_norm")], mlp_index=1)
+        mapping.update(
+            _block_names(
+                config,
+                f"encoder/layers_{i}",
+                f"encoder.block.{i}",
+                [("attention", "SelfAttention", "pre_attention_layer_norm")],
+                mlp_index=1,
+            )
+        )
     for i in range(config.num_decoder_layers):
-        add_block(f"decoder/layers_{i}", f"decoder.block.{i}",
-                  [("self_attention", "SelfAttention", "pre_self_attention_layer_norm"),
-                   ("encoder_decoder_attention", "EncDecAttention", "pre_cross_attention_layer_norm")],
-                  mlp_index=2)
+        mapping.update(
+            _block_names(
+                config,
+                f"decoder/layers_{i}",
+                f"decoder.block.{i}",
+                [
+                    ("self_attention", "SelfAttention", "pre_self_attention_layer_norm"),
+                    (
+                        "encoder_decoder_attention",
+                        "EncDecAttention",
+                        "pre_cross_attention_layer_norm",
+                    ),
+                ],
+                mlp_index=2,
+            )
+        )
     if not config.tie_word_embeddings:
         mapping["decoder/logits_dense/kernel"] = ("lm_head.weight", True)
+    return mapping
+
+
+def _relative_bias_names(config: T5Config) -> dict[str, tuple[str, bool]]:
+    """`parameter_map`'s entries for the relative-position tables: T5/mT5 keep a
+    stack's one table in its first block; UMT5 has one in every block."""
+    mapping: dict[str, tuple[str, bool]] = {}
+    for stack, count in (
+        ("encoder", config.num_encoder_layers),
+        ("decoder", config.num_decoder_layers),
+    ):
+        bias = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
+        if config.relative_bias_per_layer:
+            for i in range(count):
+                mapping[f"{stack}/layers_{i}/relpos_bias/rel_embedding"] = (bias.format(i), True)
+        else:
+            mapping[f"{stack}/relpos_bias/rel_embedding"] = (bias.format(0), True)
+    return mapping
+
+
+def _block_names(
+    config: T5Config,
+    ours: str,
+    theirs: str,
+    sublayers: list[tuple[str, str, str]],
+    mlp_index: int,
+) -> dict[str, tuple[str, bool]]:
+    """`parameter_map`'s entries for one block: its attention sublayers
+    (ours, HF's, our norm's name) with their norms, then its MLP."""
+    mapping: dict[str, tuple[str, bool]] = {}
+    for index, (attention_ours, attention_theirs, norm_ours) in enumerate(sublayers):
+        for hf_name, our_name in _ATTENTION:
+            mapping[f"{ours}/{attention_ours}/{our_name}/kernel"] = (
+                f"{theirs}.layer.{index}.{attention_theirs}.{hf_name}.weight",
+                True,
+            )
+        mapping[f"{ours}/{norm_ours}/scale"] = (f"{theirs}.layer.{index}.layer_norm.weight", False)
+    for name in _MLP[config.feed_forward_proj]:
+        mapping[f"{ours}/mlp/{name}/kernel"] = (
+            f"{theirs}.layer.{mlp_index}.DenseReluDense.{name}.weight",
+            True,
+        )
+    mapping[f"{ours}/pre_mlp_layer_norm/scale"] = (
+        f"{theirs}.layer.{mlp_index}.layer_norm.weight",
+        False,
+    )
     return mapping
 
 
@@ -137,11 +204,14 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str) -> T5Config:
     check_config_values(hf_config, source, _CONFIG_FIELDS)
     _refuse_encoder_only(hf_config, source)
     # HF's defaults: T5Config is v1.0 (ReLU, tied head), MT5Config is v1.1.
-    feed_forward = hf_config.get("feed_forward_proj", "relu" if model_type == "t5" else "gated-gelu")
+    feed_forward = hf_config.get(
+        "feed_forward_proj", "relu" if model_type == "t5" else "gated-gelu"
+    )
     if feed_forward not in _MLP:
         raise CheckpointError(
             f"{source}: feed_forward_proj={feed_forward!r} is not supported; T5 v1.1 / mT5 use "
-            "'gated-gelu' and T5 v1.0 'relu'")
+            "'gated-gelu' and T5 v1.0 'relu'"
+        )
     # HF's T5Config and UMT5Config tie the head by default, MT5Config does not.
     tied = hf_config.get("tie_word_embeddings", model_type != "mt5")
     num_layers = hf_config.get("num_layers")
@@ -177,13 +247,16 @@ def _refuse_encoder_only(hf_config: Mapping[str, Any], source: str) -> None:
     if encoder_only:
         raise CheckpointError(
             f"{source}: architectures={encoder_only} is an encoder-only model; a SEAHORSE or NLI "
-            "metric needs the decoder (T5ForConditionalGeneration / MT5ForConditionalGeneration)")
+            "metric needs the decoder (T5ForConditionalGeneration / MT5ForConditionalGeneration)"
+        )
     if hf_config.get("is_encoder_decoder") is False:
         raise CheckpointError(
-            f"{source}: is_encoder_decoder=false; only encoder-decoder T5 models are supported")
+            f"{source}: is_encoder_decoder=false; only encoder-decoder T5 models are supported"
+        )
     if hf_config.get("num_decoder_layers") == 0:
         raise CheckpointError(
-            f"{source}: num_decoder_layers=0 is an encoder-only model; a metric needs the decoder")
+            f"{source}: num_decoder_layers=0 is an encoder-only model; a metric needs the decoder"
+        )
 
 
 def config_to_hf(config: T5Config) -> dict[str, Any]:
@@ -234,10 +307,17 @@ def stored_hf_tensors(directory: str) -> readers.StoredTensors:
     path = lambda name: os.path.join(directory, name)  # noqa: E731
     candidates = [
         (SAFETENSORS_FILE, lambda: readers.safetensors_tensors(path(SAFETENSORS_FILE))),
-        (SAFETENSORS_INDEX_FILE, lambda: readers.sharded_tensors(
-            path(SAFETENSORS_INDEX_FILE), readers.safetensors_tensors)),
+        (
+            SAFETENSORS_INDEX_FILE,
+            lambda: readers.sharded_tensors(
+                path(SAFETENSORS_INDEX_FILE), readers.safetensors_tensors
+            ),
+        ),
         (TORCH_FILE, lambda: torch_files.tensors(path(TORCH_FILE))),
-        (TORCH_INDEX_FILE, lambda: readers.sharded_tensors(path(TORCH_INDEX_FILE), torch_files.tensors)),
+        (
+            TORCH_INDEX_FILE,
+            lambda: readers.sharded_tensors(path(TORCH_INDEX_FILE), torch_files.tensors),
+        ),
         (FLAX_FILE, lambda: readers.flax_msgpack_tensors(path(FLAX_FILE))),
     ]
     for file_name, read in candidates:
@@ -252,19 +332,28 @@ def checked_hf_config(directory: str) -> T5Config:
     tensor names of its weight files (headers only are read)."""
     config_path = os.path.join(directory, CONFIG_FILE)
     config = config_from_hf(readers.read_json_object(config_path), config_path)
-    check_layer_claims(config, stored_hf_tensors(directory), config_path,
-                       ("num_layers", "num_decoder_layers"), _HF_LAYER)
+    check_layer_claims(
+        config,
+        stored_hf_tensors(directory),
+        config_path,
+        ("num_layers", "num_decoder_layers"),
+        _HF_LAYER,
+    )
     return config
 
 
 def _check_same_tensor(tensor: StoredTensor, other: StoredTensor, source: str) -> None:
     """Compares two stored tensors block by block (aliases of the embedding,
     and a tied model's head)."""
-    hint = (" (tie_word_embeddings is true, so the head must be the embedding; set "
-            "\"tie_word_embeddings\": false in config.json if it is a head of its own)"
-            if other.name == _TIED_HEAD_NAME else "")
+    hint = (
+        " (tie_word_embeddings is true, so the head must be the embedding; set "
+        '"tie_word_embeddings": false in config.json if it is a head of its own)'
+        if other.name == _TIED_HEAD_NAME
+        else ""
+    )
     differs = CheckpointError(
-        f"{source}: {other.name} differs from {tensor.name}; they must be one tensor{hint}")
+        f"{source}: {other.name} differs from {tensor.name}; they must be one tensor{hint}"
+    )
     if other.shape != tensor.shape:
         raise differs
     rows = max(1, CHUNK_BYTES // max(1, tensor.dtype.itemsize * int(np.prod(tensor.shape[1:]))))
@@ -275,8 +364,9 @@ def _check_same_tensor(tensor: StoredTensor, other: StoredTensor, source: str) -
             raise differs
 
 
-def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
-                     source: str) -> dict[str, ParamSource]:
+def hf_param_sources(
+    config: T5Config, tensors: Mapping[str, StoredTensor], source: str
+) -> dict[str, ParamSource]:
     """Maps HF tensors onto the network's flat parameter names (`parameter_map`),
     checking names and shapes before any data is read.
 
@@ -285,8 +375,13 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
         mis-shaped tensor, or embedding aliases that differ.
     """
     # config.json's layer counts against the tensors, before a name map is built from them.
-    check_layer_claims(config, tensors, os.path.join(source, CONFIG_FILE),
-                       ("num_layers", "num_decoder_layers"), _HF_LAYER)
+    check_layer_claims(
+        config,
+        tensors,
+        os.path.join(source, CONFIG_FILE),
+        ("num_layers", "num_decoder_layers"),
+        _HF_LAYER,
+    )
     remaining = dict(tensors)
     for name in _IGNORED_NAMES:
         if remaining.pop(name, None) is not None:
@@ -294,7 +389,9 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
     aliases = _EMBEDDING_NAMES + ((_TIED_HEAD_NAME,) if config.tie_word_embeddings else ())
     embeddings = [remaining.pop(name) for name in aliases if name in remaining]
     if not embeddings:
-        raise CheckpointError(f"{source}: missing the input embedding (one of {list(_EMBEDDING_NAMES)})")
+        raise CheckpointError(
+            f"{source}: missing the input embedding (one of {list(_EMBEDDING_NAMES)})"
+        )
     sources = {"token_embedder/embedding": ParamSource(embeddings[0])}
     missing = []
     for ours, (theirs, transposed) in parameter_map(config).items():
@@ -303,29 +400,35 @@ def hf_param_sources(config: T5Config, tensors: Mapping[str, StoredTensor],
             continue
         sources[ours] = ParamSource(remaining.pop(theirs), transposed)
     if missing:
-        hint = (" (a tied model? set \"tie_word_embeddings\": true in config.json)"
-                if "lm_head.weight" in missing else "")
+        hint = (
+            ' (a tied model? set "tie_word_embeddings": true in config.json)'
+            if "lm_head.weight" in missing
+            else ""
+        )
         raise CheckpointError(f"{source}: missing parameters {missing}{hint}")
     if remaining:
         raise CheckpointError(
             f"{source}: unknown parameters {sorted(remaining)} for a T5 network with "
             f"{config.num_encoder_layers}+{config.num_decoder_layers} layers, "
             f"feed_forward_proj={config.feed_forward_proj!r}, "
-            f"tie_word_embeddings={config.tie_word_embeddings}")
+            f"tie_word_embeddings={config.tie_word_embeddings}"
+        )
     for ours, shape in expected_shapes(config).items():
         if tuple(sources[ours].shape) != shape:
             stored = sources[ours].tensor
             wanted = shape[::-1] if sources[ours].transposed else shape
-            raise shape_mismatch(source, f"parameter {stored.name}", stored.shape, wanted,
-                                 config, CONFIG_FILE)
+            raise shape_mismatch(
+                source, f"parameter {stored.name}", stored.shape, wanted, config, CONFIG_FILE
+            )
     check_params(config, sources, source)
     for other in embeddings[1:]:
         _check_same_tensor(embeddings[0], other, source)
     return sources
 
 
-def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None,
-            convert: Optional[Convert] = None) -> tuple[T5Config, dict]:
+def load_hf(
+    directory: str, dtype: Optional[str] = None, mesh: Any = None, convert: Optional[Convert] = None
+) -> tuple[T5Config, dict]:
     """Loads an HF T5/mT5 directory tensor by tensor.
 
     Args:
@@ -339,8 +442,10 @@ def load_hf(directory: str, dtype: Optional[str] = None, mesh: Any = None,
     Returns:
       (config, nested params).
     """
-    config = config_from_hf(readers.read_json_object(os.path.join(directory, CONFIG_FILE)),
-                            os.path.join(directory, CONFIG_FILE))
+    config = config_from_hf(
+        readers.read_json_object(os.path.join(directory, CONFIG_FILE)),
+        os.path.join(directory, CONFIG_FILE),
+    )
     sources = hf_param_sources(config, stored_hf_tensors(directory), directory)
     shardings = None if mesh is None else param_shardings(config, mesh)
     return config, unflatten(materialise(sources, dtype, directory, shardings, convert))
@@ -357,8 +462,9 @@ def hf_tensors_from_params(config: T5Config, params: Mapping[str, Any]) -> dict[
     return tensors
 
 
-def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
-              vocab_path: Optional[str] = None) -> None:
+def export_hf(
+    directory: str, config: T5Config, params: Mapping[str, Any], vocab_path: Optional[str] = None
+) -> None:
     """Writes config.json + model.safetensors (+ spiece.model when
     `vocab_path` is given) into `directory`: an `MT5ForConditionalGeneration`
     directory, a `T5ForConditionalGeneration` one for T5 v1.0 configs, or
@@ -374,8 +480,9 @@ def export_hf(directory: str, config: T5Config, params: Mapping[str, Any],
     with staged_path(os.path.join(directory, SAFETENSORS_FILE)) as temporary:
         # HF's loader expects the "pt" format tag on safetensors files.
         save_file(tensors, temporary, metadata={"format": "pt"})
-    write_json_atomically(os.path.join(directory, CONFIG_FILE), config_to_hf(config),
-                          sort_keys=True)
+    write_json_atomically(
+        os.path.join(directory, CONFIG_FILE), config_to_hf(config), sort_keys=True
+    )
     written = [SAFETENSORS_FILE, CONFIG_FILE]
     if vocab_path is not None:
         with staged_path(os.path.join(directory, VOCAB_FILE)) as temporary:

@@ -19,6 +19,7 @@ per device with a mesh), never a second copy of the model. A read that fails
 stops the load with a `CheckpointError` naming the file and the tensor; the
 arrays placed until then are deleted, so nothing half-loaded is returned.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -85,10 +86,14 @@ class StoredTensor:
         except CheckpointError:
             raise
         except Exception as error:  # each storage library raises its own types
-            raise CheckpointError(f"{self.path}: cannot read tensor {self.name} ({error})") from error
+            raise CheckpointError(
+                f"{self.path}: cannot read tensor {self.name} ({error})"
+            ) from error
         if tuple(block.shape) != expected:
-            raise CheckpointError(f"{self.path}: reading tensor {self.name}{list(self.shape)} "
-                                  f"gave a block of shape {tuple(block.shape)}, not {expected}")
+            raise CheckpointError(
+                f"{self.path}: reading tensor {self.name}{list(self.shape)} "
+                f"gave a block of shape {tuple(block.shape)}, not {expected}"
+            )
         return block
 
 
@@ -120,18 +125,19 @@ class ParamSource:
         stored_box = box[::-1] if self.transposed else box
         (first, last), rest = stored_box[0], stored_box[1:]
         row_bytes = math.prod(stop - start for start, stop in rest) * max(
-            np.dtype(self.dtype).itemsize, np.dtype(dtype).itemsize)
+            np.dtype(self.dtype).itemsize, np.dtype(dtype).itemsize
+        )
         step = max(1, CHUNK_BYTES // max(1, row_bytes))
         rest_index = tuple(slice(start, stop) for start, stop in rest)
         for start in range(first, last, step):
             stop = min(start + step, last)
             block = self.tensor.read((slice(start, stop),) + rest_index)
             if not self.transposed:
-                out[start - first:stop - first] = block
+                out[start - first : stop - first] = block
                 continue
             for tile in range(0, stop - start, _TRANSPOSE_ROWS):
                 end = min(tile + _TRANSPOSE_ROWS, stop - start)
-                out[:, start - first + tile:start - first + end] = block[tile:end].T
+                out[:, start - first + tile : start - first + end] = block[tile:end].T
         return out
 
 
@@ -141,7 +147,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + _ALIGNMENT, np.uint8)
     offset = (-raw.ctypes.data) % _ALIGNMENT
-    return raw[offset:offset + size].view(dtype).reshape(shape)
+    return raw[offset : offset + size].view(dtype).reshape(shape)
 
 
 def _box(index: Index, shape: tuple[int, ...]) -> Box:
@@ -220,9 +226,13 @@ def converted(name: str, array: Any, convert: Optional[Convert]) -> Mapping[str,
     return result
 
 
-def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin: str,
-                shardings: Optional[Mapping[str, Any]] = None,
-                convert: Optional[Convert] = None) -> FlatParams:
+def materialise(
+    sources: Mapping[str, ParamSource],
+    dtype: Optional[str],
+    origin: str,
+    shardings: Optional[Mapping[str, Any]] = None,
+    convert: Optional[Convert] = None,
+) -> FlatParams:
     """Reads every parameter into `dtype` and places it, one at a time.
 
     Args:
@@ -252,19 +262,45 @@ def materialise(sources: Mapping[str, ParamSource], dtype: Optional[str], origin
     placed: dict[str, Any] = {}
     start = time.perf_counter()
     try:
-        with tqdm(total=total, unit="B", unit_scale=True, desc=f"loading {origin}",
-                  dynamic_ncols=True, disable=None) as progress:
-            for name in order:
-                source = sources[name]
-                if shardings is None:
-                    array = source.read(_full_box(source.shape), target)
-                else:
-                    array = _place_sharded(source, target, shardings[name])
-                placed.update(converted(name, array, convert))
-                progress.update(math.prod(source.shape) * target.itemsize)
+        with tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            desc=f"loading {origin}",
+            dynamic_ncols=True,
+            disable=None,
+        ) as progress:
+            _place_each(sources, order, target, shardings, convert, placed, progress)
     except BaseException:
         release(placed.values())
         raise
-    logger.info("loaded %d parameters (%.2f GB of %s) from %s in %.1f s", len(placed), total / 1e9,
-                target.name, origin, time.perf_counter() - start)
+    logger.info(
+        "loaded %d parameters (%.2f GB of %s) from %s in %.1f s",
+        len(placed),
+        total / 1e9,
+        target.name,
+        origin,
+        time.perf_counter() - start,
+    )
     return placed
+
+
+def _place_each(
+    sources: Mapping[str, ParamSource],
+    order: list[str],
+    target: np.dtype,
+    shardings: Optional[Mapping[str, Any]],
+    convert: Optional[Convert],
+    placed: dict[str, Any],
+    progress,
+) -> None:
+    """Reads the parameters `order` names one at a time into `placed` (so that a
+    caller can release what was placed if one fails)."""
+    for name in order:
+        source = sources[name]
+        if shardings is None:
+            array = source.read(_full_box(source.shape), target)
+        else:
+            array = _place_sharded(source, target, shardings[name])
+        placed.update(converted(name, array, convert))
+        progress.update(math.prod(source.shape) * target.itemsize)

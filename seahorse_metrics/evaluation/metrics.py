@@ -22,18 +22,11 @@ A pair with a question (a query-focused summary) is scored with it.
 `NAME=` sets the row label (default: the checkpoint directory name,
 `ROUGE-L`, `majority`, `length`, or the scores file name).
 
-A scores file is JSONL, JSON (a list of objects), CSV or TSV with a header,
-or plain text with one number per line. The score column is COLUMN, else
-`score`, else the only numeric column that is not an id/label/rating field.
-With an `id` column, scores are aligned to items by id (and by `benchmark`
-too when that column exists, so one file can hold several benchmarks); a
-benchmark whose ids are all absent is not covered by the metric (an error,
-unless partial coverage is allowed: then it is reported as not covered), one
-with some ids missing is an error. Without an `id` column, rows align by
-order and apply only to a benchmark with exactly as many items (use ids when
-evaluating several benchmarks). A row with an `error` (as `seahorse-metrics
-score` writes for a row it could not score) has no score: NaN.
+A scores file (`score_files.read_score_table`) is JSONL, JSON, CSV, TSV or
+plain text; its rows align with a benchmark's items by id, or by order
+without an id column (see `ScoresFileMetric`).
 """
+
 from __future__ import annotations
 
 import abc
@@ -41,7 +34,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 from typing import Optional, Sequence
@@ -51,6 +43,7 @@ import numpy as np
 from seahorse_metrics.evaluation import baselines
 from seahorse_metrics.evaluation.benchmarks import Benchmark
 from seahorse_metrics.evaluation.question_metrics import SharedQuestionScores, shared_scores
+from seahorse_metrics.evaluation.score_files import ScoreTable, read_score_table
 from seahorse_metrics.scoring.options import CHECKPOINT_OPTIONS, options_from_spec
 
 logger = logging.getLogger(__name__)
@@ -58,18 +51,12 @@ logger = logging.getLogger(__name__)
 METRIC_KINDS = ("checkpoint", "baseline", "scores")
 BASELINES = ("majority", "rougeL", "length")
 _BASELINE_NAMES = {"majority": "majority", "rougeL": "ROUGE-L", "length": "length"}
-# Fields of a scores file that are never the score itself.
-_NON_SCORE_FIELDS = frozenset({
-    "id", "gem_id", "benchmark", "label", "rating", "lang", "source", "system",
-    "premise", "hypothesis", "article", "summary", "grounding", "generated_text",
-    # The bookkeeping and ratings of a prepared SEAHORSE split.
-    "line", "split", "q1", "q2", "q3", "q4", "q5", "q6", "error",
-})
-_ERROR_FIELD = "error"
-_SPEC_HELP = ("metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab=PATH]"
-              "[,per_sentence=min|mean|share@T][,engine=ctranslate2][,quantize=int8], "
-              "baseline:rougeL|majority|length, "
-              "scores:FILE[:COLUMN]")
+_SPEC_HELP = (
+    "metric specs are [NAME=]checkpoint:DIR[,long_inputs=chunk][,vocab=PATH]"
+    "[,per_sentence=min|mean|share@T][,engine=ctranslate2][,quantize=int8], "
+    "baseline:rougeL|majority|length, "
+    "scores:FILE[:COLUMN]"
+)
 # Scorer settings a checkpoint spec may set, and how each is read.
 _CHECKPOINT_OPTION = re.compile(r",(?=(?:%s)=)" % "|".join(CHECKPOINT_OPTIONS))
 
@@ -127,11 +114,14 @@ def parse_metric_spec(text: str) -> MetricSpec:
         argument, _, option = rest.partition(":")
         option = option or None
         if argument not in BASELINES:
-            raise ValueError(f"bad metric spec {text!r}: unknown baseline {argument!r}; "
-                             f"choose from {BASELINES}")
+            raise ValueError(
+                f"bad metric spec {text!r}: unknown baseline {argument!r}; choose from {BASELINES}"
+            )
         if option and (argument != "rougeL" or option not in baselines.ROUGE_MEASURES):
-            raise ValueError(f"bad metric spec {text!r}: only rougeL takes an option, one of "
-                             f"{baselines.ROUGE_MEASURES}")
+            raise ValueError(
+                f"bad metric spec {text!r}: only rougeL takes an option, one of "
+                f"{baselines.ROUGE_MEASURES}"
+            )
         default_name = _BASELINE_NAMES[argument] + (f"-{option}" if option else "")
     elif kind == "scores":
         head, sep, tail = rest.rpartition(":")
@@ -139,7 +129,8 @@ def parse_metric_spec(text: str) -> MetricSpec:
         if sep and head and not os.path.exists(rest) and os.path.exists(head):
             argument, option = head, tail
         default_name = os.path.splitext(os.path.basename(argument))[0] + (
-            f":{option}" if option else "")
+            f":{option}" if option else ""
+        )
     else:
         argument, settings = _checkpoint_settings(rest, text)
         default_name = os.path.basename(os.path.normpath(argument))
@@ -216,8 +207,12 @@ class Metric(abc.ABC):
         `scoring.signature`), with "int8_check" for int8 checkpoints."""
         return {"signature": None}
 
-    def score_pairs(self, premises: Sequence[str], hypotheses: Sequence[str],
-                    questions: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
+    def score_pairs(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> np.ndarray:
         """Scores pairs (with the question of each query-focused summary, None
         entries for generic ones); only for `content_only` metrics."""
         raise TypeError(f"metric {self.name} scores whole benchmarks only")
@@ -228,9 +223,11 @@ class Metric(abc.ABC):
         Raises:
           MetricNotApplicable: The metric has no scores for this benchmark.
         """
-        return self.score_pairs([i.premise for i in benchmark.items],
-                                [i.hypothesis for i in benchmark.items],
-                                [i.question for i in benchmark.items])
+        return self.score_pairs(
+            [i.premise for i in benchmark.items],
+            [i.hypothesis for i in benchmark.items],
+            [i.question for i in benchmark.items],
+        )
 
 
 class CheckpointMetric(Metric):
@@ -240,8 +237,14 @@ class CheckpointMetric(Metric):
     so evaluating only baselines or scores files never needs them.
     """
 
-    def __init__(self, spec: MetricSpec, threshold: Optional[float], *,
-                 vocab_path: Optional[str] = None, batch_size: int = 32):
+    def __init__(
+        self,
+        spec: MetricSpec,
+        threshold: Optional[float],
+        *,
+        vocab_path: Optional[str] = None,
+        batch_size: int = 32,
+    ):
         super().__init__(spec, threshold)
         from seahorse_metrics.checkpoints.hub import resolve_checkpoint
 
@@ -257,14 +260,16 @@ class CheckpointMetric(Metric):
         # The checkpoint by its content (a replaced checkpoint is rescored even with the
         # same sizes and times); the digest is cached beside it, so this stays cheap.
         from seahorse_metrics.checkpoints.content import content_digest
-
         from seahorse_metrics.checkpoints.layout import question_prefixes
 
         settings = [list(s) for s in self.spec.settings]
         # The questions of one multi-question checkpoint are different metrics.
         column = [["question", self.name]] if question_prefixes(self.path) is not None else []
-        return _digest(["checkpoint", os.path.abspath(self.path), content_digest(self.path),
-                        self.vocab_path] + ([settings] if settings else []) + column)
+        return _digest(
+            ["checkpoint", os.path.abspath(self.path), content_digest(self.path), self.vocab_path]
+            + ([settings] if settings else [])
+            + column
+        )
 
     def provenance(self) -> dict:
         if self._scorer is None:
@@ -286,18 +291,19 @@ class CheckpointMetric(Metric):
             kwargs = {"vocab": self.vocab_path, **options_from_spec(self.spec.settings)}
             self._scorer = shared_scores(self.path, kwargs) or Scorer.load(self.path, **kwargs)
         if isinstance(self._scorer, SharedQuestionScores):
-            return self._scorer.scores(self.name, premises, hypotheses, questions,
-                                       self.batch_size)
-        scores = self._scorer.score(list(premises), list(hypotheses), batch_size=self.batch_size,
-                                    questions=questions)
+            return self._scorer.scores(self.name, premises, hypotheses, questions, self.batch_size)
+        scores = self._scorer.score(
+            list(premises), list(hypotheses), batch_size=self.batch_size, questions=questions
+        )
         return np.asarray(scores, dtype=np.float64)
 
 
 class BaselineMetric(Metric):
     """One of the paper's baselines (see `seahorse_metrics.evaluation.baselines`)."""
 
-    def __init__(self, spec: MetricSpec, threshold: Optional[float], *,
-                 vocab_path: Optional[str] = None):
+    def __init__(
+        self, spec: MetricSpec, threshold: Optional[float], *, vocab_path: Optional[str] = None
+    ):
         # Length and ROUGE-L are not probabilities: no accuracy threshold.
         super().__init__(spec, threshold if spec.argument == "majority" else None)
         self.vocab_path = vocab_path
@@ -320,8 +326,12 @@ class BaselineMetric(Metric):
         # The baselines compare summary and article; a question does not change them.
         if self.spec.argument == "rougeL":
             return baselines.rouge_l_scores(
-                premises, hypotheses, vocab_path=self.vocab_path,
-                measure=self.spec.option or "fmeasure", progress=len(premises) > 200)
+                premises,
+                hypotheses,
+                vocab_path=self.vocab_path,
+                measure=self.spec.option or "fmeasure",
+                progress=len(premises) > 200,
+            )
         if self.spec.argument == "length":
             return baselines.length_scores(hypotheses, vocab_path=self.vocab_path)
         return super().score_pairs(premises, hypotheses)
@@ -340,125 +350,6 @@ def _default_vocab():
     return default_vocab_path()
 
 
-@dataclasses.dataclass(frozen=True)
-class _ScoreTable:
-    """A scores file read into memory."""
-
-    column: str
-    scores: list  # float per row, NaN for an empty cell
-    ids: Optional[list]
-    benchmarks: Optional[list]
-
-
-def _row_error(row: dict) -> Optional[str]:
-    """The row's `error` (as `seahorse-metrics score` writes it), or None."""
-    value = row.get(_ERROR_FIELD)
-    return None if value in (None, "") else str(value)
-
-
-def _row_score(row: dict, column: str, path: str, number: int) -> float:
-    """The row's score; NaN when the row has an error (a stale score beside
-    an error is never read)."""
-    if _row_error(row):
-        return math.nan
-    return _parse_number(row.get(column), path, number, column)
-
-
-def _parse_number(value, path: str, row: int, column: str) -> float:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: row {row}: {column}={value!r} is not a number") from None
-
-
-def _read_rows(path: str, encoding: str = "utf-8") -> list[dict]:
-    """The rows of a scores file: a table (see `seahorse_metrics.data.tables`)
-    or plain text with one number per line; a malformed row is an error."""
-    from seahorse_metrics.data import tables
-
-    if os.path.splitext(path)[1].lower() not in tables.TEXT_FORMATS:
-        return [{"score": text.strip()} for _, text in tables.text_lines(path, encoding)
-                if text.strip()]
-    rows, _ = tables.read_table_rows(path, encoding=encoding)
-    for row in rows:
-        if row.error is not None:
-            raise ValueError(f"{path}:{row.lines}: {row.error}")
-    return [row.record for row in rows]
-
-
-def _choose_column(rows: list[dict], requested: Optional[str], path: str) -> str:
-    columns = list(dict.fromkeys(key for row in rows[:100] for key in row))
-    if requested:
-        if requested not in columns:
-            raise ValueError(f"{path}: no column {requested!r}; columns are {columns}")
-        return requested
-    if "score" in columns:
-        return "score"
-    numeric = []
-    for column in columns:
-        if column in _NON_SCORE_FIELDS:
-            continue
-        try:
-            [float(row[column]) for row in rows[:100] if row.get(column) not in (None, "")]
-        except (TypeError, ValueError):
-            continue
-        numeric.append(column)
-    if len(numeric) != 1:
-        raise ValueError(
-            f"{path}: cannot tell which column holds the scores (numeric candidates: "
-            f"{numeric}); name it as scores:{path}:COLUMN"
-        )
-    return numeric[0]
-
-
-def _prepared_ids(rows: list[dict]) -> Optional[list]:
-    """The SEAHORSE benchmark ids (`gem_id|system|line`) of rows that carry
-    the fields of a prepared split (`seahorse-metrics score` keeps them), so
-    that scoring `prepared/test.jsonl` and evaluating on `seahorse:prepared`
-    line up without an id column; None when a row lacks one of them."""
-    fields = ("gem_id", "system", "line")
-    if not all(row.get(field) not in (None, "") for row in rows for field in fields):
-        return None
-    return [f"{row['gem_id']}|{row['system']}|{row['line']}" for row in rows]
-
-
-def read_score_table(path: str, column: Optional[str] = None) -> _ScoreTable:
-    """Reads a scores file (see the module docstring for formats).
-
-    Raises:
-      FileNotFoundError: No such file.
-      ValueError: Malformed rows (file and row named), ambiguous column,
-        or an id given twice.
-    """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"scores file {path} not found")
-    rows = _read_rows(path)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    chosen = _choose_column(rows, column, path)
-    scores = [_row_score(row, chosen, path, number) for number, row in enumerate(rows, start=1)]
-    failed = [number for number, row in enumerate(rows, start=1) if _row_error(row)]
-    if failed:
-        logger.warning("%s: %d rows have an %r (first: row %d: %s) and no score; they count as "
-                       "NaN (--drop_nan leaves them out)", path, len(failed), _ERROR_FIELD,
-                       failed[0], _row_error(rows[failed[0] - 1]))
-    has_ids = all(row.get("id") not in (None, "") for row in rows)
-    ids = [str(row["id"]) for row in rows] if has_ids else _prepared_ids(rows)
-    has_ids = ids is not None
-    benchmarks = ([str(row.get("benchmark", "")) for row in rows]
-                  if has_ids and any("benchmark" in row for row in rows) else None)
-    if ids is not None:
-        keys = list(zip(benchmarks or [""] * len(ids), ids))
-        seen: dict = {}
-        for number, key in enumerate(keys, start=1):
-            if key in seen:
-                raise ValueError(f"{path}: row {number} repeats id {key[1]!r} of row {seen[key]}")
-            seen[key] = number
-    return _ScoreTable(chosen, scores, ids, benchmarks)
-
-
 class ScoresFileMetric(Metric):
     """Precomputed scores of any metric, aligned by id or row order."""
 
@@ -468,7 +359,7 @@ class ScoresFileMetric(Metric):
         super().__init__(spec, threshold)
         if not os.path.isfile(spec.argument):
             raise FileNotFoundError(f"metric {spec.name}: scores file {spec.argument} not found")
-        self._table: Optional[_ScoreTable] = None
+        self._table: Optional[ScoreTable] = None
 
     def fingerprint(self) -> str:
         with open(self.spec.argument, "rb") as handle:
@@ -484,13 +375,15 @@ class ScoresFileMetric(Metric):
         except (OSError, ValueError):
             meta = {}
         signatures = (meta.get("settings") or {}).get("signatures") or {}
-        by_column = {(meta.get("columns") or {}).get(name, name): signature
-                     for name, signature in signatures.items()}
+        by_column = {
+            (meta.get("columns") or {}).get(name, name): signature
+            for name, signature in signatures.items()
+        }
         column = self.spec.option or (next(iter(by_column)) if len(by_column) == 1 else None)
         return {"signature": by_column.get(column)}
 
     @property
-    def table(self) -> _ScoreTable:
+    def table(self) -> ScoreTable:
         if self._table is None:
             self._table = read_score_table(self.spec.argument, self.spec.option)
         return self._table
@@ -502,11 +395,15 @@ class ScoresFileMetric(Metric):
             if len(table.scores) != len(benchmark):
                 raise MetricNotAligned(
                     f"{path} has {len(table.scores)} rows and no id column; {benchmark.name} "
-                    f"has {len(benchmark)} items (add an id column to align by id)")
+                    f"has {len(benchmark)} items (add an id column to align by id)"
+                )
             return np.array(table.scores, dtype=np.float64)
         if table.benchmarks is not None:
-            lookup = {i: s for b, i, s in zip(table.benchmarks, table.ids, table.scores)
-                      if b == benchmark.name}
+            lookup = {
+                i: s
+                for b, i, s in zip(table.benchmarks, table.ids, table.scores)
+                if b == benchmark.name
+            }
         else:
             lookup = dict(zip(table.ids, table.scores))
         missing = [item_id for item_id in benchmark.ids if item_id not in lookup]
@@ -520,8 +417,13 @@ class ScoresFileMetric(Metric):
         return np.array([lookup[item_id] for item_id in benchmark.ids], dtype=np.float64)
 
 
-def build_metric(spec: MetricSpec, *, threshold: Optional[float] = 0.5,
-                 vocab_path: Optional[str] = None, batch_size: int = 32) -> Metric:
+def build_metric(
+    spec: MetricSpec,
+    *,
+    threshold: Optional[float] = 0.5,
+    vocab_path: Optional[str] = None,
+    batch_size: int = 32,
+) -> Metric:
     """Creates the metric a spec describes.
 
     Args:

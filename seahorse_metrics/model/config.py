@@ -93,10 +93,10 @@ class T5Config:
       attention_forward_min_length: The same for passes without dropout
         (scoring, evaluation), which also attend up to twice
         `attention_query_block` queries as one block
-        (`network.Attention.query_block_for`); None: always at once.
+        (`attention_layer.Attention.query_block_for`); None: always at once.
       attention_band_min_length: Passes without dropout (scoring) whose keys
         are at least this many add the relative bias only in a band around
-        each query block (`attention.blocked_attention`); shorter ones take
+        each query block (`blocked_attention.blocked_attention`); shorter ones take
         it from a strip. Training uses the band wherever it fits. None:
         scoring never in a band.
       attention_query_block: Queries per block of the blocked attention

@@ -12,10 +12,11 @@ segment s gets decoder position s - 1, fed the start token, and the
 network's segment masks keep each position to its own segment's encoder
 tokens, so every slot scores as if it were alone.
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +25,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from seahorse_metrics.model import partitioning
 
 
-def log_probs(model: Any, token_ids: tuple[int, ...], params: Any,
-              encoder_input_tokens: jax.Array) -> jax.Array:
+def log_probs(
+    model: Any, token_ids: tuple[int, ...], params: Any, encoder_input_tokens: jax.Array
+) -> jax.Array:
     """float32 [rows, len(token_ids)]: log P(token_ids) at the first decoder step.
 
     Args:
@@ -42,8 +44,14 @@ def log_probs(model: Any, token_ids: tuple[int, ...], params: Any,
     return _read_log_probs(model.logits(params, batch)[:, 0], token_ids)
 
 
-def packed_log_probs(model: Any, token_ids: tuple[int, ...], slots: int, params: Any,
-                     encoder_input_tokens: jax.Array, encoder_segment_ids: jax.Array) -> jax.Array:
+def packed_log_probs(
+    model: Any,
+    token_ids: tuple[int, ...],
+    slots: int,
+    params: Any,
+    encoder_input_tokens: jax.Array,
+    encoder_segment_ids: jax.Array,
+) -> jax.Array:
     """float32 [rows, slots, len(token_ids)]: the first step of each packed
     segment (see the module docstring)."""
     rows = encoder_input_tokens.shape[0]
@@ -51,14 +59,20 @@ def packed_log_probs(model: Any, token_ids: tuple[int, ...], slots: int, params:
         "encoder_input_tokens": encoder_input_tokens,
         "encoder_segment_ids": encoder_segment_ids,
         "decoder_input_tokens": jnp.full((rows, slots), model.config.decoder_start_id, jnp.int32),
-        "decoder_segment_ids": jnp.broadcast_to(jnp.arange(1, slots + 1, dtype=jnp.int32),
-                                                (rows, slots)),
+        "decoder_segment_ids": jnp.broadcast_to(
+            jnp.arange(1, slots + 1, dtype=jnp.int32), (rows, slots)
+        ),
     }
     return _read_log_probs(model.logits(params, batch), token_ids)
 
 
-def question_log_probs(model: Any, token_ids: tuple[int, ...], questions: Any, params: Any,
-                       encoder_input_tokens: jax.Array) -> jax.Array:
+def question_log_probs(
+    model: Any,
+    token_ids: tuple[int, ...],
+    questions: Any,
+    params: Any,
+    encoder_input_tokens: jax.Array,
+) -> jax.Array:
     """float32 [rows, questions, len(token_ids)]: log P(token_ids) after each
     question's decoder prefix, all questions against one encoder pass per row.
 
@@ -72,8 +86,10 @@ def question_log_probs(model: Any, token_ids: tuple[int, ...], questions: Any, p
     """
     rows = encoder_input_tokens.shape[0]
     decoder = questions.decoder_row(model.config.decoder_start_id)
-    batch = {name: jnp.broadcast_to(jnp.asarray(row_1xS), (rows, row_1xS.shape[1]))
-             for name, row_1xS in decoder.items()}
+    batch = {
+        name: jnp.broadcast_to(jnp.asarray(row_1xS), (rows, row_1xS.shape[1]))
+        for name, row_1xS in decoder.items()
+    }
     batch["encoder_input_tokens"] = encoder_input_tokens
     return _read_log_probs(model.logits(params, batch), token_ids)
 
@@ -99,10 +115,17 @@ def check_token_ids(token_ids, vocab_size: int) -> tuple[int, ...]:
     return token_ids
 
 
-def compile_first_step(model: Any, token_ids: tuple[int, ...], mesh: Mesh,
-                       abstract_params: Any, rows: int, length: int,
-                       compiler_options: Optional[Mapping[str, Any]] = None,
-                       slots: Optional[int] = None, questions: Optional[Any] = None):
+def compile_first_step(
+    model: Any,
+    token_ids: tuple[int, ...],
+    mesh: Mesh,
+    abstract_params: Any,
+    rows: int,
+    length: int,
+    compiler_options: Optional[Mapping[str, Any]] = None,
+    slots: Optional[int] = None,
+    questions: Optional[Any] = None,
+):
     """Compiles `log_probs` (or, with `slots`, `packed_log_probs`) for
     `[rows, length]` batches ahead of time.
 
@@ -128,21 +151,44 @@ def compile_first_step(model: Any, token_ids: tuple[int, ...], mesh: Mesh,
         multi-question metric are not supported).
     """
     param_shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
+    program, inputs = _program(model, token_ids, rows, length, slots, questions)
+    function = jax.jit(
+        program,
+        in_shardings=(param_shardings,) + (partitioning.data_sharding(mesh),) * len(inputs),
+        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)),
+    )
+    with partitioning.sharding_context(mesh):
+        return function.lower(abstract_params, *inputs).compile(
+            compiler_options=dict(compiler_options) if compiler_options else None
+        )
+
+
+def _program(
+    model: Any,
+    token_ids: tuple[int, ...],
+    rows: int,
+    length: int,
+    slots: Optional[int],
+    questions: Optional[Any],
+) -> tuple[Callable, tuple[jax.ShapeDtypeStruct, ...]]:
+    """`compile_first_step`'s function of (params, inputs...) and its abstract
+    inputs: the tokens, and with `slots` their segment ids too."""
     tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32)
     if questions is not None:
         if slots is not None:
-            raise ValueError("packing several inputs per row is not supported with a "
-                             "multi-question metric; score it unpacked")
-        program, inputs = functools.partial(question_log_probs, model, token_ids,
-                                            questions), (tokens,)
+            raise ValueError(
+                "packing several inputs per row is not supported with a "
+                "multi-question metric; score it unpacked"
+            )
+        program, inputs = (
+            functools.partial(question_log_probs, model, token_ids, questions),
+            (tokens,),
+        )
     elif slots is None:
         program, inputs = functools.partial(log_probs, model, token_ids), (tokens,)
     else:
-        program, inputs = functools.partial(packed_log_probs, model, token_ids,
-                                            slots), (tokens, tokens)
-    function = jax.jit(
-        program, in_shardings=(param_shardings,) + (partitioning.data_sharding(mesh),) * len(inputs),
-        out_shardings=NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS)))
-    with partitioning.sharding_context(mesh):
-        return function.lower(abstract_params, *inputs).compile(
-            compiler_options=dict(compiler_options) if compiler_options else None)
+        program, inputs = (
+            functools.partial(packed_log_probs, model, token_ids, slots),
+            (tokens, tokens),
+        )
+    return program, inputs

@@ -4,7 +4,7 @@ Searches rematerialisation (`none`, `minimal`, `full`) x microbatches (the
 divisors of the rows each data-parallel device gets) x mesh shape (`data` x
 `model` = the device count, `model` dividing the heads, feed-forward width
 and vocabulary) for a model, input length and batch, compiling the trainer's
-own step from shapes (`memory.plan_train_step`) for each combination it
+own step from shapes (`programs.plan_train_step`) for each combination it
 tries. Cheapest means least recomputation first, then fewest microbatches,
 then the smallest `model` axis (least communication). Memory falls as remat
 grows and as microbatches grow, so for each remat and mesh the fewest
@@ -19,9 +19,11 @@ cost more time than recomputation does).
                         devices=1, device_bytes=80 * 2**30, input_length=2048, batch_size=128)
     print(result.report())
 """
+
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -29,12 +31,12 @@ import math
 import sys
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from seahorse_metrics.planning import child, memory
 from seahorse_metrics.model.config import REMAT_POLICIES
+from seahorse_metrics.planning import child, memory, programs
 
 logger = logging.getLogger(__name__)
 
-GiB = 2 ** 30
+GiB = 2**30
 # Nominal memory per device of the accelerators `--device` names.
 DEVICE_MEMORY = {
     "a100-40g": 40 * GiB,
@@ -44,8 +46,18 @@ DEVICE_MEMORY = {
     "tpu-v5e": 16 * GiB,
     "tpu-v5p": 95 * GiB,
 }
-_UNITS = {"": 1, "b": 1, "kib": 2 ** 10, "mib": 2 ** 20, "gib": GiB, "tib": 2 ** 40,
-          "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": GiB,
+    "tib": 2**40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
 
 
 def parse_memory(text: str) -> int:
@@ -56,7 +68,7 @@ def parse_memory(text: str) -> int:
     """
     cleaned = str(text).strip().lower().replace(" ", "")
     number = cleaned.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = cleaned[len(number):]
+    unit = cleaned[len(number) :]
     try:
         value = float(number) * _UNITS[unit]
     except (KeyError, ValueError):
@@ -80,9 +92,12 @@ class Trial:
 
     def line(self) -> str:
         verdict = "fits" if self.fits else "does not fit"
-        return (f"remat={self.remat:<7} microbatches={self.microbatches:<4} "
-                f"data={self.data} x model={self.model}: "
-                f"{memory.format_bytes(self.per_device_bytes):>10} per device, {verdict}{f' ({self.note})' if self.note else ''}")
+        note = f" ({self.note})" if self.note else ""
+        return (
+            f"remat={self.remat:<7} microbatches={self.microbatches:<4} "
+            f"data={self.data} x model={self.model}: "
+            f"{memory.format_bytes(self.per_device_bytes):>10} per device, {verdict}{note}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,11 +115,13 @@ class FitResult:
         """The chosen setting as `train` flags."""
         if self.best is None:
             return []
-        return [f"--gin.TrainConfig.remat='{self.best.remat}'",
-                f"--gin.TrainConfig.microbatches={self.best.microbatches}",
-                f"--gin.TrainConfig.model_parallel={self.best.model}",
-                f"--gin.TrainConfig.scan_layers={self.scan_layers}",
-                f"--gin.TrainConfig.dtype='{self.dtype}'"]
+        return [
+            f"--gin.TrainConfig.remat='{self.best.remat}'",
+            f"--gin.TrainConfig.microbatches={self.best.microbatches}",
+            f"--gin.TrainConfig.model_parallel={self.best.model}",
+            f"--gin.TrainConfig.scan_layers={self.scan_layers}",
+            f"--gin.TrainConfig.dtype='{self.dtype}'",
+        ]
 
     def alternatives(self) -> list[Trial]:
         """Per remat setting recomputing more than the best, its fit with the
@@ -112,9 +129,12 @@ class FitResult:
         if self.best is None:
             return []
         found = []
-        for remat in REMAT_POLICIES[REMAT_POLICIES.index(self.best.remat) + 1:]:
-            fewer = [t for t in self.trials if t.fits and t.remat == remat
-                     and t.microbatches < self.best.microbatches]
+        for remat in REMAT_POLICIES[REMAT_POLICIES.index(self.best.remat) + 1 :]:
+            fewer = [
+                t
+                for t in self.trials
+                if t.fits and t.remat == remat and t.microbatches < self.best.microbatches
+            ]
             if fewer:
                 found.append(cheapest(fewer))
         return found
@@ -124,18 +144,24 @@ class FitResult:
         lines.append(f"per-device figures: {self.source}")
         budget = f"{memory.format_bytes(self.device_bytes)} per device"
         if self.best is None:
-            lines.append(f"nothing fits in {budget}: more devices, a smaller batch or shorter "
-                         "inputs are needed")
+            lines.append(
+                f"nothing fits in {budget}: more devices, a smaller batch or shorter "
+                "inputs are needed"
+            )
         else:
             best = self.best
-            lines.append(f"cheapest fit in {budget}: remat={best.remat}, microbatches="
-                         f"{best.microbatches}, data={best.data} x model={best.model}")
+            lines.append(
+                f"cheapest fit in {budget}: remat={best.remat}, microbatches="
+                f"{best.microbatches}, data={best.data} x model={best.model}"
+            )
             lines.append("train with: " + " ".join(self.bindings()))
             for other in self.alternatives():
-                lines.append(f"fewer microbatches with more recomputation: remat={other.remat}, "
-                             f"microbatches={other.microbatches}, data={other.data} x "
-                             f"model={other.model} ({memory.format_bytes(other.per_device_bytes)}"
-                             " per device)")
+                lines.append(
+                    f"fewer microbatches with more recomputation: remat={other.remat}, "
+                    f"microbatches={other.microbatches}, data={other.data} x "
+                    f"model={other.model} ({memory.format_bytes(other.per_device_bytes)}"
+                    " per device)"
+                )
         return "\n".join(lines)
 
 
@@ -148,8 +174,9 @@ def mesh_shapes(config: Any, devices: int, batch_size: int) -> list[tuple[int, i
         if devices % model:
             continue
         data = devices // model
-        if batch_size % data or any(size % model for size in (config.num_heads, config.d_ff,
-                                                              config.vocab_size)):
+        if batch_size % data or any(
+            size % model for size in (config.num_heads, config.d_ff, config.vocab_size)
+        ):
             continue
         shapes.append((data, model))
     return shapes
@@ -162,11 +189,13 @@ def _divisors(value: int) -> list[int]:
 def _fixed_bytes(config: Any, data: int, model: int) -> int:
     """Per-device float32 parameters, twice (the gradients), a lower bound of
     any train step on this mesh (the optimizer's factored state is small)."""
-    from seahorse_metrics.model.model import EncoderDecoderModel
-
     import jax
 
-    total = sum(math.prod(a.shape) for a in jax.tree.leaves(EncoderDecoderModel(config).abstract_params()))
+    from seahorse_metrics.model.model import EncoderDecoderModel
+
+    total = sum(
+        math.prod(a.shape) for a in jax.tree.leaves(EncoderDecoderModel(config).abstract_params())
+    )
     return 2 * 4 * total // model
 
 
@@ -197,14 +226,24 @@ def max_compilations(config: Any, devices: int, batch_size: int) -> int:
     """How many train steps the search compiles at most (every remat setting
     and mesh shape bisected; a mesh left out, or a bisection cut short by an
     earlier fit, compiles fewer)."""
-    return len(REMAT_POLICIES) * sum(_compilation_bound(len(_divisors(batch_size // data)))
-                                     for data, _ in mesh_shapes(config, devices, batch_size))
+    return len(REMAT_POLICIES) * sum(
+        _compilation_bound(len(_divisors(batch_size // data)))
+        for data, _ in mesh_shapes(config, devices, batch_size)
+    )
 
 
-def iterate_search(config: Any, devices: int, device_bytes: int, input_length: int,
-                   batch_size: int, target_length: int = 4, optimizer: Any = None,
-                   make_mesh: Optional[Callable[[int], Any]] = None,
-                   alternatives: bool = True, correction: float = 1.0) -> Iterator[Trial]:
+def iterate_search(
+    config: Any,
+    devices: int,
+    device_bytes: int,
+    input_length: int,
+    batch_size: int,
+    target_length: int = 4,
+    optimizer: Any = None,
+    make_mesh: Optional[Callable[[int], Any]] = None,
+    alternatives: bool = True,
+    correction: float = 1.0,
+) -> Iterator[Trial]:
     """Yields each trial in the order tried; the caller picks the cheapest fit.
 
     Args:
@@ -224,40 +263,101 @@ def iterate_search(config: Any, devices: int, device_bytes: int, input_length: i
     """
     from seahorse_metrics.model.partitioning import make_mesh as default_make_mesh
 
-    make_mesh = make_mesh or default_make_mesh
+    compile_trial = functools.partial(
+        _compile_trial,
+        config,
+        make_mesh or default_make_mesh,
+        (input_length, batch_size, target_length, optimizer),
+        device_bytes,
+        correction,
+        itertools.count(1),
+        max_compilations(config, devices, batch_size),
+    )
     best_microbatches: Optional[int] = None
-    compiled = itertools.count(1)
-    bound = max_compilations(config, devices, batch_size)
-    layers = "scanned layers" if config.scan_layers else "unrolled layers"
     for remat in REMAT_POLICIES:
         for data, model in mesh_shapes(config, devices, batch_size):
             fixed = _fixed_bytes(config, data, model)
             if fixed > device_bytes:
-                yield Trial(remat, 0, data, model, fixed, False,
-                            "float32 parameters and gradients alone; not compiled")
+                yield _not_compiled(remat, data, model, fixed)
                 continue
-            trials: dict[int, Trial] = {}
-
-            def fits(microbatches: int) -> bool:
-                logger.info("compiling the train step %d of at most %d: remat=%s, microbatches=%d, "
-                            "data=%d x model=%d, %s", next(compiled), bound, remat, microbatches,
-                            data, model, layers)
-                step = memory.plan_train_step(
-                    config.replace(remat=remat), make_mesh(model), input_length, batch_size,
-                    target_length, optimizer, microbatches=microbatches)
-                need = int(math.ceil(step.per_device_bytes * correction))
-                trials[microbatches] = Trial(remat, microbatches, data, model, need,
-                                             need <= device_bytes)
-                return trials[microbatches].fits
-
-            candidates = [k for k in _divisors(batch_size // data)
-                          if best_microbatches is None or k < best_microbatches]
-            found = _first_fit(fits, candidates)
-            yield from trials.values()
+            candidates = [
+                k
+                for k in _divisors(batch_size // data)
+                if best_microbatches is None or k < best_microbatches
+            ]
+            trials, found = _mesh_trials(compile_trial, remat, data, model, candidates)
+            yield from trials
             if found is not None:
                 best_microbatches = found
         if best_microbatches is not None and not alternatives:
             return
+
+
+def _not_compiled(remat: str, data: int, model: int, fixed: int) -> Trial:
+    """The trial of a mesh whose float32 parameters and gradients alone do
+    not fit: nothing is compiled for it."""
+    return Trial(
+        remat,
+        0,
+        data,
+        model,
+        fixed,
+        False,
+        "float32 parameters and gradients alone; not compiled",
+    )
+
+
+def _mesh_trials(
+    compile_trial: Callable[[str, int, int, int], Trial],
+    remat: str,
+    data: int,
+    model: int,
+    candidates: list[int],
+) -> tuple[list[Trial], Optional[int]]:
+    """The trials `_first_fit` compiles over `candidates` microbatches on one
+    mesh, in the order compiled, and the fewest microbatches that fit (or None)."""
+    trials: dict[int, Trial] = {}
+
+    def fits(microbatches: int) -> bool:
+        trials[microbatches] = compile_trial(remat, microbatches, data, model)
+        return trials[microbatches].fits
+
+    found = _first_fit(fits, candidates)
+    return list(trials.values()), found
+
+
+def _compile_trial(
+    config: Any,
+    make_mesh: Callable[[int], Any],
+    shapes: tuple,
+    device_bytes: int,
+    correction: float,
+    compiled: Iterator[int],
+    bound: int,
+    remat: str,
+    microbatches: int,
+    data: int,
+    model: int,
+) -> Trial:
+    """Compiles one train step of the search (`shapes`: input_length,
+    batch_size, target_length, optimizer) and says whether it fits, its
+    figure multiplied by `correction`; logs it as the next of `bound`."""
+    logger.info(
+        "compiling the train step %d of at most %d: remat=%s, microbatches=%d, "
+        "data=%d x model=%d, %s",
+        next(compiled),
+        bound,
+        remat,
+        microbatches,
+        data,
+        model,
+        "scanned layers" if config.scan_layers else "unrolled layers",
+    )
+    step = programs.plan_train_step(
+        config.replace(remat=remat), make_mesh(model), *shapes, microbatches=microbatches
+    )
+    need = int(math.ceil(step.per_device_bytes * correction))
+    return Trial(remat, microbatches, data, model, need, need <= device_bytes)
 
 
 def cheapest(trials: list[Trial]) -> Optional[Trial]:
@@ -278,17 +378,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     request = json.loads((sys.argv[1:] if argv is None else argv)[0])
     config = T5Config.from_dict(request.pop("model_config"))
     optimizer = request.pop("optimizer")
-    for trial in iterate_search(config, optimizer=optimizer and OptimizerConfig(**optimizer),
-                                **request):
+    for trial in iterate_search(
+        config, optimizer=optimizer and OptimizerConfig(**optimizer), **request
+    ):
         print("TRIAL " + json.dumps(dataclasses.asdict(trial)), flush=True)
     return 0
 
 
-def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, batch_size: int,
-               target_length: int = 4, optimizer: Any = None,
-               on_trial: Optional[Callable[[Trial], None]] = None,
-               alternatives: bool = True,
-               correction: Optional[memory.DeviceCorrection] = None) -> FitResult:
+def search_fit(
+    config: Any,
+    devices: int,
+    device_bytes: int,
+    input_length: int,
+    batch_size: int,
+    target_length: int = 4,
+    optimizer: Any = None,
+    on_trial: Optional[Callable[[Trial], None]] = None,
+    alternatives: bool = True,
+    correction: Optional[memory.DeviceCorrection] = None,
+) -> FitResult:
     """Runs the search, in this process when it has `devices` devices (compiled
     for them: `FitResult.source` is `memory.DEVICE` on an accelerator), else
     on as many simulated CPU devices in a child process (a CPU-compiler estimate).
@@ -311,27 +419,48 @@ def search_fit(config: Any, devices: int, device_bytes: int, input_length: int, 
         if on_trial is not None:
             on_trial(trial)
 
-    shapes = dict(input_length=int(input_length), batch_size=int(batch_size),
-                  target_length=int(target_length), devices=int(devices),
-                  device_bytes=int(device_bytes), alternatives=bool(alternatives))
+    shapes = dict(
+        input_length=int(input_length),
+        batch_size=int(batch_size),
+        target_length=int(target_length),
+        devices=int(devices),
+        device_bytes=int(device_bytes),
+        alternatives=bool(alternatives),
+    )
     platform = "cpu"
     if jax.device_count() == devices:
         platform = jax.devices()[0].platform
     applied = correction if correction is not None and platform == "cpu" else None
     shapes["correction"] = applied.factor if applied else 1.0
+    for trial in _trials(config, optimizer, shapes, devices):
+        record(trial)
+    return FitResult(
+        trials,
+        cheapest(trials),
+        int(device_bytes),
+        config.scan_layers,
+        config.dtype,
+        applied.label() if applied else memory.figure_source(platform),
+    )
+
+
+def _trials(config: Any, optimizer: Any, shapes: dict, devices: int) -> Iterator[Trial]:
+    """The search's trials as they are done: searched in this process when it
+    has `devices` devices, else in a child process on simulated ones."""
+    import jax
+
     if jax.device_count() == devices:
-        for trial in iterate_search(config, optimizer=optimizer, **shapes):
-            record(trial)
+        yield from iterate_search(config, optimizer=optimizer, **shapes)
     else:
-        request = dict(shapes, model_config=config.to_dict(),
-                       optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None)
-        for trial in _child_trials(request, devices):
-            record(trial)
-    return FitResult(trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype,
-                     applied.label() if applied else memory.figure_source(platform))
+        request = dict(
+            shapes,
+            model_config=config.to_dict(),
+            optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None,
+        )
+        yield from _child_trials(request, devices)
 
 
 def _child_trials(request: dict, devices: int) -> Iterator[Trial]:
     for line in child.child_output(__name__, request, devices):
         if line.startswith("TRIAL "):
-            yield Trial(**json.loads(line[len("TRIAL "):]))
+            yield Trial(**json.loads(line[len("TRIAL ") :]))

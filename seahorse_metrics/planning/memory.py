@@ -7,7 +7,7 @@ compiled from shapes alone.
 
 The trainer's own train step (its optimizer state, float32 master weights,
 the model's compute dtype) and the scorer's own first-step program (weights
-in the compute dtype) are lowered and compiled ahead of time from
+in the compute dtype) are lowered and compiled ahead of time (`programs`) from
 `jax.ShapeDtypeStruct`s, `jax.eval_shape` of the initialiser: no weight is
 allocated, so a plan for mT5-XXL runs on a laptop. From the compiled programs
 come how every argument is split (`input_shardings`: a parameter the rules
@@ -18,6 +18,7 @@ backend that compiled, so on CPU devices standing in for accelerators they
 are a guide, not a promise. `plan_in_subprocess` compiles on as many
 simulated CPU devices as the mesh needs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,22 +26,11 @@ import json
 import logging
 import math
 import sys
-import time
 from typing import Any, Mapping, Optional, Sequence
 
-from seahorse_metrics.planning import child
+from seahorse_metrics.planning import child, programs
 
 logger = logging.getLogger(__name__)
-
-# Token ids read by the planned scorer; any two ids compile the same program.
-_PLAN_TOKEN_IDS = (1, 2)
-# LLVM's optimisation level changes the machine code only, not the buffers:
-# mT5-XXL's (1+1 layers) temporaries are byte for byte the same, and it
-# compiles a quarter faster.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-_TRAIN_FEATURES = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens",
-                   "decoder_loss_weights")
-
 
 # What a plan's per-device figures are: the compiled program's own memory
 # analysis for the accelerator it will run on, or XLA:CPU's accounting of the
@@ -83,9 +73,11 @@ class DeviceCorrection:
 
     def label(self) -> str:
         """How `plan` names a corrected figure."""
-        return (f"{CPU_ESTIMATE}, corrected by x{self.factor:.3f} for {self.device} (measured "
-                f"peak / CPU-compiler figure of {self.settings} training setting"
-                f"{'s' if self.settings != 1 else ''} in {self.record})")
+        return (
+            f"{CPU_ESTIMATE}, corrected by x{self.factor:.3f} for {self.device} (measured "
+            f"peak / CPU-compiler figure of {self.settings} training setting"
+            f"{'s' if self.settings != 1 else ''} in {self.record})"
+        )
 
 
 def read_device_correction(path: str) -> DeviceCorrection:
@@ -104,27 +96,46 @@ def read_device_correction(path: str) -> DeviceCorrection:
     record = read_json(path, "accelerator record")
     mode = record.get("mode") if isinstance(record, dict) else None
     if mode != "device":
-        raise ValueError(f"{path}: not a device run of bench/accelerator.py (mode {mode!r}); a "
-                         "correction needs a device's measurements")
-    ratios = [part["peak_over_cpu_plan"] for part in (record.get("parts") or {}).values()
-              if isinstance(part, dict) and part.get("role") == "train"
-              and part.get("status") == "ok" and part.get("peak_over_cpu_plan")]
+        raise ValueError(
+            f"{path}: not a device run of bench/accelerator.py (mode {mode!r}); a "
+            "correction needs a device's measurements"
+        )
+    ratios = [
+        part["peak_over_cpu_plan"]
+        for part in (record.get("parts") or {}).values()
+        if isinstance(part, dict)
+        and part.get("role") == "train"
+        and part.get("status") == "ok"
+        and part.get("peak_over_cpu_plan")
+    ]
     if not ratios:
-        raise ValueError(f"{path}: no training setting with a measured peak and a CPU-compiler "
-                         "figure (parts.*.peak_over_cpu_plan); rerun its train part")
-    return DeviceCorrection(str((record.get("device") or {}).get("kind")),
-                            float(statistics.median(ratios)), len(ratios), path)
+        raise ValueError(
+            f"{path}: no training setting with a measured peak and a CPU-compiler "
+            "figure (parts.*.peak_over_cpu_plan); rerun its train part"
+        )
+    return DeviceCorrection(
+        str((record.get("device") or {}).get("kind")),
+        float(statistics.median(ratios)),
+        len(ratios),
+        path,
+    )
 
 
 # Simulated devices a plan may ask for: beyond the largest pods (a TPU v5p pod
 # has 8,960 chips), and far below what makes XLA refuse its own flags.
 MAX_DEVICES = 65536
 # A per-device lower bound above this is no plan for any device that exists.
-MAX_PER_DEVICE_BYTES = 2 ** 40
+MAX_PER_DEVICE_BYTES = 2**40
 
 
-def check_request(model_config: Any, data: int, model: int, input_length: int, batch_size: int,
-                  target_length: int = 4) -> None:
+def check_request(
+    model_config: Any,
+    data: int,
+    model: int,
+    input_length: int,
+    batch_size: int,
+    target_length: int = 4,
+) -> None:
     """Refuses, before anything is allocated or compiled, a request no device
     could hold or the compiler would choke on.
 
@@ -137,13 +148,20 @@ def check_request(model_config: Any, data: int, model: int, input_length: int, b
     Raises:
       ValueError: naming the setting and what would be needed.
     """
-    for name, value in (("input_length", input_length), ("target_length", target_length),
-                        ("batch_size", batch_size), ("data", data), ("model", model)):
+    for name, value in (
+        ("input_length", input_length),
+        ("target_length", target_length),
+        ("batch_size", batch_size),
+        ("data", data),
+        ("model", model),
+    ):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"--{name} must be a positive integer, got {value!r}")
     if data * model > MAX_DEVICES:
-        raise ValueError(f"the mesh data={data} x model={model} has {data * model:,} devices; plans "
-                         f"go up to {MAX_DEVICES:,} (a TPU v5p pod has 8,960 chips)")
+        raise ValueError(
+            f"the mesh data={data} x model={model} has {data * model:,} devices; plans "
+            f"go up to {MAX_DEVICES:,} (a TPU v5p pod has 8,960 chips)"
+        )
     if batch_size % data:
         raise ValueError(f"--batch_size {batch_size} must be a multiple of data={data}")
     rows = batch_size // data
@@ -155,42 +173,8 @@ def check_request(model_config: Any, data: int, model: int, input_length: int, b
             f"--input_length {input_length} with --batch_size {batch_size} on data={data} x "
             f"model={model} needs at least {lower_bound / 2**40:,.0f} TiB per device for one "
             f"layer's attention alone; no device holds more than "
-            f"{MAX_PER_DEVICE_BYTES / 2**40:.0f} TiB: shorten the inputs or the batch")
-
-
-@dataclasses.dataclass(frozen=True)
-class ArgumentBytes:
-    """One group of a program's arguments: `total` bytes unsplit, and what
-    the most loaded device holds (`per_device`)."""
-
-    total: int
-    per_device: int
-
-
-@dataclasses.dataclass(frozen=True)
-class StepMemory:
-    """What one compiled program needs per device.
-
-    Attributes:
-      name: "train step" or "scoring step".
-      arguments: Group ("parameters", "optimizer state", "batch") -> bytes.
-      temp_bytes: XLA's temporaries per device (activations, gradients, workspace).
-      output_bytes: Outputs per device not aliased to (donated) inputs.
-      largest_whole: (name, bytes) of the biggest parameter no device splits.
-      compile_seconds: Time to lower and compile.
-    """
-
-    name: str
-    arguments: dict[str, ArgumentBytes]
-    temp_bytes: int
-    output_bytes: int
-    largest_whole: tuple[str, int]
-    compile_seconds: float
-
-    @property
-    def per_device_bytes(self) -> int:
-        """Arguments + temporaries + fresh outputs on the most loaded device."""
-        return sum(a.per_device for a in self.arguments.values()) + self.temp_bytes + self.output_bytes
+            f"{MAX_PER_DEVICE_BYTES / 2**40:.0f} TiB: shorten the inputs or the batch"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +186,7 @@ class MemoryPlan:
     mesh: dict[str, int]
     platform: str
     input_length: int
-    steps: list[StepMemory]
+    steps: list[programs.StepMemory]
 
     @property
     def source(self) -> str:
@@ -213,27 +197,37 @@ class MemoryPlan:
         """A few readable lines: per-device bytes of each program (and, for a
         CPU-compiler estimate with a `correction`, its total carried over)."""
         devices = math.prod(self.mesh.values())
-        lines = [f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
-                 f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
-                 f"{self.platform} devices), inputs of {self.input_length} tokens",
-                 f"per-device figures: {self.source}"]
+        lines = [
+            f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
+            f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
+            f"{self.platform} devices), inputs of {self.input_length} tokens",
+            f"per-device figures: {self.source}",
+        ]
         for step in self.steps:
             lines.append(f"{step.name} (compiled in {step.compile_seconds:.0f} s):")
             for group, size in step.arguments.items():
-                lines.append(f"  {group:<26} {format_bytes(size.per_device):>10} per device "
-                             f"({format_bytes(size.total)} in all)")
-            lines.append(f"  {'activations, temporaries':<26} {format_bytes(step.temp_bytes):>10} per device")
+                lines.append(
+                    f"  {group:<26} {format_bytes(size.per_device):>10} per device "
+                    f"({format_bytes(size.total)} in all)"
+                )
+            lines.append(
+                f"  {'activations, temporaries':<26} {format_bytes(step.temp_bytes):>10} per device"
+            )
             lines.append(f"  {'outputs':<26} {format_bytes(step.output_bytes):>10} per device")
             lines.append(f"  {'total':<26} {format_bytes(step.per_device_bytes):>10} per device")
             if correction is not None and self.source == CPU_ESTIMATE:
-                lines.append(f"  {'total, corrected':<26} "
-                             f"{format_bytes(correction.apply(step.per_device_bytes)):>10} "
-                             f"per device ({correction.device})")
+                lines.append(
+                    f"  {'total, corrected':<26} "
+                    f"{format_bytes(correction.apply(step.per_device_bytes)):>10} "
+                    f"per device ({correction.device})"
+                )
             name, size = step.largest_whole
             lines.append(f"  largest parameter left whole: {name} ({format_bytes(size)})")
         if self.platform == "cpu":
-            lines.append("Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
-                         "differ. Parameters, optimizer state and batch are exact.")
+            lines.append(
+                "Temporaries are the CPU compiler's; an accelerator's fusion and layouts "
+                "differ. Parameters, optimizer state and batch are exact."
+            )
             if correction is not None:
                 lines.append(f"corrected totals: {correction.label()}")
         return "\n".join(lines)
@@ -244,152 +238,18 @@ def format_bytes(size: int) -> str:
     return f"{size / 2**30:.2f} GiB" if size >= 2**24 else f"{size / 2**20:.2f} MiB"
 
 
-def _leaf_bytes(abstract: Any, sharding: Any) -> tuple[int, int]:
-    itemsize = abstract.dtype.itemsize
-    return (math.prod(abstract.shape) * itemsize,
-            math.prod(sharding.shard_shape(abstract.shape)) * itemsize)
-
-
-def _group_bytes(abstract_tree: Any, sharding_tree: Any) -> ArgumentBytes:
-    import jax
-
-    sizes = [_leaf_bytes(a, s) for a, s in zip(jax.tree.leaves(abstract_tree), jax.tree.leaves(sharding_tree))]
-    return ArgumentBytes(sum(t for t, _ in sizes), sum(d for _, d in sizes))
-
-
-def _largest_whole(abstract_params: Any, shardings: Any) -> tuple[str, int]:
-    import jax
-
-    whole = [(jax.tree_util.keystr(path, simple=True, separator="/"), _leaf_bytes(a, s)[0])
-             for (path, a), s in zip(jax.tree_util.tree_leaves_with_path(abstract_params),
-                                     jax.tree.leaves(shardings))
-             if tuple(s.shard_shape(a.shape)) == tuple(a.shape)]
-    return max(whole, key=lambda item: item[1]) if whole else ("none", 0)
-
-
-def _compiled_shardings(compiled_tree: Any, given_tree: Any) -> Any:
-    """The compiled program's input shardings; an argument the program does
-    not read (None there, e.g. Adafactor's unused factored slots) keeps the
-    sharding it was placed with."""
-    import jax
-
-    return jax.tree.map(lambda compiled, given: given if compiled is None else compiled,
-                        compiled_tree, given_tree, is_leaf=lambda node: node is None)
-
-
-def _step_memory(name: str, compiled: Any, groups: Mapping[str, tuple[Any, Any]],
-                 abstract_params: Any, param_shardings: Any, seconds: float) -> StepMemory:
-    stats = compiled.memory_analysis()
-    return StepMemory(
-        name=name,
-        arguments={group: _group_bytes(abstract, shardings)
-                   for group, (abstract, shardings) in groups.items()},
-        temp_bytes=int(stats.temp_size_in_bytes),
-        output_bytes=max(0, int(stats.output_size_in_bytes) - int(stats.alias_size_in_bytes)),
-        largest_whole=_largest_whole(abstract_params, param_shardings),
-        compile_seconds=seconds)
-
-
-def compile_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                       target_length: int = 4, optimizer: Any = None,
-                       compiler_options: Optional[Mapping[str, Any]] = None,
-                       microbatches: int = 1) -> tuple[Any, StepMemory, Any]:
-    """`plan_train_step`, also returning the compiled program and the
-    trainer's `CompiledStep`: (executable `(state, batch) -> (state,
-    metrics)`, its memory, the `CompiledStep` whose `init_state` makes the
-    state it takes). Running the executable runs the very program the
-    figures describe (bench/accelerator.py measures it so)."""
-    import jax
-    import jax.numpy as jnp
-
-    from seahorse_metrics.model import partitioning
-    from seahorse_metrics.training import optimizers, sharding as sharding_lib, step as step_lib
-
-    sharding_lib.check_batch_size(batch_size, mesh)
-    step_lib.check_microbatches(microbatches, batch_size, mesh)
-    plan = step_lib.compiled_step(model_config, optimizer or optimizers.OptimizerConfig(), 1000,
-                                 1e-4, None, mesh, microbatches)
-    lengths = {"encoder_input_tokens": input_length}
-    batch = {name: jax.ShapeDtypeStruct((batch_size, lengths.get(name, target_length)), jnp.int32,
-                                        sharding=plan.batch_sharding)
-             for name in _TRAIN_FEATURES}
-    start = time.perf_counter()
-    options = FAST_COMPILE if compiler_options is None else dict(compiler_options)
-    with partitioning.sharding_context(mesh):
-        compiled = plan.step_fn.lower(plan.abstract_state, batch).compile(
-            compiler_options=options or None)
-    seconds = time.perf_counter() - start
-    (state_shardings, batch_shardings), _ = compiled.input_shardings
-    state_shardings = _compiled_shardings(state_shardings, plan.state_shardings)
-    abstract = plan.abstract_state
-    groups = {"parameters (float32)": (abstract.params, state_shardings.params),
-              "optimizer state": (abstract.opt_state, state_shardings.opt_state),
-              "batch": (batch, batch_shardings)}
-    settings = (f"remat {model_config.remat}, {microbatches} microbatch"
-                f"{'es' if microbatches > 1 else ''}{', scanned layers' if model_config.scan_layers else ''}")
-    memory = _step_memory(f"train step: batch {batch_size}, compute {model_config.dtype}, {settings}",
-                          compiled, groups, abstract.params, state_shardings.params, seconds)
-    return compiled, memory, plan
-
-
-def plan_train_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                    target_length: int = 4, optimizer: Any = None,
-                    compiler_options: Optional[Mapping[str, Any]] = None,
-                    microbatches: int = 1) -> StepMemory:
-    """Compiles the trainer's step from shapes (with `model_config.remat`,
-    `scan_layers` and `microbatches` as the trainer would run them); returns
-    its per-device memory. With the default optimizer and compiler options,
-    a program planned before in this process is not compiled again (a fit
-    search and its budget ask for the same ones)."""
-    key = None
-    if optimizer is None and compiler_options is None:
-        key = (model_config, mesh, input_length, batch_size, target_length, microbatches)
-        if key in _PLANNED_STEPS:
-            return _PLANNED_STEPS[key]
-    step = compile_train_step(model_config, mesh, input_length, batch_size, target_length,
-                              optimizer, compiler_options, microbatches)[1]
-    if key is not None:
-        _PLANNED_STEPS[key] = step
-    return step
-
-
-# (config, mesh, shapes, microbatches) -> `StepMemory`, for `plan_train_step`.
-_PLANNED_STEPS: dict = {}
-
-
-def plan_scoring_step(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                      compiler_options: Optional[Mapping[str, Any]] = None) -> StepMemory:
-    """Compiles the scorer's first-step program from shapes, weights in the
-    compute dtype (as `Scorer.load(..., dtype=...)` keeps them)."""
-    import jax
-
-    from seahorse_metrics.model.model import EncoderDecoderModel
-    from seahorse_metrics.model.first_step import compile_first_step
-
-    if batch_size % mesh.shape["data"]:
-        raise ValueError(f"scoring batch {batch_size} must be a multiple of the "
-                         f"{mesh.shape['data']} data-parallel devices")
-    model = EncoderDecoderModel(model_config)
-    abstract_params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, model_config.dtype),
-                                   model.abstract_params())
-    start = time.perf_counter()
-    compiled = compile_first_step(model, _PLAN_TOKEN_IDS, mesh, abstract_params, batch_size,
-                                  input_length, FAST_COMPILE if compiler_options is None
-                                  else compiler_options)
-    seconds = time.perf_counter() - start
-    param_shardings, token_sharding = compiled.input_shardings[0]
-    tokens = jax.ShapeDtypeStruct((batch_size, input_length), "int32")
-    groups = {f"parameters ({model_config.dtype})": (abstract_params, param_shardings),
-              "batch": (tokens, token_sharding)}
-    return _step_memory(f"scoring step: batch {batch_size}, weights {model_config.dtype}", compiled,
-                        groups, abstract_params, param_shardings, seconds)
-
-
-def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int,
-                target_length: int = 4, score_batch_size: Optional[int] = None,
-                optimizer: Any = None, model_name: Optional[str] = None,
-                compiler_options: Optional[Mapping[str, Any]] = None,
-                microbatches: int = 1) -> MemoryPlan:
+def plan_memory(
+    model_config: Any,
+    mesh: Any,
+    input_length: int,
+    batch_size: int,
+    target_length: int = 4,
+    score_batch_size: Optional[int] = None,
+    optimizer: Any = None,
+    model_name: Optional[str] = None,
+    compiler_options: Optional[Mapping[str, Any]] = None,
+    microbatches: int = 1,
+) -> MemoryPlan:
     """Plans the train step and the scoring step of `model_config` on `mesh`.
 
     Args:
@@ -401,38 +261,95 @@ def plan_memory(model_config: Any, mesh: Any, input_length: int, batch_size: int
       score_batch_size: Scoring rows per batch (default `batch_size`).
       optimizer: An `OptimizerConfig` (default: the trainer's Adafactor).
       model_name: How the report names the model.
-      compiler_options: XLA options for both compilations (default `FAST_COMPILE`).
+      compiler_options: XLA options for both compilations (default `programs.FAST_COMPILE`).
       microbatches: Microbatches per training step (`TrainConfig.microbatches`).
 
     Raises:
       ValueError: if a batch does not split over the `data` axis.
     """
+    model_name = model_name or _model_name(model_config)
+    _log_train_compile(model_name, model_config, mesh, input_length, batch_size, microbatches)
+    train = programs.plan_train_step(
+        model_config,
+        mesh,
+        input_length,
+        batch_size,
+        target_length,
+        optimizer,
+        compiler_options,
+        microbatches,
+    )
+    score_rows = score_batch_size or batch_size
+    _log_scoring_compile(model_name, model_config, mesh, input_length, score_rows)
+    scoring = programs.plan_scoring_step(
+        model_config, mesh, input_length, score_rows, compiler_options
+    )
+    return MemoryPlan(
+        model=model_name,
+        parameter_count=_parameter_count(model_config),
+        mesh={name: int(size) for name, size in mesh.shape.items()},
+        platform=mesh.devices.flat[0].platform,
+        input_length=input_length,
+        steps=[train, scoring],
+    )
+
+
+def _model_name(model_config: Any) -> str:
+    """How a plan names a model given no name: its width and depth."""
+    return (
+        f"d_model={model_config.d_model} x "
+        f"{model_config.num_encoder_layers}+"
+        f"{model_config.num_decoder_layers} layers"
+    )
+
+
+def _parameter_count(model_config: Any) -> int:
     import jax
 
     from seahorse_metrics.model.model import EncoderDecoderModel
 
     abstract = EncoderDecoderModel(model_config).abstract_params()
-    model_name = model_name or (f"d_model={model_config.d_model} x "
-                                f"{model_config.num_encoder_layers}+"
-                                f"{model_config.num_decoder_layers} layers")
-    cfg, where = model_config, (f"inputs of {input_length} tokens, on a data={mesh.shape['data']} "
-                                f"x model={mesh.shape['model']} mesh")
-    # Each compilation takes from seconds to many minutes (an unrolled mT5-XXL).
-    logger.info("compiling the train step of %s: batch %d, compute %s, remat %s, %d microbatch%s, "
-                "%d+%d layers %s, %s", model_name, batch_size, cfg.dtype, cfg.remat, microbatches,
-                "es" if microbatches > 1 else "", cfg.num_encoder_layers, cfg.num_decoder_layers,
-                "scanned" if cfg.scan_layers else "unrolled", where)
-    train = plan_train_step(model_config, mesh, input_length, batch_size, target_length, optimizer,
-                            compiler_options, microbatches)
-    logger.info("compiling the scoring step of %s: batch %d, weights %s, %s", model_name,
-                score_batch_size or batch_size, cfg.dtype, where)
-    steps = [train, plan_scoring_step(model_config, mesh, input_length,
-                                      score_batch_size or batch_size, compiler_options)]
-    return MemoryPlan(
-        model=model_name,
-        parameter_count=sum(math.prod(a.shape) for a in jax.tree.leaves(abstract)),
-        mesh={name: int(size) for name, size in mesh.shape.items()},
-        platform=mesh.devices.flat[0].platform, input_length=input_length, steps=steps)
+    return sum(math.prod(a.shape) for a in jax.tree.leaves(abstract))
+
+
+def _where(mesh: Any, input_length: int) -> str:
+    return (
+        f"inputs of {input_length} tokens, on a data={mesh.shape['data']} "
+        f"x model={mesh.shape['model']} mesh"
+    )
+
+
+# Each compilation takes from seconds to many minutes (an unrolled mT5-XXL): the
+# log says which one runs.
+def _log_train_compile(
+    model_name: str, cfg: Any, mesh: Any, input_length: int, batch_size: int, microbatches: int
+) -> None:
+    logger.info(
+        "compiling the train step of %s: batch %d, compute %s, remat %s, %d microbatch%s, "
+        "%d+%d layers %s, %s",
+        model_name,
+        batch_size,
+        cfg.dtype,
+        cfg.remat,
+        microbatches,
+        "es" if microbatches > 1 else "",
+        cfg.num_encoder_layers,
+        cfg.num_decoder_layers,
+        "scanned" if cfg.scan_layers else "unrolled",
+        _where(mesh, input_length),
+    )
+
+
+def _log_scoring_compile(
+    model_name: str, cfg: Any, mesh: Any, input_length: int, batch_size: int
+) -> None:
+    logger.info(
+        "compiling the scoring step of %s: batch %d, weights %s, %s",
+        model_name,
+        batch_size,
+        cfg.dtype,
+        _where(mesh, input_length),
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -447,37 +364,61 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     config = T5Config.from_dict(request.pop("model_config"))
     mesh = make_mesh(request.pop("model_parallel"))
     optimizer = request.pop("optimizer")
-    plan = plan_memory(config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer),
-                       **request)
+    plan = plan_memory(
+        config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer), **request
+    )
     print("PLAN " + json.dumps(dataclasses.asdict(plan)))
     return 0
 
 
-def plan_in_subprocess(model_config: Any, data: int, model: int, input_length: int,
-                       batch_size: int, target_length: int = 4,
-                       score_batch_size: Optional[int] = None, optimizer: Any = None,
-                       model_name: Optional[str] = None,
-                       compiler_options: Optional[Mapping[str, Any]] = None,
-                       timeout: Optional[float] = None, microbatches: int = 1) -> MemoryPlan:
+def plan_in_subprocess(
+    model_config: Any,
+    data: int,
+    model: int,
+    input_length: int,
+    batch_size: int,
+    target_length: int = 4,
+    score_batch_size: Optional[int] = None,
+    optimizer: Any = None,
+    model_name: Optional[str] = None,
+    compiler_options: Optional[Mapping[str, Any]] = None,
+    timeout: Optional[float] = None,
+    microbatches: int = 1,
+) -> MemoryPlan:
     """`plan_memory` on `data` x `model` simulated CPU devices, in a child
     process (JAX fixes its device count when it starts).
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
     """
-    request = {"model_config": model_config.to_dict(), "model_parallel": int(model),
-               "input_length": int(input_length), "batch_size": int(batch_size),
-               "target_length": int(target_length), "score_batch_size": score_batch_size,
-               "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
-               "model_name": model_name, "microbatches": int(microbatches),
-               "compiler_options": None if compiler_options is None else dict(compiler_options)}
-    lines = [line for line in child.child_output(__name__, request, int(data) * int(model),
-                                                 timeout)
-             if line.startswith("PLAN ")]
+    request = {
+        "model_config": model_config.to_dict(),
+        "model_parallel": int(model),
+        "input_length": int(input_length),
+        "batch_size": int(batch_size),
+        "target_length": int(target_length),
+        "score_batch_size": score_batch_size,
+        "optimizer": dataclasses.asdict(optimizer) if optimizer is not None else None,
+        "model_name": model_name,
+        "microbatches": int(microbatches),
+        "compiler_options": None if compiler_options is None else dict(compiler_options),
+    }
+    lines = [
+        line
+        for line in child.child_output(__name__, request, int(data) * int(model), timeout)
+        if line.startswith("PLAN ")
+    ]
     if not lines:
         raise ValueError("planning failed: the planning process printed no plan")
-    values = json.loads(lines[-1][len("PLAN "):])
-    steps = [StepMemory(**dict(step, arguments={k: ArgumentBytes(**v) for k, v in step["arguments"].items()},
-                               largest_whole=tuple(step["largest_whole"])))
-             for step in values.pop("steps")]
+    values = json.loads(lines[-1][len("PLAN ") :])
+    steps = [
+        programs.StepMemory(
+            **dict(
+                step,
+                arguments={k: programs.ArgumentBytes(**v) for k, v in step["arguments"].items()},
+                largest_whole=tuple(step["largest_whole"]),
+            )
+        )
+        for step in values.pop("steps")
+    ]
     return MemoryPlan(steps=steps, **values)

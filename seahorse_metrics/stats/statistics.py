@@ -23,6 +23,7 @@ the items drawn with `numpy.random.default_rng(seed)`. A resample on which the
 statistic is undefined (for example one class only) is left out and counted in
 the note; if fewer than half the resamples are usable the interval is None.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,9 +32,18 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.stats.kernels import (
-    UndefinedStatistic, accuracy_kernel, auc_kernel, balanced_accuracy_kernel,
-    check_same_length, kendall_kernel, label_vector, numeric_vector, pearson_kernel,
-    resample_weights, spearman_kernel)
+    UndefinedStatistic,
+    accuracy_kernel,
+    auc_kernel,
+    balanced_accuracy_kernel,
+    check_same_length,
+    kendall_kernel,
+    label_vector,
+    numeric_vector,
+    pearson_kernel,
+    resample_weights,
+    spearman_kernel,
+)
 
 # Statistics that compare scores with binary labels, and with numeric ratings.
 BINARY_STATISTICS = ("roc_auc", "accuracy", "balanced_accuracy")
@@ -148,28 +158,37 @@ def _prepare(
         if n_pos in (0, n):
             one_class = f"only one class in the labels ({n_pos} positive of {n})"
         if statistic == "roc_auc":
-            return _Prepared(statistic, n, auc_kernel(labels, score_vec), one_class,
-                             "one class only")
+            return _Prepared(
+                statistic, n, auc_kernel(labels, score_vec), one_class, "one class only"
+            )
         if threshold is None:
             raise ValueError(f"{statistic} needs a decision threshold")
         if statistic == "accuracy":
             reason = "no items" if n == 0 else None
-            return _Prepared(statistic, n, accuracy_kernel(labels, score_vec, threshold),
-                             reason, "no items")
-        return _Prepared(statistic, n,
-                         balanced_accuracy_kernel(labels, score_vec, threshold),
-                         one_class, "one class only")
+            return _Prepared(
+                statistic, n, accuracy_kernel(labels, score_vec, threshold), reason, "no items"
+            )
+        return _Prepared(
+            statistic,
+            n,
+            balanced_accuracy_kernel(labels, score_vec, threshold),
+            one_class,
+            "one class only",
+        )
     ratings = numeric_vector(target, "ratings")
     n = check_same_length(ratings=ratings, scores=score_vec)
     reason = None
     if n < 3:
         reason = f"a correlation needs at least 3 items, got {n}"
-    reason = reason or _constant_reason(score_vec, f"the score of {scores_name}") or (
-        _constant_reason(ratings, "the rating"))
-    kernels = {"pearson": pearson_kernel, "spearman": spearman_kernel,
-               "kendall": kendall_kernel}
-    return _Prepared(statistic, n, kernels[statistic](score_vec, ratings), reason,
-                     "constant scores or ratings")
+    reason = (
+        reason
+        or _constant_reason(score_vec, f"the score of {scores_name}")
+        or (_constant_reason(ratings, "the rating"))
+    )
+    kernels = {"pearson": pearson_kernel, "spearman": spearman_kernel, "kendall": kendall_kernel}
+    return _Prepared(
+        statistic, n, kernels[statistic](score_vec, ratings), reason, "constant scores or ratings"
+    )
 
 
 def _point(prepared: _Prepared) -> float:
@@ -257,17 +276,17 @@ def _left_out_note(valid: int, total: int, failure: str) -> Optional[str]:
     return f"{total - valid} of {total} resamples were undefined ({failure}) and left out"
 
 
-def interval_from_draws(
-    draws: np.ndarray, n_resamples: int, confidence: float, failure: str
-):
+def interval_from_draws(draws: np.ndarray, n_resamples: int, confidence: float, failure: str):
     valid = draws[np.isfinite(draws)]
     note = _left_out_note(len(valid), n_resamples, failure)
     if n_resamples == 0:
         return None, None, 0, None
     if len(valid) < _MIN_VALID_SHARE * n_resamples:
-        return None, None, len(valid), (
-            f"no interval: only {len(valid)} of {n_resamples} resamples were defined "
-            f"({failure})"
+        return (
+            None,
+            None,
+            len(valid),
+            (f"no interval: only {len(valid)} of {n_resamples} resamples were defined ({failure})"),
         )
     low, high = _percentile_interval(valid, confidence)
     return low, high, len(valid), note
@@ -316,8 +335,13 @@ def estimate(
     validate_bootstrap_args(n_resamples, confidence)
     prepared = _prepare(statistic, target, scores, threshold, scores_name)
     if prepared.undefined_reason:
-        return Estimate(statistic, None, n=prepared.n, confidence=confidence,
-                        note=f"undefined: {prepared.undefined_reason}")
+        return Estimate(
+            statistic,
+            None,
+            n=prepared.n,
+            confidence=confidence,
+            note=f"undefined: {prepared.undefined_reason}",
+        )
     value = _point(prepared)
     draws = np.concatenate(
         [prepared.kernel(w) for w in resample_weights(prepared.n, n_resamples, seed)]
@@ -329,11 +353,18 @@ def estimate(
     return Estimate(statistic, value, low, high, prepared.n, used, confidence, note)
 
 
-def point_estimate(statistic: str, target, scores, *, threshold: Optional[float] = None,
-                   scores_name: str = "the metric") -> Estimate:
+def point_estimate(
+    statistic: str,
+    target,
+    scores,
+    *,
+    threshold: Optional[float] = None,
+    scores_name: str = "the metric",
+) -> Estimate:
     """`estimate` without an interval: value, or None with the reason."""
-    return estimate(statistic, target, scores, threshold=threshold, n_resamples=0,
-                    scores_name=scores_name)
+    return estimate(
+        statistic, target, scores, threshold=threshold, n_resamples=0, scores_name=scores_name
+    )
 
 
 def paired_bootstrap_test(
@@ -372,25 +403,50 @@ def paired_bootstrap_test(
     if n_resamples == 0:
         raise ValueError("a paired bootstrap test needs n_resamples > 0")
     prep_a, prep_b = _prepare_pair(statistic, target, scores_a, scores_b, threshold)
-    reasons = [f"{side}: {p.undefined_reason}" for side, p in (("A", prep_a), ("B", prep_b))
-               if p.undefined_reason]
+    reasons = [
+        f"{side}: {p.undefined_reason}"
+        for side, p in (("A", prep_a), ("B", prep_b))
+        if p.undefined_reason
+    ]
     value_a = None if prep_a.undefined_reason else _point(prep_a)
     value_b = None if prep_b.undefined_reason else _point(prep_b)
     if reasons:
-        return PairedTest(statistic, value_a, value_b, None, None, None, None, prep_a.n, 0,
-                          note="undefined: " + "; ".join(reasons))
+        return _undefined_test(statistic, value_a, value_b, prep_a.n, reasons)
     delta = value_a - value_b
     diffs = _paired_differences(prep_a, prep_b, n_resamples, seed)
     low, high, used, note = interval_from_draws(
         diffs, n_resamples, confidence, prep_a.resample_failure
     )
     p_value = None if low is None else _shifted_p_value(diffs, delta)
-    return PairedTest(statistic, value_a, value_b, delta, low, high, p_value, prep_a.n, used,
-                      note)
+    return PairedTest(statistic, value_a, value_b, delta, low, high, p_value, prep_a.n, used, note)
 
 
-def _prepare_pair(statistic: str, target, scores_a, scores_b,
-                  threshold: Optional[float]) -> tuple[_Prepared, _Prepared]:
+def _undefined_test(
+    statistic: str,
+    value_a: Optional[float],
+    value_b: Optional[float],
+    n: int,
+    reasons: list[str],
+) -> PairedTest:
+    """A paired test without a difference or p-value: the statistic is
+    undefined on one side (or both), for `reasons`."""
+    return PairedTest(
+        statistic,
+        value_a,
+        value_b,
+        None,
+        None,
+        None,
+        None,
+        n,
+        0,
+        note="undefined: " + "; ".join(reasons),
+    )
+
+
+def _prepare_pair(
+    statistic: str, target, scores_a, scores_b, threshold: Optional[float]
+) -> tuple[_Prepared, _Prepared]:
     """Both metrics' prepared statistic, after checking they score the same items."""
     prep_a = _prepare(statistic, target, scores_a, threshold, "metric A")
     prep_b = _prepare(statistic, target, scores_b, threshold, "metric B")
@@ -398,13 +454,13 @@ def _prepare_pair(statistic: str, target, scores_a, scores_b,
     return prep_a, prep_b
 
 
-def _paired_differences(prep_a: _Prepared, prep_b: _Prepared, n_resamples: int,
-                        seed: int) -> np.ndarray:
+def _paired_differences(
+    prep_a: _Prepared, prep_b: _Prepared, n_resamples: int, seed: int
+) -> np.ndarray:
     """statistic(A) - statistic(B) on each shared resample (NaN where undefined)."""
-    return np.concatenate([
-        prep_a.kernel(w) - prep_b.kernel(w)
-        for w in resample_weights(prep_a.n, n_resamples, seed)
-    ])
+    return np.concatenate(
+        [prep_a.kernel(w) - prep_b.kernel(w) for w in resample_weights(prep_a.n, n_resamples, seed)]
+    )
 
 
 def _shifted_p_value(diffs: np.ndarray, delta: float) -> float:
@@ -445,19 +501,29 @@ def macro_average(
     validate_bootstrap_args(n_resamples, confidence)
     if not parts:
         raise ValueError("a macro average needs at least one item set")
-    prepared = [_prepare(statistic, target, scores, threshold, scores_name)
-                for target, scores, threshold in parts]
+    prepared = [
+        _prepare(statistic, target, scores, threshold, scores_name)
+        for target, scores, threshold in parts
+    ]
     n = sum(p.n for p in prepared)
     undefined = [(i, p.undefined_reason) for i, p in enumerate(prepared) if p.undefined_reason]
     if undefined:
-        return Estimate(statistic, None, n=n, confidence=confidence,
-                        note=f"undefined: set {undefined[0][0] + 1}: {undefined[0][1]}")
+        return Estimate(
+            statistic,
+            None,
+            n=n,
+            confidence=confidence,
+            note=f"undefined: set {undefined[0][0] + 1}: {undefined[0][1]}",
+        )
     value = float(np.mean([_point(p) for p in prepared]))
     draws = np.zeros(n_resamples)
     for index, part in enumerate(prepared):
         part_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-        draws += np.concatenate([part.kernel(w) for w in resample_weights(
-            part.n, n_resamples, part_seed)] or [np.zeros(0)])
+        draws += np.concatenate(
+            [part.kernel(w) for w in resample_weights(part.n, n_resamples, part_seed)]
+            or [np.zeros(0)]
+        )
     low, high, used, note = interval_from_draws(
-        draws / len(prepared), n_resamples, confidence, prepared[0].resample_failure)
+        draws / len(prepared), n_resamples, confidence, prepared[0].resample_failure
+    )
     return Estimate(statistic, value, low, high, n, used, confidence, note)

@@ -4,9 +4,10 @@
     result = train(TrainConfig(model_dir="runs/q4", task="seahorse_q4", data_dir="prepared"))
     print(result.summary)
 
-Modules: `config` (TrainConfig, gin), `optimizers`, `data` (examples and the
-resumable batch stream), `sharding`, `state`, `step` (the jitted train step),
-`checkpointing`, `validation`, `summaries`, `trainer` (the loop).
+Modules: `config` (TrainConfig, gin), `optimizers`, `data` (examples),
+`batches` (the resumable batch stream), `run_inputs` (a run's network,
+vocabulary and examples), `sharding`, `state`, `step` (the jitted train
+step), `checkpointing`, `validation`, `summaries`, `trainer` (the loop).
 """
 
 import importlib
@@ -20,7 +21,7 @@ _LAZY = {
     "TrainConfig": "seahorse_metrics.training.config",
     "TrainResult": "seahorse_metrics.training.trainer",
     "config_from_gin": "seahorse_metrics.training.config",
-    "load_examples": "seahorse_metrics.training.trainer",
+    "load_examples": "seahorse_metrics.training.run_inputs",
     "train": "seahorse_metrics.training.trainer",
     "train_from_gin": "seahorse_metrics.training.trainer",
 }

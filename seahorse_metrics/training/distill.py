@@ -499,7 +499,7 @@ def soft_splits(
     config: DistillConfig, train_config: TrainConfig, teacher: TeacherScores
 ) -> dict[str, soft_targets.SoftExampleSet]:
     """The student's train and held-out examples with the teacher's scores."""
-    from seahorse_metrics.training import trainer
+    from seahorse_metrics.training import run_inputs
 
     data_dir = train_config.data_dir
     train_pairs = read_split(data_dir, "train", config.question)
@@ -513,7 +513,7 @@ def soft_splits(
     if config.max_train_pairs is not None:
         train_pairs = first(train_pairs, config.max_train_pairs)
     held_out = first(read_split(data_dir, "validation", config.question), config.held_out)
-    vocabulary = trainer.resolve_vocabulary(train_config)
+    vocabulary = run_inputs.resolve_vocabulary(train_config)
     splits = {}
     for name, pairs in (("train", train_pairs), ("validation", held_out)):
         examples, token_ids = student_examples(

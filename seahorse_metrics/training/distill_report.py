@@ -9,6 +9,7 @@ held-out pairs, and ROC-AUC / Pearson against the human labels of the test
 split with bootstrap intervals. Written to MODEL_DIR/distill_report.md and
 .json.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ from typing import Any, Optional
 import numpy as np
 
 from seahorse_metrics import stats
-from seahorse_metrics.training import soft_targets
 from seahorse_metrics.io.atomic import write_text_atomically
+from seahorse_metrics.training import soft_targets
 
 FLOPS_INPUT_LENGTH = 2048
 _RESAMPLES = 1000
@@ -40,11 +41,19 @@ def pair_flops(config, input_length: int = FLOPS_INPUT_LENGTH) -> int:
     d, inner, d_ff = config.d_model, config.num_heads * config.d_kv, config.d_ff
     ff = (3 if config.feed_forward_proj == "gated-gelu" else 2) * d * d_ff
     encoder_token = 4 * d * inner + 2 * input_length * inner + ff
-    decoder_step = (4 * d * inner + 2 * inner  # self-attention over one position
-                    + 2 * d * inner + 2 * input_length * d * inner  # cross q/o, k/v
-                    + 2 * input_length * inner + ff)
-    macs = (config.num_encoder_layers * input_length * encoder_token
-            + config.num_decoder_layers * decoder_step + d * config.vocab_size)
+    decoder_step = (
+        4 * d * inner
+        + 2 * inner  # self-attention over one position
+        + 2 * d * inner
+        + 2 * input_length * d * inner  # cross q/o, k/v
+        + 2 * input_length * inner
+        + ff
+    )
+    macs = (
+        config.num_encoder_layers * input_length * encoder_token
+        + config.num_decoder_layers * decoder_step
+        + d * config.vocab_size
+    )
     return int(2 * macs)
 
 
@@ -58,8 +67,9 @@ def _timed_scores(scorer, pairs, limit: Optional[int] = None) -> tuple[np.ndarra
     """Scores of the first `limit` pairs (all when None) and examples/s (the
     shapes compiled by a first, untimed pass)."""
     premises, hypotheses = pairs.premises[:limit], pairs.hypotheses[:limit]
-    scorer.score(premises[:scorer.batch_size], hypotheses[:scorer.batch_size],
-                 show_progress=False)
+    scorer.score(
+        premises[: scorer.batch_size], hypotheses[: scorer.batch_size], show_progress=False
+    )
     started = time.perf_counter()
     scores = scorer.score(premises, hypotheses, show_progress=False)
     return np.asarray(scores, np.float64), len(premises) / max(time.perf_counter() - started, 1e-9)
@@ -68,18 +78,31 @@ def _timed_scores(scorer, pairs, limit: Optional[int] = None) -> tuple[np.ndarra
 def _human_agreement(test, scores: np.ndarray) -> dict:
     known = ~np.isnan(test.labels)
     labels, used = test.labels[known], scores[known]
-    return {name: stats.estimate(name, labels, used, n_resamples=_RESAMPLES).to_dict()
-            for name in ("roc_auc", "pearson")}
+    return {
+        name: stats.estimate(name, labels, used, n_resamples=_RESAMPLES).to_dict()
+        for name in ("roc_auc", "pearson")
+    }
 
 
-def _row(name: str, path: Optional[str], scorer, held_out_scores, teacher_held_out, test,
-         test_scores, speed) -> dict:
+def _row(
+    name: str,
+    path: Optional[str],
+    scorer,
+    held_out_scores,
+    teacher_held_out,
+    test,
+    test_scores,
+    speed,
+) -> dict:
     row: dict[str, Any] = {"model": name, "checkpoint": path}
     if scorer is not None:
         config = scorer.model.config
-        row.update(parameters=_parameters(scorer.params), flops_per_pair=pair_flops(config),
-                   layers=[config.num_encoder_layers, config.num_decoder_layers],
-                   examples_per_second=round(speed, 2))
+        row.update(
+            parameters=_parameters(scorer.params),
+            flops_per_pair=pair_flops(config),
+            layers=[config.num_encoder_layers, config.num_decoder_layers],
+            examples_per_second=round(speed, 2),
+        )
     row["spearman_with_teacher"] = float(stats.spearman(held_out_scores, teacher_held_out))
     row.update(_human_agreement(test, test_scores))
     return row
@@ -100,23 +123,63 @@ def compare(config, teacher, student_dir: str, held_out, test) -> dict:
 
     teacher_held_out, teacher_test = teacher.scores(held_out), teacher.scores(test)
     length = config.train.input_length
-    student = Scorer.load(student_dir, max_input_length=length, batch_size=64, normalize="pair",
-                          long_summaries=soft_targets.LONG_SUMMARIES)
+    student = Scorer.load(
+        student_dir,
+        max_input_length=length,
+        batch_size=64,
+        normalize="pair",
+        long_summaries=soft_targets.LONG_SUMMARIES,
+    )
     student_held_out = student.score(held_out.premises, held_out.hypotheses, show_progress=False)
     student_test, student_speed = _timed_scores(student, test)
-    teacher_scorer, teacher_speed = None, 0.0
-    if not teacher.is_file:
-        teacher_scorer = Scorer.load(config.teacher, batch_size=64, normalize="pair",
-                                     max_input_length=config.teacher_max_input_length,
-                                     long_summaries=soft_targets.LONG_SUMMARIES)
-        # Its test scores are the cached ones: time it on part of the split.
-        _, teacher_speed = _timed_scores(teacher_scorer, test, _TEACHER_TIMING_PAIRS)
-    rows = [_row("teacher", config.teacher, teacher_scorer, teacher_held_out, teacher_held_out,
-                 test, teacher_test, teacher_speed),
-            _row("student", student_dir, student, student_held_out, teacher_held_out, test,
-                 student_test, student_speed)]
-    return {"question": config.question, "held_out_pairs": len(held_out),
-            "test_pairs": int(np.sum(~np.isnan(test.labels))), "rows": rows}
+    teacher_scorer, teacher_speed = _timed_teacher(config, teacher, test)
+    rows = [
+        _row(
+            "teacher",
+            config.teacher,
+            teacher_scorer,
+            teacher_held_out,
+            teacher_held_out,
+            test,
+            teacher_test,
+            teacher_speed,
+        ),
+        _row(
+            "student",
+            student_dir,
+            student,
+            student_held_out,
+            teacher_held_out,
+            test,
+            student_test,
+            student_speed,
+        ),
+    ]
+    return {
+        "question": config.question,
+        "held_out_pairs": len(held_out),
+        "test_pairs": int(np.sum(~np.isnan(test.labels))),
+        "rows": rows,
+    }
+
+
+def _timed_teacher(config, teacher, test) -> tuple[Any, float]:
+    """A checkpoint teacher loaded once more and its pairs per second on part
+    of the test split (its test scores are the cached ones); (None, 0.0) for
+    a teacher given as a file of scores."""
+    from seahorse_metrics.scoring.single import Scorer
+
+    if teacher.is_file:
+        return None, 0.0
+    teacher_scorer = Scorer.load(
+        config.teacher,
+        batch_size=64,
+        normalize="pair",
+        max_input_length=config.teacher_max_input_length,
+        long_summaries=soft_targets.LONG_SUMMARIES,
+    )
+    _, teacher_speed = _timed_scores(teacher_scorer, test, _TEACHER_TIMING_PAIRS)
+    return teacher_scorer, teacher_speed
 
 
 def _ci(estimate: dict) -> str:
@@ -129,25 +192,37 @@ def _ci(estimate: dict) -> str:
 
 def markdown(report: dict) -> str:
     """The comparison as a Markdown table."""
-    lines = [f"| model | parameters | layers (enc/dec) | GFLOPs per {FLOPS_INPUT_LENGTH}-token "
-             "pair | examples/s here | Spearman with teacher (held-out) | ROC-AUC (test) | "
-             "Pearson (test) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| model | parameters | layers (enc/dec) | GFLOPs per {FLOPS_INPUT_LENGTH}-token "
+        "pair | examples/s here | Spearman with teacher (held-out) | ROC-AUC (test) | "
+        "Pearson (test) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in report["rows"]:
         sized = "parameters" in row
         lines.append(
-            f"| {row['model']} | {row['parameters']:,} | " if sized else f"| {row['model']} | – | ")
-        lines[-1] += (f"{row['layers'][0]}/{row['layers'][1]} | {row['flops_per_pair'] / 1e9:.2f} "
-                      f"| {row['examples_per_second']:.1f} | " if sized else "– | – | – | ")
-        lines[-1] += (f"{row['spearman_with_teacher']:.3f} | {_ci(row['roc_auc'])} | "
-                      f"{_ci(row['pearson'])} |")
+            f"| {row['model']} | {row['parameters']:,} | " if sized else f"| {row['model']} | – | "
+        )
+        lines[-1] += (
+            f"{row['layers'][0]}/{row['layers'][1]} | {row['flops_per_pair'] / 1e9:.2f} "
+            f"| {row['examples_per_second']:.1f} | "
+            if sized
+            else "– | – | – | "
+        )
+        lines[-1] += (
+            f"{row['spearman_with_teacher']:.3f} | {_ci(row['roc_auc'])} | {_ci(row['pearson'])} |"
+        )
     return "\n".join(lines) + (
         f"\n\nQ{report['question']}; Spearman on {report['held_out_pairs']} held-out validation "
         f"pairs; ROC-AUC and Pearson on {report['test_pairs']} labelled test pairs with 95% "
-        "bootstrap intervals; examples/s measured on this machine.\n")
+        "bootstrap intervals; examples/s measured on this machine.\n"
+    )
 
 
 def write(model_dir: str, report: dict, table: str) -> None:
     """MODEL_DIR/distill_report.json and .md, atomically."""
-    for name, text in (("distill_report.json", json.dumps(report, indent=1) + "\n"),
-                       ("distill_report.md", table)):
+    for name, text in (
+        ("distill_report.json", json.dumps(report, indent=1) + "\n"),
+        ("distill_report.md", table),
+    ):
         write_text_atomically(os.path.join(model_dir, name), text)

@@ -21,7 +21,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from seahorse_metrics.model.questions import QuestionPrefixes, seahorse_question_texts
-from seahorse_metrics.training.data import BatchStream, ExampleSet
+from seahorse_metrics.training.batches import BatchStream
+from seahorse_metrics.training.data import ExampleSet
 
 MULTI_QUESTION_TASK = "seahorse_multi_question"
 

@@ -28,7 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from seahorse_metrics import stats
-from seahorse_metrics.training.data import BatchStream, ExampleSet
+from seahorse_metrics.training.batches import BatchStream
+from seahorse_metrics.training.data import ExampleSet
 
 # Batch fields of a distillation batch (all split over the batch axis).
 SOFT_TARGETS = "soft_targets"

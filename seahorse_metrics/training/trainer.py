@@ -1,6 +1,7 @@
 """The training loop: `train(TrainConfig)` fine-tunes one metric.
 
-A run, in order: resolve the model config and the data (`_prepare_run`),
+A run, in order: resolve the model config and the data (`_prepare_run`, from
+`run_inputs`),
 restore the latest checkpoint of MODEL_DIR or initialise the state
 (`_start`), then loop: draw the next batch, apply the jitted step, check the
 loss, and every so often log, validate (keeping the best checkpoint by
@@ -13,48 +14,59 @@ A run holds an exclusive lock on MODEL_DIR (`MODEL_DIR.lock`, the lock
 it ends: a second run on the same MODEL_DIR refuses, naming the first one's
 PID; the lock of a killed run is released with its process and taken over.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import math
 import os
 from typing import Any, Mapping, Optional, Sequence
 
-import gin
 import jax
 import numpy as np
 
+import gin
 from seahorse_metrics.checkpoints import layout
-from seahorse_metrics.model import T5Config, get_config, stacks
-from seahorse_metrics.training import checkpointing
-from seahorse_metrics.training import multi_question
-from seahorse_metrics.training import data as data_lib
-from seahorse_metrics.training import optimizers
-from seahorse_metrics.training import sharding as sharding_lib
-from seahorse_metrics.training import soft_targets
-from seahorse_metrics.training import step as step_lib
-from seahorse_metrics.training import summaries
-from seahorse_metrics.training import validation
-from seahorse_metrics.training.config import (CHANGEABLE_ON_RESUME, TrainConfig, config_differences,
-                                               config_from_gin)
-from seahorse_metrics.training.data import ExampleSet, StreamPosition
 from seahorse_metrics.io.atomic import write_text_atomically
 from seahorse_metrics.io.json_files import read_json
+from seahorse_metrics.model import T5Config, stacks
 from seahorse_metrics.model.partitioning import make_mesh, sharding_context
-from seahorse_metrics.checkpoints.layout import VOCAB_FILE
+from seahorse_metrics.training import (
+    checkpointing,
+    multi_question,
+    optimizers,
+    soft_targets,
+    summaries,
+    validation,
+)
+from seahorse_metrics.training import sharding as sharding_lib
+from seahorse_metrics.training import step as step_lib
+from seahorse_metrics.training.batches import StreamPosition, batch_stats
+from seahorse_metrics.training.config import (
+    CHANGEABLE_ON_RESUME,
+    TrainConfig,
+    config_differences,
+    config_from_gin,
+)
+from seahorse_metrics.training.data import ExampleSet
+from seahorse_metrics.training.run_inputs import (
+    TRAIN_SPLIT,
+    VALIDATION_SPLIT,
+    check_vocab_size,
+    load_examples,
+    resolve_model,
+    resolve_vocabulary,
+    target_ids,
+)
 
 logger = logging.getLogger(__name__)
 
-TRAIN_SPLIT, VALIDATION_SPLIT = "train", "validation"
 CHECKPOINTS_DIR = layout.RUN_CHECKPOINTS_DIR
 # The run's settings, compared on resume (config.gin holds them as gin).
 CONFIG_JSON = "train_config.json"
-# Embedding rows are rounded up to a multiple of this (as mT5's 250112).
-VOCAB_MULTIPLE = 128
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -103,140 +115,17 @@ class _Run:
 # Setup.
 
 
-def resolve_model(config: TrainConfig, mesh: Optional[Any] = None,
-                  load_params: bool = True) -> tuple[T5Config, Optional[Any]]:
-    """The network config and, with `init_checkpoint`, its float32 parameters.
-
-    The checkpoint's architecture replaces the preset; dropout and dtype
-    come from `config`. The parameters are read tensor by tensor straight
-    into their shardings on `mesh` (host numpy arrays without a mesh), so a
-    large checkpoint never sits whole in host memory; `load_params=False`
-    reads the architecture only.
-    """
-    overrides = dict(config.model_overrides)
-    overrides["dropout_rate"] = config.dropout_rate
-    overrides["remat"] = config.remat
-    overrides["scan_layers"] = config.scan_layers
-    if config.dtype:
-        overrides["dtype"] = config.dtype
-    if config.init_checkpoint is None:
-        if config.vocab_size_from_vocabulary:
-            from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
-
-            pieces = vocab.SentencePieceTokenizer(resolve_vocabulary(config)).vocab_size
-            overrides["vocab_size"] = -(-pieces // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
-        return get_config(config.model, **overrides), None
-    from seahorse_metrics import checkpoints  # pylint: disable=g-import-not-at-top
-
-    if not load_params:
-        return checkpoints.checkpoint_config(config.init_checkpoint).replace(**overrides), None
-    logger.info("Initialising from %s (its architecture replaces the preset).", config.init_checkpoint)
-    model_config, params = checkpoints.load_checkpoint(config.init_checkpoint, dtype="float32",
-                                                       mesh=mesh)
-    return model_config.replace(**overrides), params
-
-
-def resolve_vocabulary(config: TrainConfig) -> str:
-    """The SentencePiece model: configured, else the initial checkpoint's, else the sample's.
-
-    Raises:
-      FileNotFoundError: If the configured vocabulary does not exist.
-    """
-    from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
-
-    if config.vocabulary:
-        if not os.path.isfile(config.vocabulary):
-            raise FileNotFoundError(f"TrainConfig.vocabulary {config.vocabulary} does not exist.")
-        return config.vocabulary
-    if config.init_checkpoint:
-        bundled = os.path.join(config.init_checkpoint, VOCAB_FILE)
-        if os.path.isfile(bundled):
-            return bundled
-    return vocab.default_vocab_path()
-
-
-def _target_ids(vocabulary_path: str) -> tuple[int, int]:
-    from seahorse_metrics.data import vocab  # pylint: disable=g-import-not-at-top
-
-    return vocab.target_token_ids(vocab.SentencePieceTokenizer(vocabulary_path))
-
-
-def _register_tasks(config: TrainConfig, vocabulary_path: str) -> None:
-    """Registers the SEAHORSE seqio tasks over `config.data_dir` unless they already are."""
-    if config.data_dir is None:
-        return
-    from seahorse_metrics import tasks  # pylint: disable=g-import-not-at-top
-
-    wanted = (os.path.abspath(config.data_dir), os.path.abspath(vocabulary_path),
-              config.input_length, config.truncation)
-    registered = tasks.registered_config()
-    if registered is not None:
-        if (registered.data_dir, registered.vocab_path, registered.input_length,
-                registered.truncation) == wanted:
-            return
-        logger.warning("Re-registering the seqio tasks for data_dir=%s, input_length=%d "
-                       "(they were registered with other settings).", wanted[0], wanted[2])
-        tasks.unregister()
-    tasks.register(config.data_dir, vocabulary=vocabulary_path, input_length=config.input_length,
-                   truncation=config.truncation)
-
-
-def _load_split(config: TrainConfig, vocabulary_path: str, split: str,
-                task: Optional[str] = None) -> ExampleSet:
-    task = task or config.task
-    fingerprint = {
-        "data_dir": os.path.abspath(config.data_dir) if config.data_dir else None,
-        "vocabulary": os.path.abspath(vocabulary_path),
-        "truncation": config.truncation,
-    }
-    cached = data_lib.cached_split_path(
-        config.cache_dir, task, split, config.input_length, config.target_length, fingerprint
-    )
-    if not os.path.exists(cached):
-        _register_tasks(config, vocabulary_path)
-    return data_lib.load_split(
-        task, split, config.input_length, config.target_length,
-        cache_dir=config.cache_dir, fingerprint=fingerprint,
-        write_cache=jax.process_index() == 0,
-    )
-
-
-def load_examples(config: TrainConfig) -> dict[str, ExampleSet]:
-    """The run's training (and, when it validates, validation) examples.
-
-    Splits are read from `config.task` once and cached in
-    `config.cache_dir`; later runs (a resume, other processes, a run with the
-    same data settings and the same cache directory) read the cache without
-    touching seqio/TensorFlow.
-
-    Returns:
-      {"train": ExampleSet} plus "validation" when `config.eval_every` > 0.
-    """
-    vocabulary_path = resolve_vocabulary(config)
-    splits = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
-    if config.task == multi_question.MULTI_QUESTION_TASK:
-        return multi_question.load_question_examples(
-            functools.partial(_load_split, config, vocabulary_path), vocabulary_path, splits,
-            config.question_rates)
-    return {split: _load_split(config, vocabulary_path, split) for split in splits}
-
-
-def _check_vocab_size(examples: ExampleSet, model_config: T5Config, split: str) -> None:
-    top = max(int(examples.input_tokens.max(initial=0)), int(examples.target_tokens.max(initial=0)))
-    if top >= model_config.vocab_size:
-        raise ValueError(
-            f"The {split} examples hold token id {top} but the model's vocab_size is "
-            f"{model_config.vocab_size}: the vocabulary and the model do not match."
-        )
-
-
 def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) -> _Run:
     # The initial parameters are read in `_start`, only when the run does not resume.
     model_config, _ = resolve_model(config, load_params=False)
     vocabulary_path = resolve_vocabulary(config)
     if config.vocabulary is None and model_config.vocab_size > 4096 and not config.init_checkpoint:
-        logger.warning("No vocabulary given: using the sample vocabulary %s with a %d-piece model; "
-                       "set VOCABULARY to mT5's spiece.model.", vocabulary_path, model_config.vocab_size)
+        logger.warning(
+            "No vocabulary given: using the sample vocabulary %s with a %d-piece model; "
+            "set VOCABULARY to mT5's spiece.model.",
+            vocabulary_path,
+            model_config.vocab_size,
+        )
     given = dict(examples or {})
     wanted = [TRAIN_SPLIT] + ([VALIDATION_SPLIT] if config.eval_every else [])
     if any(split not in given for split in wanted):
@@ -247,20 +136,25 @@ def _prepare_run(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet
         validation_examples = validation_examples.take(config.eval_max_examples)
     for split, subset in ((TRAIN_SPLIT, train_examples), (VALIDATION_SPLIT, validation_examples)):
         if subset is not None:
-            _check_vocab_size(subset, model_config, split)
+            check_vocab_size(subset, model_config, split)
     mesh = make_mesh(config.model_parallel)
     sharding_lib.check_batch_size(config.batch_size, mesh)
     sharding_lib.check_batch_size(config.eval_batch_size, mesh)
     step_lib.check_microbatches(config.microbatches, config.batch_size, mesh)
     plan = step_lib.compiled_step(
-        model_config, config.optimizer, optimizers.schedule_horizon(config.optimizer, config.train_steps),
-        config.z_loss, config.loss_normalizing_factor, mesh, config.microbatches,
+        model_config,
+        config.optimizer,
+        optimizers.schedule_horizon(config.optimizer, config.train_steps),
+        config.z_loss,
+        config.loss_normalizing_factor,
+        mesh,
+        config.microbatches,
     )
     return _Run(
         config=config,
         model_config=model_config,
         vocabulary_path=vocabulary_path,
-        token_ids=_target_ids(vocabulary_path) if validation_examples is not None else None,
+        token_ids=target_ids(vocabulary_path) if validation_examples is not None else None,
         train_examples=train_examples,
         validation_examples=validation_examples,
         plan=plan,
@@ -296,9 +190,14 @@ class _Loop:
         self.state, self.best = state, best
         self.step = int(jax.device_get(state.step))
         self.stream = soft_targets.make_stream(
-            run.train_examples, self.config.batch_size, self.config.input_length,
-            self.config.row_target_length, run.model_config.decoder_start_id, self.config.seed,
-            pack=self.config.pack, position=position,
+            run.train_examples,
+            self.config.batch_size,
+            self.config.input_length,
+            self.config.row_target_length,
+            run.model_config.decoder_start_id,
+            self.config.seed,
+            pack=self.config.pack,
+            position=position,
         )
         self.throughput = summaries.Throughput()
         self.window: list[dict[str, float]] = []
@@ -333,8 +232,11 @@ class _Loop:
         means["epoch"] = self.stream.position.epoch
         self.writer.write(self.step, "train", means)
         if bar is not None:
-            bar.set_postfix(loss=f"{means['loss']:.4f}", ex_s=f"{means['examples_per_sec']:.1f}",
-                            tok_s=f"{means['tokens_per_sec']:.0f}")
+            bar.set_postfix(
+                loss=f"{means['loss']:.4f}",
+                ex_s=f"{means['examples_per_sec']:.1f}",
+                tok_s=f"{means['tokens_per_sec']:.0f}",
+            )
         self.window = []
 
     def _validate(self) -> None:
@@ -351,8 +253,15 @@ class _Loop:
 
     def _validation_metrics(self) -> dict[str, Any]:
         run, examples = self.run, self.run.validation_examples
-        scoring = (self.plan.model, self.state.params, examples, run.token_ids,
-                   self.config.eval_batch_size, self.config.input_length, self.plan.mesh)
+        scoring = (
+            self.plan.model,
+            self.state.params,
+            examples,
+            run.token_ids,
+            self.config.eval_batch_size,
+            self.config.input_length,
+            self.plan.mesh,
+        )
         with sharding_context(self.plan.mesh):
             if isinstance(examples, multi_question.QuestionExampleSet):
                 return multi_question.validate(*scoring)
@@ -364,12 +273,13 @@ class _Loop:
     def run_steps(self) -> None:
         config, plan = self.config, self.plan
         bar = summaries.progress_bar(config.train_steps, self.step, jax.process_index() == 0)
-        pending = None  # (step, metrics) not yet checked: checked one step late to keep the device busy
+        # (step, metrics) not yet checked: checked one step late to keep the device busy.
+        pending = None
         try:
             with sharding_context(plan.mesh):
                 while self.step < config.train_steps:
                     host_batch = next(self.stream)
-                    stats = data_lib.batch_stats(host_batch)
+                    stats = batch_stats(host_batch)
                     batch = sharding_lib.global_batch(host_batch, plan.batch_sharding)
                     self.state, metrics = plan.step_fn(self.state, batch)
                     self.step += 1
@@ -379,7 +289,10 @@ class _Loop:
                     pending = (self.step, metrics)
                     if bar is not None:
                         bar.update(1)
-                    boundary = any(self._due(e) for e in (config.log_every, config.eval_every, config.checkpoint_every))
+                    boundary = any(
+                        self._due(e)
+                        for e in (config.log_every, config.eval_every, config.checkpoint_every)
+                    )
                     if boundary:
                         self.window.append(self._check(*pending))
                         self.last_loss, pending = self.window[-1]["loss"], None
@@ -400,14 +313,20 @@ def _summary(model_dir: str, final_step: int, best_record: Optional[dict[str, An
     if best_record is None:
         return f"Trained {final_step} steps in {model_dir}; no validation, so no best checkpoint."
     metrics = best_record["metrics"]
-    shown = {"Spearman with the teacher": metrics.get(soft_targets.AGREEMENT),
-             "ROC-AUC": metrics.get("roc_auc"), "Pearson": metrics.get("pearson")}
+    shown = {
+        "Spearman with the teacher": metrics.get(soft_targets.AGREEMENT),
+        "ROC-AUC": metrics.get("roc_auc"),
+        "Pearson": metrics.get("pearson"),
+    }
     return (
         f"Trained {final_step} steps in {model_dir}. Best checkpoint: "
         f"{os.path.join(model_dir, 'best')} (step {best_record['step']}, validation "
-        + ", ".join(f"{name} {'n/a' if value is None else f'{value:.4f}'}"
-                    for name, value in shown.items()
-                    if value is not None or name != "Spearman with the teacher") + ")."
+        + ", ".join(
+            f"{name} {'n/a' if value is None else f'{value:.4f}'}"
+            for name, value in shown.items()
+            if value is not None or name != "Spearman with the teacher"
+        )
+        + ")."
     )
 
 
@@ -421,8 +340,9 @@ def _write_run_file(config: TrainConfig, name: str, text: str) -> None:
 
 
 def _write_config(config: TrainConfig) -> None:
-    _write_run_file(config, CONFIG_JSON,
-                    json.dumps(config.to_json(), indent=2, sort_keys=True, default=str))
+    _write_run_file(
+        config, CONFIG_JSON, json.dumps(config.to_json(), indent=2, sort_keys=True, default=str)
+    )
 
 
 def _write_operative_config(config: TrainConfig) -> None:
@@ -449,18 +369,31 @@ def check_resume(config: TrainConfig) -> None:
     if not _has_checkpoints(config.model_dir):
         return
     if not os.path.isfile(saved_path):
-        logger.warning("%s has checkpoints but no %s; resuming without checking that the "
-                       "settings are the same.", config.model_dir, CONFIG_JSON)
+        logger.warning(
+            "%s has checkpoints but no %s; resuming without checking that the "
+            "settings are the same.",
+            config.model_dir,
+            CONFIG_JSON,
+        )
         return
     differences = config_differences(read_json(saved_path, "run config"), config)
-    refuse_other_settings(config.model_dir, differences, CHANGEABLE_ON_RESUME,
-                          config.allow_config_change,
-                          os.path.join(config.model_dir, "config.gin"))
+    refuse_other_settings(
+        config.model_dir,
+        differences,
+        CHANGEABLE_ON_RESUME,
+        config.allow_config_change,
+        os.path.join(config.model_dir, "config.gin"),
+    )
 
 
-def refuse_other_settings(model_dir: str, differences: Mapping[str, tuple],
-                          changeable: Sequence[str], allow_change: bool, settings_file: str,
-                          run: str = "run") -> None:
+def refuse_other_settings(
+    model_dir: str,
+    differences: Mapping[str, tuple],
+    changeable: Sequence[str],
+    allow_change: bool,
+    settings_file: str,
+    run: str = "run",
+) -> None:
     """The resume rule of a run whose settings differ from its saved ones.
 
     Args:
@@ -483,11 +416,13 @@ def refuse_other_settings(model_dir: str, differences: Mapping[str, tuple],
         raise ValueError(
             f"{model_dir} holds a {run} with other settings ({listed}); {', '.join(fixed)} "
             f"{verb} what is trained, so it cannot resume with {them}: start in a new "
-            f"MODEL_DIR, or rerun with the settings in {settings_file}")
+            f"MODEL_DIR, or rerun with the settings in {settings_file}"
+        )
     if differences and not allow_change:
         raise ValueError(
             f"{model_dir} holds a {run} started with other settings ({listed}); to resume it "
-            "with these, pass --gin.TrainConfig.allow_config_change=True")
+            "with these, pass --gin.TrainConfig.allow_config_change=True"
+        )
     if differences:
         logger.warning("Resuming %s with changed settings: %s.", model_dir, listed)
 
@@ -541,8 +476,9 @@ def train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = No
         return train_locked(config, examples)
 
 
-def train_locked(config: TrainConfig,
-                 examples: Optional[Mapping[str, ExampleSet]] = None) -> TrainResult:
+def train_locked(
+    config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]] = None
+) -> TrainResult:
     """`train` for a caller that already holds `model_dir_lock(config.model_dir)`
     (`distill`, which writes into MODEL_DIR before the student trains)."""
     check_resume(config)
@@ -570,14 +506,17 @@ def _train(config: TrainConfig, examples: Optional[Mapping[str, ExampleSet]]) ->
         os.path.join(config.model_dir, CHECKPOINTS_DIR), config.keep_checkpoints
     )
     best_keeper = checkpointing.BestCheckpoint(
-        os.path.join(config.model_dir, layout.BEST_DIR), run.vocabulary_path,
+        os.path.join(config.model_dir, layout.BEST_DIR),
+        run.vocabulary_path,
         metric=soft_targets.selection_metric(run.validation_examples),
-        questions=getattr(run.train_examples, "questions", None))
+        questions=getattr(run.train_examples, "questions", None),
+    )
     try:
         state, position, best = _start(run, run_checkpoints)
         start_step = int(jax.device_get(state.step))
-        with summaries.MetricsWriter(config.model_dir, enabled=jax.process_index() == 0,
-                                     start_step=start_step) as writer:
+        with summaries.MetricsWriter(
+            config.model_dir, enabled=jax.process_index() == 0, start_step=start_step
+        ) as writer:
             loop = _Loop(run, run_checkpoints, writer, best_keeper, state, position, best)
             loop.run_steps()
         run_checkpoints.wait()

@@ -2,14 +2,15 @@
 
 The model of the current step scores every validation pair with the scorer's
 own engine (`seahorse_metrics.engines.jax_engine.JaxEngine`, the program of
-`model.first_step`): P("1") at the first decoder step, softmax over the full vocabulary, as the released
-SEAHORSE metrics are read, in the scorer's length buckets and batches
+`model.first_step`): P("1") at the first decoder step, softmax over the full
+vocabulary, as the released SEAHORSE metrics are read, in the scorer's length buckets and batches
 (`seahorse_metrics.scoring.batching`) and with its compiled programs. So the
 checkpoint kept as the best is chosen by the numbers users will score with.
 The scores are compared with the human labels by ROC-AUC and Pearson from
 `seahorse_metrics.stats`. The paper selects the checkpoint with
 the best validation ROC-AUC.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from jax.sharding import Mesh
 
-from seahorse_metrics.engines.jax_engine import JaxEngine
 from seahorse_metrics import stats
+from seahorse_metrics.engines.jax_engine import JaxEngine
 from seahorse_metrics.scoring.batching import BatchingConfig, batch_window, bucket_lengths
 from seahorse_metrics.training.data import ExampleSet
 
@@ -59,8 +60,12 @@ def first_token_probabilities(
       `questions`, [len(examples), questions, len(token_ids)]).
     """
     engine = JaxEngine(model, params, token_ids, mesh, questions=questions)
-    config = BatchingConfig(buckets=bucket_lengths(max_length), batch_size=batch_size,
-                            row_multiple=engine.data_parallel, window_size=max(1, len(examples)))
+    config = BatchingConfig(
+        buckets=bucket_lengths(max_length),
+        batch_size=batch_size,
+        row_multiple=engine.data_parallel,
+        window_size=max(1, len(examples)),
+    )
     units = [(index, examples.inputs(index)[:max_length]) for index in range(len(examples))]
     per_question = (len(questions),) if questions is not None else ()
     out = np.zeros((len(examples),) + per_question + (len(engine.token_ids),), np.float32)
@@ -98,8 +103,17 @@ def validation_metrics(labels: np.ndarray, p_yes: np.ndarray) -> dict[str, Any]:
     }
 
 
-def validate(model, params, examples: ExampleSet, token_ids: Sequence[int], batch_size: int,
-             max_length: int, mesh: Mesh) -> dict[str, Any]:
+def validate(
+    model,
+    params,
+    examples: ExampleSet,
+    token_ids: Sequence[int],
+    batch_size: int,
+    max_length: int,
+    mesh: Mesh,
+) -> dict[str, Any]:
     """Scores `examples` with `params` and returns `validation_metrics`."""
-    probs = first_token_probabilities(model, params, examples, token_ids, batch_size, max_length, mesh)
+    probs = first_token_probabilities(
+        model, params, examples, token_ids, batch_size, max_length, mesh
+    )
     return validation_metrics(examples.labels, probs[:, 0])

@@ -13,7 +13,7 @@ import pytest
 
 from seahorse_metrics import MultiScorer
 from seahorse_metrics.cli import main as cli_main
-from seahorse_metrics.evaluation.metrics import read_score_table
+from seahorse_metrics.evaluation.score_files import read_score_table
 from seahorse_metrics.io.locks import LOCK_SUFFIX
 from seahorse_metrics.scoring import files
 from seahorse_metrics.scoring.job import META_SUFFIX

@@ -1,4 +1,4 @@
-"""Blocked attention (`model.attention`) gives today's dense attention's outputs
+"""Blocked attention (`model.blocked_attention`) gives today's dense attention's outputs
 and gradients: per function at lengths that do and do not divide into blocks,
 with packing segments, padding, causality, key blocks and dropout; in the
 network in float32 (loss and gradients), bfloat16 and int8; and under remat.
@@ -16,14 +16,14 @@ from seahorse_metrics.model import EncoderDecoderModel, T5Config, get_config
 from seahorse_metrics.model.attention import (
     AttentionMask,
     RelativeBias,
-    _band_width,
-    blocked_attention,
     dense_weights,
     folded_attention,
     weighted_values,
 )
+from seahorse_metrics.model.attention_layer import Attention
+from seahorse_metrics.model.blocked_attention import _band_width, blocked_attention
 from seahorse_metrics.model.config import ATTENTION_COMPUTATION
-from seahorse_metrics.model.network import Attention, relative_position_bucket
+from seahorse_metrics.model.network import relative_position_bucket
 
 HEADS, HEAD_DIM = 2, 8
 
@@ -274,15 +274,17 @@ def test_the_scoring_step_folds_cross_attention_with_the_same_logits(tiny, monke
     rate 0); as many queries as the head width, and training, project keys
     and values. Int8 kernels fold in bfloat16 products, as the unfolded
     network projects: the order of the products is what differs."""
-    from seahorse_metrics.model import network
+    from seahorse_metrics.model import attention_layer
     from seahorse_metrics.model.quantize import quantize_params
 
     config, _, params = tiny
     model = EncoderDecoderModel(config.replace(dropout_rate=0.0, quantize=quantize))
     params = quantize_params(model, params) if quantize else params
-    folded, folds = network.folded_attention, []
+    folded, folds = attention_layer.folded_attention, []
     monkeypatch.setattr(
-        network, "folded_attention", lambda *args: folds.append(args[0].shape) or folded(*args)
+        attention_layer,
+        "folded_attention",
+        lambda *args: folds.append(args[0].shape) or folded(*args),
     )
     tokens = np.random.default_rng(3).integers(3, 512, (2, 45)).astype(np.int32)
     tokens[1, 33:] = 0
@@ -544,7 +546,7 @@ def test_the_network_on_the_cudnn_path_has_todays_loss_gradients_and_scores(tiny
     with cuDNN itself on a GPU."""
     import functools
 
-    from seahorse_metrics.model import attention, network
+    from seahorse_metrics.model import attention, attention_layer
 
     dense_config, _, params = tiny
     batch = _packed_batch()
@@ -558,9 +560,9 @@ def test_the_network_on_the_cudnn_path_has_todays_loss_gradients_and_scores(tiny
 
     want_loss, want_grads, want_probs = loss_grads_and_scores(dense_config)
     calls = []
-    monkeypatch.setattr(network, "uses_cudnn", lambda *_: True)
+    monkeypatch.setattr(attention_layer, "uses_cudnn", lambda *_: True)
     monkeypatch.setattr(
-        network,
+        attention_layer,
         "cudnn_attention",
         lambda *args: (
             calls.append(args[0].shape)
@@ -597,11 +599,11 @@ def test_gpu_scoring_lowers_every_attention_to_cudnn(monkeypatch):
 
     from jax._src.cudnn import fused_attention_stablehlo
 
-    from seahorse_metrics.model import network
+    from seahorse_metrics.model import attention_layer
 
     # CPU jaxlib has no cuDNN to ask its version of; lowering needs only a number.
     monkeypatch.setattr(fused_attention_stablehlo, "check_cudnn_version", lambda: 90800)
-    monkeypatch.setattr(network.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(attention_layer.jax, "default_backend", lambda: "gpu")
     config = get_config("mt5-small").replace(dtype="bfloat16")
     model = EncoderDecoderModel(config)
     batch, length = 2, 2048

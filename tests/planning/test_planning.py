@@ -15,7 +15,7 @@ import pytest
 
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config
-from seahorse_metrics.planning import memory
+from seahorse_metrics.planning import memory, programs
 
 MiB = 2**20
 
@@ -123,10 +123,10 @@ def test_plan_command_prints_per_device_memory(capsys, caplog):
 
 
 # ---------------------------------------------------------------- figure source
-def _step(per_device: int) -> memory.StepMemory:
-    return memory.StepMemory(
+def _step(per_device: int) -> programs.StepMemory:
+    return programs.StepMemory(
         "train step",
-        {"parameters (float32)": memory.ArgumentBytes(per_device, per_device)},
+        {"parameters (float32)": programs.ArgumentBytes(per_device, per_device)},
         0,
         0,
         ("none", 0),
@@ -146,7 +146,7 @@ def test_plan_figures_are_the_compiled_programs_memory_analysis():
     from seahorse_metrics.model.partitioning import make_mesh
 
     config = get_config("tiny", num_encoder_layers=1, num_decoder_layers=1)
-    executable, step, _ = memory.compile_train_step(config, make_mesh(1), 16, 2)
+    executable, step, _ = programs.compile_train_step(config, make_mesh(1), 16, 2)
     analysis = executable.memory_analysis()
     assert step.temp_bytes == analysis.temp_size_in_bytes
     assert step.output_bytes == analysis.output_size_in_bytes - analysis.alias_size_in_bytes
@@ -195,7 +195,7 @@ def test_cpu_figures_are_corrected_by_a_device_record(tmp_path, monkeypatch):
     assert (correction.factor, correction.settings) == (0.9, 3)
     assert correction.device == "NVIDIA H100 80GB HBM3" and correction.apply(1000) == 900
     # The search compares corrected figures: 10 MB on XLA:CPU are 9 MB on the device.
-    monkeypatch.setattr(memory, "plan_train_step", lambda *a, **k: _step(10**7))
+    monkeypatch.setattr(programs, "plan_train_step", lambda *a, **k: _step(10**7))
     trials = list(
         fitting.iterate_search(
             get_config("tiny"),
@@ -233,7 +233,7 @@ def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monk
         compiled.append(config.remat)
         return _step(10**7 // microbatches)
 
-    monkeypatch.setattr(memory, "plan_train_step", plan)
+    monkeypatch.setattr(programs, "plan_train_step", plan)
     budget = 6 * 10**6  # 2 microbatches and more fit, whatever the remat
     everything = list(fitting.iterate_search(get_config("tiny"), 1, budget, 16, 4))
     # With alternatives, the more recomputing remats are tried for 1 microbatch.
@@ -254,14 +254,14 @@ def test_a_train_step_planned_again_in_a_process_is_not_compiled_again(monkeypat
         compiled.append(args[2:])
         return None, _step(10**6 * len(compiled)), None
 
-    monkeypatch.setattr(memory, "compile_train_step", compile_step)
-    monkeypatch.setattr(memory, "_PLANNED_STEPS", {})
+    monkeypatch.setattr(programs, "compile_train_step", compile_step)
+    monkeypatch.setattr(programs, "_PLANNED_STEPS", {})
     config = get_config("tiny", scan_layers=True)
-    first = memory.plan_train_step(config, make_mesh(1), 16, 2)
+    first = programs.plan_train_step(config, make_mesh(1), 16, 2)
     assert (
-        memory.plan_train_step(get_config("tiny", scan_layers=True), make_mesh(1), 16, 2) is first
+        programs.plan_train_step(get_config("tiny", scan_layers=True), make_mesh(1), 16, 2) is first
     )
-    assert memory.plan_train_step(config, make_mesh(1), 16, 2, microbatches=2) is not first
-    assert memory.plan_train_step(config.replace(remat="full"), make_mesh(1), 16, 2) is not first
-    assert memory.plan_train_step(config, make_mesh(1), 16, 2, compiler_options={}) is not first
+    assert programs.plan_train_step(config, make_mesh(1), 16, 2, microbatches=2) is not first
+    assert programs.plan_train_step(config.replace(remat="full"), make_mesh(1), 16, 2) is not first
+    assert programs.plan_train_step(config, make_mesh(1), 16, 2, compiler_options={}) is not first
     assert len(compiled) == 4

@@ -132,7 +132,7 @@ def _multi_question_run(tmp_path, name, **overrides):
     vocabulary, q4 sampled at twice its share."""
     from seahorse_metrics.data.vocab import SentencePieceTokenizer, target_token_ids
     from seahorse_metrics.model.questions import seahorse_question_texts
-    from seahorse_metrics.training import trainer
+    from seahorse_metrics.training import run_inputs
     from seahorse_metrics.training.multi_question import MULTI_QUESTION_TASK, QuestionExampleSet
 
     from fixtures import train_utils
@@ -151,7 +151,7 @@ def _multi_question_run(tmp_path, name, **overrides):
             str(tmp_path / name), str(tmp_path / "unused"), str(tmp_path / "cache"), **values
         )
     )
-    tokenizer = SentencePieceTokenizer(trainer.resolve_vocabulary(config))
+    tokenizer = SentencePieceTokenizer(run_inputs.resolve_vocabulary(config))
     yes, no = target_token_ids(tokenizer)
     questions = QuestionPrefixes.from_texts(seahorse_question_texts(), tokenizer)
     sets = {

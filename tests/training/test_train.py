@@ -17,10 +17,11 @@ from seahorse_metrics.training import (
     ExampleSet,
     NonFiniteLossError,
     OptimizerConfig,
+    batches,
     config_from_gin,
     optimizers,
+    run_inputs,
     train,
-    trainer,
 )
 from seahorse_metrics.training import data as data_lib
 from seahorse_metrics.training.config import binding_from_flag, split_gin_flags
@@ -131,14 +132,14 @@ def test_gin_flags_become_bindings_and_missing_values_are_named():
 
 def test_batch_stream_visits_each_example_once_per_epoch_and_resumes():
     examples = train_utils.synthetic_examples(37, seed=0, vocab_size=50, yes_id=5, no_id=6)
-    stream = data_lib.BatchStream(examples, 8, 48, 4, 0, seed=3)
+    stream = batches.BatchStream(examples, 8, 48, 4, 0, seed=3)
     seen = [r for _ in range(9) for r in stream._next_rows()]  # 72 rows: epoch 0 and part of 1
     first_epoch = [r[0] for r in seen[:37]]
     assert sorted(first_epoch) == list(range(37))
     assert first_epoch != sorted(first_epoch)  # shuffled
-    position = data_lib.StreamPosition.from_json(stream.position.to_json())
+    position = batches.StreamPosition.from_json(stream.position.to_json())
     expected = [next(stream) for _ in range(3)]
-    resumed = data_lib.BatchStream(examples, 8, 48, 4, 0, seed=3, position=position)
+    resumed = batches.BatchStream(examples, 8, 48, 4, 0, seed=3, position=position)
     for batch, again in zip(expected, (next(resumed) for _ in range(3))):
         for name in batch:
             np.testing.assert_array_equal(batch[name], again[name])
@@ -148,7 +149,7 @@ def test_packed_stream_fits_rows_and_uses_every_example_once():
     examples = train_utils.synthetic_examples(
         200, seed=1, vocab_size=50, yes_id=5, no_id=6, max_length=60
     )
-    stream = data_lib.BatchStream(examples, 4, 64, 16, 0, seed=0, pack=True)
+    stream = batches.BatchStream(examples, 4, 64, 16, 0, seed=0, pack=True)
     used = []
     while stream.position.epoch == 0:
         batch = next(stream)
@@ -160,7 +161,7 @@ def test_packed_stream_fits_rows_and_uses_every_example_once():
         assert np.array_equal(
             batch["decoder_loss_weights"], (batch["decoder_segment_ids"] > 0).astype(np.int32)
         )
-        used.append(data_lib.batch_stats(batch)["examples"])
+        used.append(batches.batch_stats(batch)["examples"])
     # Every example of epoch 0 went into exactly one batch (held-over ones included).
     assert stream.position.examples_seen >= 200 - len(stream.position.pending)
     assert sum(used) == stream.position.examples_seen
@@ -175,8 +176,8 @@ def test_packed_and_unpacked_batches_give_the_same_per_example_loss():
         6, seed=2, vocab_size=config.vocab_size, yes_id=7, no_id=8, max_length=20
     )
     rows = [[0, 1, 2], [3, 4], [5]]
-    packed = data_lib.packed_batch(examples, rows, 4, 64, 8, config.decoder_start_id)
-    unpacked = data_lib.unpacked_batch(examples, range(6), 6, 64, 4, config.decoder_start_id)
+    packed = batches.packed_batch(examples, rows, 4, 64, 8, config.decoder_start_id)
+    unpacked = batches.unpacked_batch(examples, range(6), 6, 64, 4, config.decoder_start_id)
     _, packed_aux = model.loss(params, packed)
     _, unpacked_aux = model.loss(params, unpacked)
     token_loss = np.asarray(packed_aux["token_loss"])
@@ -252,7 +253,7 @@ def test_nan_loss_stops_with_the_step(sample, tmp_path):
     from seahorse_metrics.checkpoints import save_checkpoint
 
     config = _sample_config(sample, tmp_path / "nan", **{"TrainConfig.eval_every": 0})
-    model_config = trainer.resolve_model(config)[0]
+    model_config = run_inputs.resolve_model(config)[0]
     rng = np.random.default_rng(0)
     params = jax.tree.map(
         lambda a: rng.normal(0.0, 0.05, a.shape).astype(np.float32),
@@ -299,7 +300,7 @@ def test_best_checkpoint_is_the_validation_peak_not_the_last(sample, tmp_path):
 
     model_config, params = load_checkpoint(str(model_dir / "best"))
     model = EncoderDecoderModel(model_config)
-    vocab_ids = trainer._target_ids(str(model_dir / "best" / "spiece.model"))
+    vocab_ids = run_inputs.target_ids(str(model_dir / "best" / "spiece.model"))
     metrics = validation.validate(
         model, params, data_lib.take(flipped, 48), vocab_ids, 8, 64, make_mesh(1)
     )
@@ -316,15 +317,15 @@ def test_init_from_a_hugging_face_checkpoint(sample, tmp_path):
     from fixtures import tiny_model
 
     base = _sample_config(sample, tmp_path / "unused")
-    hf_config = trainer.resolve_model(base)[0]
+    hf_config = run_inputs.resolve_model(base)[0]
     hf_dir = str(tmp_path / "hf")
     tiny_model.save_hf_model(
         tiny_model.build_hf_model(hf_config), hf_dir, vocab_path=default_vocab_path()
     )
     config = dataclasses.replace(base, model="mt5_xxl", init_checkpoint=hf_dir, vocabulary=None)
-    model_config, host_params = trainer.resolve_model(config)
+    model_config, host_params = run_inputs.resolve_model(config)
     assert model_config == hf_config.replace(dropout_rate=config.dropout_rate)
-    assert trainer.resolve_vocabulary(config) == os.path.join(hf_dir, "spiece.model")
+    assert run_inputs.resolve_vocabulary(config) == os.path.join(hf_dir, "spiece.model")
     plan = step.compiled_step(model_config, config.optimizer, 0, config.z_loss, None, make_mesh(1))
     state = plan.init_state(config.seed, host_params)
     _, expected = load_checkpoint(hf_dir)

@@ -23,7 +23,7 @@ import pytest
 from seahorse_metrics.cli import main as cli_main
 from seahorse_metrics.model import EncoderDecoderModel, get_config, stacks
 from seahorse_metrics.model.partitioning import sharding_context
-from seahorse_metrics.planning import fitting, memory
+from seahorse_metrics.planning import fitting, memory, programs
 
 from fixtures import train_utils
 
@@ -241,7 +241,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
 
     config = get_config("tiny", scan_layers=True)
     shapes = dict(input_length=32, batch_size=2)
-    unchanged = memory.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
+    unchanged = programs.plan_train_step(config, make_mesh(1), **shapes).per_device_bytes
     budget = unchanged - 1  # the run as it is does not fit
     with caplog.at_level("INFO"):  # --fit searches scanned layers unless told otherwise
         status = cli_main(
@@ -290,7 +290,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     microbatches = int(chosen.split("TrainConfig.microbatches=")[1].split()[0])
     assert "TrainConfig.scan_layers=True" in chosen and "TrainConfig.model_parallel=1" in chosen
     # Compiled anew (plan_train_step would return the search's own figure).
-    confirmed = memory.compile_train_step(
+    confirmed = programs.compile_train_step(
         config.replace(remat=remat),
         make_mesh(1),
         shapes["input_length"],
@@ -305,7 +305,7 @@ def test_plan_fit_picks_a_setting_a_direct_compile_confirms(capsys, caplog):
     other_microbatches = int(other.split("microbatches=")[1].split(",")[0])
     assert other_remat != "none" and other_microbatches < microbatches
     assert (
-        memory.plan_train_step(
+        programs.plan_train_step(
             config.replace(remat=other_remat),
             make_mesh(1),
             **shapes,
