@@ -9,7 +9,8 @@ machinery it uses) and `seahorse_metrics.scoring.single` (`Scorer`); this
 module keeps the documented import path.
 """
 
-from seahorse_metrics.scoring.scorer import MultiScorer, ScoreOutput, find_vocabulary
+from seahorse_metrics.scoring.score_output import ScoreOutput
+from seahorse_metrics.scoring.scorer import MultiScorer, find_vocabulary
 from seahorse_metrics.scoring.single import Scorer
 
 __all__ = ["MultiScorer", "ScoreOutput", "Scorer", "find_vocabulary"]

@@ -8,6 +8,7 @@ literal is taken as a string. `--multihost` calls `jax.distributed.initialize`
 first (cluster autodetection on SLURM and Cloud TPU, or the explicit
 coordinator flags), as the scripts in launch/ do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,29 +35,54 @@ class GinFlagParser(CommandParser):
 
         bindings, rest = split_gin_flags(sys.argv[1:] if args is None else args)
         namespace, extras = super().parse_known_args(rest, namespace)
-        namespace.gin_flag_bindings = list(getattr(namespace, "gin_flag_bindings", None) or []) + bindings
+        namespace.gin_flag_bindings = (
+            list(getattr(namespace, "gin_flag_bindings", None) or []) + bindings
+        )
         return namespace, extras
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The train options, shared by the subcommand and `python -m seahorse_metrics.train`."""
-    parser.add_argument("--gin_file", action="append", default=[], required=True,
-                        help="Gin file (repeatable; later files override earlier ones), e.g. "
-                        "gin/runs/finetune.gin. Paths are tried in the working directory, then "
-                        "in the repository root.")
-    parser.add_argument("--gin_bindings", action="append", default=[],
-                        help="A gin binding such as \"TrainConfig.batch_size = 32\" (repeatable). "
-                        "--gin.NAME=VALUE is the short form.")
+    parser.add_argument(
+        "--gin_file",
+        action="append",
+        default=[],
+        required=True,
+        help="Gin file (repeatable; later files override earlier ones), e.g. "
+        "gin/runs/finetune.gin. Paths are tried in the working directory, then "
+        "in the repository root.",
+    )
+    parser.add_argument(
+        "--gin_bindings",
+        action="append",
+        default=[],
+        help='A gin binding such as "TrainConfig.batch_size = 32" (repeatable). '
+        "--gin.NAME=VALUE is the short form.",
+    )
     compilation_cache.add_arguments(parser)
-    parser.add_argument("--multihost", action="store_true",
-                        help="Call jax.distributed.initialize() before training (one process per "
-                        "host or per accelerator; see launch/).")
-    parser.add_argument("--coordinator_address", default=None,
-                        help="host:port of process 0 (multihost; default: autodetected).")
-    parser.add_argument("--num_processes", type=int, default=None,
-                        help="Number of processes (multihost; default: autodetected).")
-    parser.add_argument("--process_id", type=int, default=None,
-                        help="This process's index (multihost; default: autodetected).")
+    parser.add_argument(
+        "--multihost",
+        action="store_true",
+        help="Call jax.distributed.initialize() before training (one process per "
+        "host or per accelerator; see launch/).",
+    )
+    parser.add_argument(
+        "--coordinator_address",
+        default=None,
+        help="host:port of process 0 (multihost; default: autodetected).",
+    )
+    parser.add_argument(
+        "--num_processes",
+        type=int,
+        default=None,
+        help="Number of processes (multihost; default: autodetected).",
+    )
+    parser.add_argument(
+        "--process_id",
+        type=int,
+        default=None,
+        help="This process's index (multihost; default: autodetected).",
+    )
 
 
 def add_parser(subparsers) -> None:
@@ -69,7 +95,8 @@ def add_parser(subparsers) -> None:
             "checkpoint by validation ROC-AUC (MODEL_DIR/best), train_log.jsonl and "
             "TensorBoard events go to MODEL_DIR; re-running on the same MODEL_DIR resumes."
         ),
-        epilog="Pass bindings as --gin.NAME=VALUE, e.g. --gin.MODEL_DIR=runs/q4 --gin.TASK=seahorse_q4.",
+        epilog="Pass bindings as --gin.NAME=VALUE, e.g. --gin.MODEL_DIR=runs/q4 "
+        "--gin.TASK=seahorse_q4.",
     )
     # Let the subcommand accept --gin.NAME=VALUE flags (see GinFlagParser).
     parser.__class__ = GinFlagParser
@@ -85,8 +112,12 @@ def _initialize_distributed(args: argparse.Namespace) -> None:
         num_processes=args.num_processes,
         process_id=args.process_id,
     )
-    logger.info("Process %d of %d; %d devices in all.", jax.process_index(), jax.process_count(),
-                jax.device_count())
+    logger.info(
+        "Process %d of %d; %d devices in all.",
+        jax.process_index(),
+        jax.process_count(),
+        jax.device_count(),
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@
 * `mface`, `true`, `ratings`: mFACE, TRUE and generic rated files.
 * `tables`: reading JSONL/JSON/CSV/TSV tables with every line accounted for
   (quoting, encodings, bad rows with their lines); every reader uses it.
+* `delimited`: the CSV/TSV record grammar `tables` reads with (RFC 4180
+  quoting, telling a quoted TSV) and that score files are written in.
 * `factcheck`: the LLM-AggreFact and SummaC layouts.
 * `inputs`: `premise: ... hypothesis: ...` inputs (with `question: ...` for
   query-focused summaries) and their truncation.

@@ -29,6 +29,7 @@ far as needed, as before.
 The tokenizer is anything with `encode(str) -> list[int]`,
 `decode(list[int]) -> str` and `eos_id`. No TensorFlow here.
 """
+
 from __future__ import annotations
 
 import collections
@@ -98,8 +99,13 @@ def article_floor(premise_pieces: int, max_length: int) -> int:
     return min(premise_pieces, math.ceil(ARTICLE_MIN_SHARE * max_length))
 
 
-def _cut_summary(tokenizer: Tokenizer, article: str, hypothesis: str, budget: int,
-                 formatter: Callable[[str, str], str]) -> EncodedPair:
+def _cut_summary(
+    tokenizer: Tokenizer,
+    article: str,
+    hypothesis: str,
+    budget: int,
+    formatter: Callable[[str, str], str],
+) -> EncodedPair:
     """`article` whole and the longest summary prefix (in pieces) that fits beside it."""
     hypothesis_ids = tokenizer.encode(hypothesis)
 
@@ -114,9 +120,14 @@ def _cut_summary(tokenizer: Tokenizer, article: str, hypothesis: str, budget: in
     return EncodedPair(ids[:budget] + [tokenizer.eos_id], True, True, summary_cut=True)
 
 
-def _crowded_article(tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str,
-                     budget: int, formatter: Callable[[str, str], str],
-                     long_summaries: str) -> Optional[EncodedPair]:
+def _crowded_article(
+    tokenizer: Tokenizer,
+    premise_ids: list[int],
+    hypothesis: str,
+    budget: int,
+    formatter: Callable[[str, str], str],
+    long_summaries: str,
+) -> Optional[EncodedPair]:
     """None when the summary leaves the article its share; else the `cut`
     input, or `SummaryTooLongError` for `error`."""
     floor = article_floor(len(premise_ids), budget + 1)
@@ -128,13 +139,19 @@ def _crowded_article(tokenizer: Tokenizer, premise_ids: list[int], hypothesis: s
             f"the summary takes {summary_pieces} of the {budget + 1} input tokens, leaving the "
             f"article fewer than its {floor} (a {ARTICLE_MIN_SHARE:.0%} share): its score would "
             "ignore the article. Raise --max_input_length, or pass --long_summaries cut to cut "
-            "the summary instead (flagged in the summary_cut column)")
-    return _cut_summary(tokenizer, tokenizer.decode(premise_ids[:floor]), hypothesis, budget,
-                        formatter)
+            "the summary instead (flagged in the summary_cut column)"
+        )
+    return _cut_summary(
+        tokenizer, tokenizer.decode(premise_ids[:floor]), hypothesis, budget, formatter
+    )
 
 
-def format_input(premise: str, hypothesis: str, question: Optional[str] = None,
-                 question_template: str = QUESTION_TEMPLATE) -> str:
+def format_input(
+    premise: str,
+    hypothesis: str,
+    question: Optional[str] = None,
+    question_template: str = QUESTION_TEMPLATE,
+) -> str:
     """The model input string.
 
     Args:
@@ -167,7 +184,8 @@ def check_question_template(template: str) -> str:
     if sorted(fields) != sorted(_TEMPLATE_FIELDS):
         raise ValueError(
             f"question template {template!r} must name {{question}}, {{premise}} and "
-            f"{{hypothesis}} once each (it names {fields}); e.g. {QUESTION_TEMPLATE!r}")
+            f"{{hypothesis}} once each (it names {fields}); e.g. {QUESTION_TEMPLATE!r}"
+        )
     return template
 
 
@@ -186,17 +204,46 @@ def _leading_window(premise: str, max_length: int) -> Optional[str]:
     return premise[:cut] if cut > 0 else None
 
 
+def _encode_from_window(
+    tokenizer: Tokenizer,
+    premise: str,
+    hypothesis: str,
+    max_length: int,
+    mode: str,
+    formatter: Callable[[str, str], str],
+    long_summaries: Optional[str],
+) -> Optional[EncodedPair]:
+    """`encode_pair` of a very long premise from its leading window alone (a
+    tokenisation of the whole article would be thrown away); None when the
+    premise has no such window or its window fits the budget."""
+    budget = max_length - 1
+    window = _leading_window(premise, max_length)
+    window_ids = tokenizer.encode(window) if window is not None else None
+    if window_ids is None or len(window_ids) <= budget + _WINDOW_MARGIN_TOKENS:
+        return None
+    # The premise alone is longer than the budget: the input is truncated.
+    if mode == "joint":
+        ids = tokenizer.encode(formatter(window, hypothesis))
+        return EncodedPair(ids[:budget] + [tokenizer.eos_id], True, True)
+    return _shorten_premise(tokenizer, window_ids, hypothesis, budget, formatter, long_summaries)
+
+
 _MAX_GROW_STEPS = 3
 
 
 def _shorten_premise(
-    tokenizer: Tokenizer, premise_ids: list[int], hypothesis: str, budget: int,
-    formatter: Callable[[str, str], str] = format_input, long_summaries: Optional[str] = None,
+    tokenizer: Tokenizer,
+    premise_ids: list[int],
+    hypothesis: str,
+    budget: int,
+    formatter: Callable[[str, str], str] = format_input,
+    long_summaries: Optional[str] = None,
 ) -> EncodedPair:
     """Keeps the longest article prefix (in pieces) with which the input fits."""
     if long_summaries is not None:
-        crowded = _crowded_article(tokenizer, premise_ids, hypothesis, budget, formatter,
-                                   long_summaries)
+        crowded = _crowded_article(
+            tokenizer, premise_ids, hypothesis, budget, formatter, long_summaries
+        )
         if crowded is not None:
             return crowded
     hypothesis_only = tokenizer.encode(formatter("", hypothesis))
@@ -231,8 +278,9 @@ def _check_arguments(max_length: int, mode: str, long_summaries: Optional[str]) 
     if mode not in TRUNCATION_MODES:
         raise ValueError(f"unknown truncation mode {mode!r}; choose one of {TRUNCATION_MODES}")
     if long_summaries is not None and long_summaries not in LONG_SUMMARY_POLICIES:
-        raise ValueError(f"unknown long_summaries {long_summaries!r}; choose one of "
-                         f"{LONG_SUMMARY_POLICIES}")
+        raise ValueError(
+            f"unknown long_summaries {long_summaries!r}; choose one of {LONG_SUMMARY_POLICIES}"
+        )
     if max_length < 2:
         raise ValueError(f"max_length must leave room for a token and EOS, got {max_length}")
 
@@ -279,23 +327,19 @@ def encode_pair(
     eos = tokenizer.eos_id
     formatter = _formatter(question, question_template)
 
-    window = _leading_window(premise, max_length)
-    window_ids = tokenizer.encode(window) if window is not None else None
-    if window_ids is not None and len(window_ids) > budget + _WINDOW_MARGIN_TOKENS:
-        # The premise alone is longer than the budget: the input is truncated.
-        if mode == "joint":
-            ids = tokenizer.encode(formatter(window, hypothesis))
-            return EncodedPair(ids[:budget] + [eos], True, True)
-        return _shorten_premise(tokenizer, window_ids, hypothesis, budget, formatter,
-                                long_summaries)
-
+    from_window = _encode_from_window(
+        tokenizer, premise, hypothesis, max_length, mode, formatter, long_summaries
+    )
+    if from_window is not None:
+        return from_window
     ids = tokenizer.encode(formatter(premise, hypothesis))
     if len(ids) <= budget:
         return EncodedPair(ids + [eos], False, False)
     if mode == "joint":
         return EncodedPair(ids[:budget] + [eos], True, True)
-    return _shorten_premise(tokenizer, tokenizer.encode(premise), hypothesis, budget, formatter,
-                            long_summaries)
+    return _shorten_premise(
+        tokenizer, tokenizer.encode(premise), hypothesis, budget, formatter, long_summaries
+    )
 
 
 @dataclasses.dataclass
@@ -362,7 +406,12 @@ class TruncationStats:
         logger.warning(
             "%s: %d of %d inputs exceeded %d tokens and were truncated (%d with the "
             "summary cut); by language: %s",
-            context, self.truncated, self.count, max_length, self.hypothesis_cut, per_language,
+            context,
+            self.truncated,
+            self.count,
+            max_length,
+            self.hypothesis_cut,
+            per_language,
         )
 
 
@@ -387,8 +436,9 @@ def encode_pairs(
     if len(questions_list) != len(premises):
         raise ValueError(f"got {len(questions_list)} questions for {len(premises)} pairs")
     encoded = []
-    for premise, hypothesis, lang, question in zip(premises, hypotheses, langs_list,
-                                                   questions_list):
+    for premise, hypothesis, lang, question in zip(
+        premises, hypotheses, langs_list, questions_list
+    ):
         pair = encode_pair(tokenizer, premise, hypothesis, max_length, mode, question)
         if stats is not None:
             stats.add(pair, lang)

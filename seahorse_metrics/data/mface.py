@@ -19,13 +19,20 @@ of raters a tie counts as yes). Pearson uses the raw avg (`RatedPair.rating`).
 For a sheet on another scale pass `threshold` on that scale; a threshold of
 at most 1 on averages above 1 is refused rather than silently mislabelling.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 from typing import Iterable, Optional
 
-from seahorse_metrics.data.ratings import TableFormatError, cell_text, is_blank, parse_float, read_table
+from seahorse_metrics.data.ratings import (
+    TableFormatError,
+    cell_text,
+    is_blank,
+    parse_float,
+    read_table,
+)
 from seahorse_metrics.data.records import RatedPair
 
 logger = logging.getLogger(__name__)
@@ -41,20 +48,60 @@ DEFAULT_THRESHOLD = 0.5
 # script (zh-Hans/zh-Hant, sr-Cyrl/sr-Latn); Nigerian Pidgin has no ISO 639-1
 # code and keeps its ISO 639-3 code `pcm`.
 XLSUM_LANGUAGES = {
-    "amharic": "am", "arabic": "ar", "azerbaijani": "az", "bengali": "bn",
-    "burmese": "my", "chinese_simplified": "zh-Hans", "chinese_traditional": "zh-Hant",
-    "english": "en", "french": "fr", "gujarati": "gu", "hausa": "ha", "hindi": "hi",
-    "igbo": "ig", "indonesian": "id", "japanese": "ja", "kirundi": "rn", "korean": "ko",
-    "kyrgyz": "ky", "marathi": "mr", "nepali": "ne", "oromo": "om", "pashto": "ps",
-    "persian": "fa", "pidgin": "pcm", "portuguese": "pt", "punjabi": "pa",
-    "russian": "ru", "scottish_gaelic": "gd", "serbian_cyrillic": "sr-Cyrl",
-    "serbian_latin": "sr-Latn", "sinhala": "si", "somali": "so", "spanish": "es",
-    "swahili": "sw", "tamil": "ta", "telugu": "te", "thai": "th", "tigrinya": "ti",
-    "turkish": "tr", "ukrainian": "uk", "urdu": "ur", "uzbek": "uz",
-    "vietnamese": "vi", "welsh": "cy", "yoruba": "yo",
+    "amharic": "am",
+    "arabic": "ar",
+    "azerbaijani": "az",
+    "bengali": "bn",
+    "burmese": "my",
+    "chinese_simplified": "zh-Hans",
+    "chinese_traditional": "zh-Hant",
+    "english": "en",
+    "french": "fr",
+    "gujarati": "gu",
+    "hausa": "ha",
+    "hindi": "hi",
+    "igbo": "ig",
+    "indonesian": "id",
+    "japanese": "ja",
+    "kirundi": "rn",
+    "korean": "ko",
+    "kyrgyz": "ky",
+    "marathi": "mr",
+    "nepali": "ne",
+    "oromo": "om",
+    "pashto": "ps",
+    "persian": "fa",
+    "pidgin": "pcm",
+    "portuguese": "pt",
+    "punjabi": "pa",
+    "russian": "ru",
+    "scottish_gaelic": "gd",
+    "serbian_cyrillic": "sr-Cyrl",
+    "serbian_latin": "sr-Latn",
+    "sinhala": "si",
+    "somali": "so",
+    "spanish": "es",
+    "swahili": "sw",
+    "tamil": "ta",
+    "telugu": "te",
+    "thai": "th",
+    "tigrinya": "ti",
+    "turkish": "tr",
+    "ukrainian": "uk",
+    "urdu": "ur",
+    "uzbek": "uz",
+    "vietnamese": "vi",
+    "welsh": "cy",
+    "yoruba": "yo",
 }
-_CODE_ALIASES = {"zh-cn": "zh-Hans", "zh-tw": "zh-Hant", "zh-hans": "zh-Hans", "zh-hant": "zh-Hant",
-                 "sr-cyrl": "sr-Cyrl", "sr-latn": "sr-Latn"}
+_CODE_ALIASES = {
+    "zh-cn": "zh-Hans",
+    "zh-tw": "zh-Hant",
+    "zh-hans": "zh-Hans",
+    "zh-hant": "zh-Hant",
+    "sr-cyrl": "sr-Cyrl",
+    "sr-latn": "sr-Latn",
+}
 _KNOWN_CODES = {code.lower(): code for code in XLSUM_LANGUAGES.values()}
 
 
@@ -114,7 +161,35 @@ def read_mface(
         raise ValueError(f"unknown mFACE question {question!r}; choose one of {MFACE_QUESTIONS}")
     path = os.fspath(path)
     avg_column = f"{MFACE_COLUMNS[question]}_avg"
-    keep = {normalise_mface_language(l) for l in languages} if languages is not None else None
+    keep = (
+        {normalise_mface_language(language) for language in languages}
+        if languages is not None
+        else None
+    )
+    pairs, unrated = _rated_pairs(path, encoding, question, avg_column, keep, threshold)
+    _check_scale(path, pairs, threshold)
+    if unrated:
+        logger.warning(
+            "%s: %d rows have no %s rating (%s) and are skipped",
+            path,
+            unrated,
+            question,
+            avg_column,
+        )
+    logger.info("%s: %d mFACE %s ratings", path, len(pairs), question)
+    return pairs
+
+
+def _rated_pairs(
+    path: str,
+    encoding: str,
+    question: str,
+    avg_column: str,
+    keep: Optional[set[str]],
+    threshold: float,
+) -> tuple[list[RatedPair], int]:
+    """The sheet's rated pairs in `keep`'s languages (all when None), and the
+    count of rows skipped for an empty `avg_column`."""
     pairs, seen, unrated = [], set(), 0
     for row_number, row in read_table(path, encoding=encoding):
         where = f"{path}:{row_number}"
@@ -129,11 +204,7 @@ def read_mface(
             raise TableFormatError(f"{where}: duplicate id {pair.id!r}")
         seen.add(pair.id)
         pairs.append(pair)
-    _check_scale(path, pairs, threshold)
-    if unrated:
-        logger.warning("%s: %d rows have no %s rating (%s) and are skipped", path, unrated, question, avg_column)
-    logger.info("%s: %d mFACE %s ratings", path, len(pairs), question)
-    return pairs
+    return pairs, unrated
 
 
 def _row_language(row: dict, where: str, avg_column: str) -> str:
@@ -147,8 +218,9 @@ def _row_language(row: dict, where: str, avg_column: str) -> str:
         raise TableFormatError(f"{where}: {err}") from None
 
 
-def _pair(row: dict, row_number: int, where: str, question: str, lang: str,
-          threshold: float) -> RatedPair:
+def _pair(
+    row: dict, row_number: int, where: str, question: str, lang: str, threshold: float
+) -> RatedPair:
     prefix = MFACE_COLUMNS[question]
     average = parse_float(row[f"{prefix}_avg"], f"{where}: column {prefix + '_avg'!r}")
     return RatedPair(

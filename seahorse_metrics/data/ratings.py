@@ -12,6 +12,7 @@ JSON file as dicts with their line/row number, for the mFACE and TRUE readers
 too. Text files are read by `seahorse_metrics.data.tables`, which accounts
 for every line (see there for encodings and quoting).
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,10 @@ logger = logging.getLogger(__name__)
 TABLE_EXTENSIONS = (".csv", ".tsv", ".xlsx", ".jsonl", ".json")
 _BINARY_STRINGS = {"1": True, "0": False, "yes": True, "no": False, "true": True, "false": False}
 
-def read_table(path: str | os.PathLike, *, encoding: str = "utf-8",
-               quoting: str = "auto") -> Iterator[tuple[int, dict[str, Any]]]:
+
+def read_table(
+    path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str = "auto"
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields `(line_or_row_number, row)` for each data row of a table file.
 
     CSV/TSV: the header row names the columns (surrounding spaces stripped;
@@ -82,8 +85,10 @@ def _read_xlsx(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         named = [name for name in header if name]
         duplicates = sorted({name for name in named if named.count(name) > 1})
         if duplicates:
-            raise TableFormatError(f"{path}:1: the header names {duplicates} more than once; "
-                                   "give every column its own name")
+            raise TableFormatError(
+                f"{path}:1: the header names {duplicates} more than once; "
+                "give every column its own name"
+            )
         for row_number, values in enumerate(rows, start=2):
             if all(v is None or str(v).strip() == "" for v in values):
                 continue
@@ -188,26 +193,33 @@ def read_ratings(
         ids; the message names file, line and field.
     """
     path = os.fspath(path)
-    rows = list(read_table(path, encoding=encoding))
-    if not rows:
-        raise TableFormatError(f"{path}: no data rows")
     required = (premise_field, hypothesis_field, rating_field) + ((id_field,) if id_field else ())
-    _check_fields(path, rows, required)
-    kept, skipped = _rated_rows(path, rows, rating_field, strict)
+    rows = _checked_rows(path, encoding, required)
+    kept = _rated_rows(path, rows, rating_field, strict)
     if binary is None:
         binary = all(parse_binary(value) is not None for _, _, value in kept)
-    fields = {"premise": premise_field, "hypothesis": hypothesis_field, "id": id_field,
-              "rating": rating_field, "lang": lang_field, "system": system_field,
-              "question": question_field}
+    fields = {
+        "premise": premise_field,
+        "hypothesis": hypothesis_field,
+        "id": id_field,
+        "rating": rating_field,
+        "lang": lang_field,
+        "system": system_field,
+        "question": question_field,
+    }
     pairs = _pairs(path, kept, fields, binary, threshold, source)
-    if skipped:
-        logger.warning("%s: skipped %d rows without a usable rating", path, skipped)
     logger.info("%s: %d %s ratings", path, len(pairs), "binary" if binary else "continuous")
     return pairs
 
 
-def _pairs(path: str, kept: list, fields: dict[str, Optional[str]], binary: bool,
-           threshold: Optional[float], source: Optional[str]) -> list[RatedPair]:
+def _pairs(
+    path: str,
+    kept: list,
+    fields: dict[str, Optional[str]],
+    binary: bool,
+    threshold: Optional[float],
+    source: Optional[str],
+) -> list[RatedPair]:
     """The RatedPairs of the rows with a usable rating; ids must be unique."""
     stem = os.path.splitext(os.path.basename(path))[0]
     pairs, seen = [], set()
@@ -218,13 +230,31 @@ def _pairs(path: str, kept: list, fields: dict[str, Optional[str]], binary: bool
         if pair_id in seen:
             raise TableFormatError(f"{path}:{line}: duplicate id {pair_id!r}")
         seen.add(pair_id)
-        pairs.append(RatedPair(
-            id=pair_id, premise=cell_text(row[fields["premise"]]),
-            hypothesis=cell_text(row[fields["hypothesis"]]), label=label, rating=rating,
-            lang=optional_text(row, fields["lang"]), source=source or stem,
-            system=optional_text(row, fields["system"]), meta={"line": line},
-            question=optional_text(row, fields["question"])))
+        pairs.append(
+            RatedPair(
+                id=pair_id,
+                premise=cell_text(row[fields["premise"]]),
+                hypothesis=cell_text(row[fields["hypothesis"]]),
+                label=label,
+                rating=rating,
+                lang=optional_text(row, fields["lang"]),
+                source=source or stem,
+                system=optional_text(row, fields["system"]),
+                meta={"line": line},
+                question=optional_text(row, fields["question"]),
+            )
+        )
     return pairs
+
+
+def _checked_rows(path: str, encoding: str, required) -> list[tuple[int, dict[str, Any]]]:
+    """The file's (line, row) pairs; refuses a file without rows or a row
+    without a `required` field."""
+    rows = list(read_table(path, encoding=encoding))
+    if not rows:
+        raise TableFormatError(f"{path}: no data rows")
+    _check_fields(path, rows, required)
+    return rows
 
 
 def _check_fields(path: str, rows: list[tuple[int, dict[str, Any]]], fields) -> None:
@@ -233,13 +263,17 @@ def _check_fields(path: str, rows: list[tuple[int, dict[str, Any]]], fields) -> 
             if field not in row:
                 raise TableFormatError(
                     f"{path}:{line}: missing field {field!r} (fields: {sorted(row)}); name the "
-                    "fields: " + option("premise_field, hypothesis_field, rating_field, id_field",
-                                        "ratings:FILE:premise=F,hypothesis=F,rating=F,id=F")
+                    "fields: "
+                    + option(
+                        "premise_field, hypothesis_field, rating_field, id_field",
+                        "ratings:FILE:premise=F,hypothesis=F,rating=F,id=F",
+                    )
                 )
 
 
-def _judgment(value: Any, binary: bool, threshold: Optional[float],
-              where: str) -> tuple[Optional[bool], float]:
+def _judgment(
+    value: Any, binary: bool, threshold: Optional[float], where: str
+) -> tuple[Optional[bool], float]:
     """(label, rating) of a rating cell."""
     if binary:
         label = parse_binary(value)
@@ -251,12 +285,12 @@ def _judgment(value: Any, binary: bool, threshold: Optional[float],
 
 
 def _rated_rows(path, rows, rating_field, strict):
+    """(line, row, rating) of the rows with a usable rating; a row without
+    one raises when `strict`, else it is skipped and counted in the log."""
     kept, skipped = [], 0
     for line, row in rows:
         value = row[rating_field]
-        usable = not is_blank(value) and (
-            parse_binary(value) is not None or _is_number(value)
-        )
+        usable = not is_blank(value) and (parse_binary(value) is not None or _is_number(value))
         if usable:
             kept.append((line, row, value))
         elif strict:
@@ -266,7 +300,9 @@ def _rated_rows(path, rows, rating_field, strict):
             )
         else:
             skipped += 1
-    return kept, skipped
+    if skipped:
+        logger.warning("%s: skipped %d rows without a usable rating", path, skipped)
+    return kept
 
 
 def _is_number(value: Any) -> bool:

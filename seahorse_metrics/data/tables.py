@@ -34,20 +34,22 @@ read more than once (its quoting is detected, its rows counted, then
 streamed), so it must be a regular file: a directory, a named pipe or a
 device such as `/dev/stdin` is refused by `check_table_file`, saying what it is.
 """
+
 from __future__ import annotations
 
 import bisect
 import codecs
 import dataclasses
+import functools
 import gzip
 import json
 import logging
 import os
-import re
 import stat
 import zlib
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional
 
+from seahorse_metrics.data import delimited
 from seahorse_metrics.io.atomic import GZIP_SUFFIX, is_gzip
 from seahorse_metrics.io.json_files import json_object
 
@@ -57,7 +59,6 @@ TEXT_FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 QUOTING_MODES = ("auto", "none", "quoted")
 ENCODING_HINT = "encoding=... (score: --encoding; evaluate: the spec option encoding=)"
-_FULLY_QUOTED = re.compile(r'"(?:[^"]|"")*"', re.S)
 _LOGGED_RANGES = 5
 
 
@@ -142,7 +143,8 @@ class TableReport:
         if accounted != self.lines:
             raise TableFormatError(
                 f"{self.path}: read {self.rows} rows covering {accounted} of {self.lines} lines; "
-                "some lines were lost or counted twice (this is a bug; please report it)")
+                "some lines were lost or counted twice (this is a bug; please report it)"
+            )
 
     def summary(self) -> dict:
         """A JSON-ready dict of the counts."""
@@ -152,30 +154,43 @@ class TableReport:
 
     def log(self) -> None:
         """Logs the counts; a warning for rows that span several lines."""
-        logger.info("%s: %d rows (%d bad) in %d lines (%d header, %d blank)%s", self.path,
-                    self.rows, self.bad_rows, self.lines, self.header_lines, self.blank_lines,
-                    f", read as {self.quoting} {self.kind.upper()}" if self.quoting else "")
+        logger.info(
+            "%s: %d rows (%d bad) in %d lines (%d header, %d blank)%s",
+            self.path,
+            self.rows,
+            self.bad_rows,
+            self.lines,
+            self.header_lines,
+            self.blank_lines,
+            f", read as {self.quoting} {self.kind.upper()}" if self.quoting else "",
+        )
         if self.spanning_rows:
             where = "line break or tab" if self.kind == "tsv" else "line break"
             logger.warning(
                 "%s: %d rows have a quoted field holding a %s, so one row spans several "
                 "lines (lines %s%s); if the file is not meant to be quoted, read it with "
-                "quoting='none' (CLI: --quoting none)", self.path, self.spanning_rows, where,
+                "quoting='none' (CLI: --quoting none)",
+                self.path,
+                self.spanning_rows,
+                where,
                 ", ".join(self.spanning_examples),
-                ", ..." if self.spanning_rows > len(self.spanning_examples) else "")
+                ", ..." if self.spanning_rows > len(self.spanning_examples) else "",
+            )
 
 
 def table_kind(path: str) -> str:
-    """"jsonl", "json", "csv" or "tsv" from the extension (before a `.gz`).
+    """ "jsonl", "json", "csv" or "tsv" from the extension (before a `.gz`).
 
     Raises:
       TableFormatError: for another extension.
     """
-    name = os.fspath(path)[:-len(GZIP_SUFFIX)] if is_gzip(path) else os.fspath(path)
+    name = os.fspath(path)[: -len(GZIP_SUFFIX)] if is_gzip(path) else os.fspath(path)
     extension = os.path.splitext(name)[1].lower()
     if extension not in TEXT_FORMATS:
-        raise TableFormatError(f"{path}: unsupported file type {extension!r}; use one of "
-                               f"{sorted(TEXT_FORMATS)}, optionally gzipped ({GZIP_SUFFIX})")
+        raise TableFormatError(
+            f"{path}: unsupported file type {extension!r}; use one of "
+            f"{sorted(TEXT_FORMATS)}, optionally gzipped ({GZIP_SUFFIX})"
+        )
     return TEXT_FORMATS[extension]
 
 
@@ -184,8 +199,12 @@ def open_binary(path: str, mode: str = "rb"):
     return gzip.open(path, mode) if is_gzip(path) else open(path, mode)
 
 
-_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def check_table_file(path: str, what: str = "") -> None:
@@ -206,13 +225,17 @@ def check_table_file(path: str, what: str = "") -> None:
     except FileNotFoundError:
         raise FileNotFoundError(f"{label}: file not found") from None
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(f"{label} is a directory; give a JSONL, JSON, CSV or TSV file "
-                                f"in it (optionally {GZIP_SUFFIX})")
+        raise IsADirectoryError(
+            f"{label} is a directory; give a JSONL, JSON, CSV or TSV file "
+            f"in it (optionally {GZIP_SUFFIX})"
+        )
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "no regular file")
-        raise ValueError(f"{label} is {kind}, which can be read only once; the table is read "
-                         "several times (checked, then streamed), so save it to a file first"
-                         + (" (or give - for standard input)" if what == "--input" else ""))
+        raise ValueError(
+            f"{label} is {kind}, which can be read only once; the table is read "
+            "several times (checked, then streamed), so save it to a file first"
+            + (" (or give - for standard input)" if what == "--input" else "")
+        )
 
 
 # ------------------------------------------------------------------ lines
@@ -225,13 +248,15 @@ def _decoder(encoding: str):
     return codecs.getincrementaldecoder("utf-8-sig" if name == "utf-8" else name)("strict")
 
 
-def _undecodable(path: str, line: int, raw: bytes, error: UnicodeDecodeError,
-                 encoding: str) -> TableFormatError:
-    bad = raw[error.start:error.end][:4].hex(" ")
+def _undecodable(
+    path: str, line: int, raw: bytes, error: UnicodeDecodeError, encoding: str
+) -> TableFormatError:
+    bad = raw[error.start : error.end][:4].hex(" ")
     return TableFormatError(
         f"{path}:{line}: not valid {encoding} text (bytes {bad} at byte {error.start + 1} of "
         f"the line); give the file's encoding, e.g. latin-1 or cp1252, with {ENCODING_HINT}, "
-        f"or convert the file to {encoding}")
+        f"or convert the file to {encoding}"
+    )
 
 
 def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
@@ -239,16 +264,18 @@ def _raw_lines(path: str, handle, line_number) -> Iterator[bytes]:
     try:
         yield from handle
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-        raise TableFormatError(f"{path}:{line_number()}: the gzip data is damaged or cut short "
-                               f"({error})") from None
+        raise TableFormatError(
+            f"{path}:{line_number()}: the gzip data is damaged or cut short ({error})"
+        ) from None
 
 
-def text_lines(path: str, encoding: str = "utf-8",
-               report: Optional[TableReport] = None) -> Iterator[tuple[int, str]]:
+def text_lines(
+    path: str, encoding: str = "utf-8", report: Optional[TableReport] = None
+) -> Iterator[tuple[int, str]]:
     """Yields `(line number, text)` for every physical line of a text file.
 
     Lines end at `\\n` only; the text keeps a `\\r` before it (a CRLF line end
-    outside a quoted field, see `_chomp`, but text inside one). A UTF-8 byte
+    outside a quoted field, see `delimited.chomp`, but text inside one). A UTF-8 byte
     order mark at the start is dropped. `report.bytes_read` (if given) counts
     the bytes read (uncompressed, for a `.gz`).
 
@@ -273,85 +300,17 @@ def text_lines(path: str, encoding: str = "utf-8",
         try:
             pending += decoder.decode(b"", final=True)
         except UnicodeDecodeError as error:
-            raise TableFormatError(f"{path}:{number + 1}: the file ends inside a {encoding} "
-                                   f"character ({error.reason}); it looks cut short") from None
+            raise TableFormatError(
+                f"{path}:{number + 1}: the file ends inside a {encoding} "
+                f"character ({error.reason}); it looks cut short"
+            ) from None
     if pending:
         yield number + 1, pending
 
 
-def _chomp(text: str) -> str:
-    """A line without the `\\r` of a CRLF line end."""
-    return text[:-1] if text.endswith("\r") else text
-
-
 # ------------------------------------------------------------------ delimited
-def _closing_quote(text: str, start: int) -> int:
-    """Index of the quote that closes a field opened before `start`, or -1."""
-    index = text.find('"', start)
-    while index >= 0 and text.startswith('"', index + 1):
-        index = text.find('"', index + 2)
-    return index
-
-
-class _QuotedFieldError(Exception):
-    """(last line, reason): a quote that never closes, or text after a closing quote."""
-
-
-def _quoted_cells(first: tuple[int, str], lines: Iterator[tuple[int, str]],
-                  delimiter: str) -> tuple[list[str], int]:
-    """The cells of one RFC 4180 record starting at line `first`, reading
-    further lines while a quoted field is open; returns (cells, last line).
-
-    Raises:
-      _QuotedFieldError: (last line, reason) for a quote that never closes
-        or text after a closing quote.
-    """
-    last, text = first
-    cells, position = [], 0
-    while True:
-        if not text.startswith('"', position):
-            end = text.find(delimiter, position)
-            cells.append(_chomp(text[position:]) if end < 0 else text[position:end])
-            if end < 0:
-                return cells, last
-            position = end + 1
-            continue
-        parts, position = [], position + 1
-        while (close := _closing_quote(text, position)) < 0:
-            parts.append(text[position:])
-            following = next(lines, None)
-            if following is None:
-                raise _QuotedFieldError(last, f"the quote opened in column {len(cells) + 1} on "
-                                              f"line {first[0]} never closes")
-            (last, text), position = following, 0
-            parts.append("\n")
-        parts.append(text[position:close])
-        cells.append("".join(parts).replace('""', '"'))
-        position = close + 1
-        if position == len(_chomp(text)):
-            return cells, last
-        if text[position] != delimiter:
-            raise _QuotedFieldError(last, f"text after the closing quote of column {len(cells)} "
-                                          f"on line {last}")
-        position += 1
-
-
-def _records(lines: Iterator[tuple[int, str]], delimiter: str, quoted: bool
-             ) -> Iterator[tuple[int, int, Optional[list[str]], Optional[str]]]:
-    """(first line, last line, cells or None, error or None) per record."""
-    for number, text in lines:
-        if not quoted or '"' not in text:
-            yield number, number, _chomp(text).split(delimiter), None
-            continue
-        try:
-            cells, last = _quoted_cells((number, text), lines, delimiter)
-        except _QuotedFieldError as error:
-            last, reason = error.args
-            yield number, last, None, reason
-        else:
-            yield number, last, cells, None
-
-
+# The record grammar (quoted cells, quoting detection) is `delimited`'s; here
+# its records become counted rows under the header.
 def _header(path: str, records, report: TableReport) -> list[str]:
     for first, last, cells, error in records:
         if cells is not None and not any(c.strip() for c in cells):
@@ -367,17 +326,19 @@ def _header(path: str, records, report: TableReport) -> list[str]:
                 shown = repr(name) if name else "no name"
                 raise TableFormatError(
                     f"{path}:{first}: columns {seen[name]} and {index} both have {shown} in the "
-                    "header; give every column its own name")
+                    "header; give every column its own name"
+                )
             seen[name] = index
         report.header = header
         return header
     raise TableFormatError(f"{path}: empty file; expected a header row")
 
 
-def _delimited_rows(path: str, delimiter: str, quoted: bool, encoding: str,
-                    report: TableReport) -> Iterator[TableRow]:
+def _delimited_rows(
+    path: str, delimiter: str, quoted: bool, encoding: str, report: TableReport
+) -> Iterator[TableRow]:
     lines = _counting(text_lines(path, encoding, report), report)
-    records = _records(iter(lines), delimiter, quoted)
+    records = delimited.records(iter(lines), delimiter, quoted)
     header = _header(path, records, report)
     row = 0
     for first, last, cells, error in records:
@@ -388,8 +349,9 @@ def _delimited_rows(path: str, delimiter: str, quoted: bool, encoding: str,
             error = f"{len(cells)} columns, the header has {len(header)}"
         item = TableRow(row, last, first, None if error else dict(zip(header, cells)), error)
         # A quoted field holding a line break (or a tab in a TSV) is flagged.
-        spans = error is None and (last > first or (
-            delimiter == "\t" and quoted and any("\t" in c for c in cells)))
+        spans = error is None and (
+            last > first or (delimiter == "\t" and quoted and any("\t" in c for c in cells))
+        )
         report.count_row(item, spans)
         yield item
         row += 1
@@ -401,37 +363,8 @@ def _counting(lines: Iterable[tuple[int, str]], report: TableReport) -> Iterator
         yield number, text
 
 
-def _looks_quoted(path: str, encoding: str) -> bool:
-    """Whether a TSV was written with CSV quoting (see the module docstring)."""
-    width, regular, evidence, stray = None, True, False, False
-    for _, text in text_lines(path, encoding):
-        if not text.strip():
-            continue
-        cells = _chomp(text).split("\t")
-        if width is None:
-            width = len(cells)
-            evidence = all(_FULLY_QUOTED.fullmatch(c) for c in cells)
-        regular &= len(cells) == width
-        for cell in cells:
-            if not cell.startswith('"'):
-                continue
-            if _FULLY_QUOTED.fullmatch(cell):
-                evidence |= '""' in cell[1:-1] or "\r" in cell
-            else:
-                stray = True
-    if width is None:
-        return False
-    if regular:
-        return evidence and not stray
-    # Rows of other widths: either quoted fields hold tabs or line breaks, or
-    # the file is broken; it is quoted only if honouring quotes lines it up.
-    records = _records(text_lines(path, encoding), "\t", quoted=True)
-    return all(error is None and (len(cells) == width or not any(c.strip() for c in cells))
-               for _, _, cells, error in records)
-
-
 def resolve_quoting(path: str, quoting: str = "auto", encoding: str = "utf-8") -> str:
-    """"quoted" or "none": how a CSV/TSV file is to be read.
+    """ "quoted" or "none": how a CSV/TSV file is to be read.
 
     `auto` reads CSV quoted and detects whether a TSV is (see the module
     docstring); "quoted" and "none" are taken as declared.
@@ -446,16 +379,8 @@ def resolve_quoting(path: str, quoting: str = "auto", encoding: str = "utf-8") -
         return quoting
     if table_kind(path) != "tsv":
         return "quoted"
-    return "quoted" if _looks_quoted(path, encoding) else "none"
-
-
-def delimited_line(cells: Sequence[str], delimiter: str) -> str:
-    """One CSV/TSV line: cells holding the delimiter, a quote or a line break
-    (`\\n` or `\\r`) are quoted, so `iter_table` reads them back exactly."""
-    special = (delimiter, '"', "\n", "\r")
-    quoted = ['"' + c.replace('"', '""') + '"' if any(s in c for s in special) else c
-              for c in cells]
-    return delimiter.join(quoted) + "\n"
+    lines = functools.partial(text_lines, path, encoding)
+    return "quoted" if delimited.looks_quoted(lines) else "none"
 
 
 # ------------------------------------------------------------------ JSON
@@ -496,8 +421,11 @@ def _json_array_rows(path: str, encoding: str, report: TableReport) -> Iterator[
         position = _skip_separators(text, position)
         _, end = decoder.raw_decode(text, position)
         first, last = (bisect.bisect_right(starts, p) for p in (position, end - 1))
-        error = None if isinstance(value, dict) else (
-            f"expected a JSON object, got {type(value).__name__}")
+        error = (
+            None
+            if isinstance(value, dict)
+            else (f"expected a JSON object, got {type(value).__name__}")
+        )
         item = TableRow(row, last, first, value if error is None else None, error)
         report.count_row(item, False)
         position = end
@@ -511,8 +439,13 @@ def _skip_separators(text: str, position: int) -> int:
 
 
 # ------------------------------------------------------------------ entry point
-def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str = "auto",
-               report: Optional[TableReport] = None) -> Iterator[TableRow]:
+def iter_table(
+    path: str | os.PathLike,
+    *,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    report: Optional[TableReport] = None,
+) -> Iterator[TableRow]:
     """Yields every data row of a JSONL, JSON, CSV or TSV file, bad rows included.
 
     Args:
@@ -538,8 +471,7 @@ def iter_table(path: str | os.PathLike, *, encoding: str = "utf-8", quoting: str
     report.kind = kind
     if kind in DELIMITERS:
         report.quoting = resolve_quoting(path, quoting, encoding)
-        rows = _delimited_rows(path, DELIMITERS[kind], report.quoting == "quoted", encoding,
-                               report)
+        rows = _delimited_rows(path, DELIMITERS[kind], report.quoting == "quoted", encoding, report)
     elif kind == "json":
         rows = _json_array_rows(path, encoding, report)
     else:

@@ -22,6 +22,7 @@ variable `SEAHORSE_METRICS_CTRANSLATE2_CACHE`, and
 `$XDG_CACHE_HOME/seahorse-metrics/ctranslate2` (default `~/.cache/...`).
 `python -m seahorse_metrics.engines.conversion` is the child process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from seahorse_metrics.io.json_files import read_json_or_none
 from seahorse_metrics.io.atomic import publish_directory
+from seahorse_metrics.io.json_files import read_json_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ def require_ctranslate2():
     except ImportError:
         raise EngineNotInstalled(
             f"the ctranslate2 engine needs CTranslate2: run `{INSTALL_HINT}` "
-            "(CTranslate2's CPU wheels and its converter's transformers and torch)") from None
+            "(CTranslate2's CPU wheels and its converter's transformers and torch)"
+        ) from None
     return ctranslate2
 
 
@@ -90,8 +92,10 @@ def compute_type_of(quantize: Optional[str]) -> str:
       ValueError: for a quantization CTranslate2 is not used with here.
     """
     if quantize not in COMPUTE_TYPES:
-        raise ValueError(f"quantize={quantize!r} is not available with the ctranslate2 engine; "
-                         "choose none or int8")
+        raise ValueError(
+            f"quantize={quantize!r} is not available with the ctranslate2 engine; "
+            "choose none or int8"
+        )
     return COMPUTE_TYPES[quantize]
 
 
@@ -105,16 +109,25 @@ def cache_directory(cache_dir: Optional[str] = None) -> str:
     return os.path.join(base, "seahorse-metrics", "ctranslate2")
 
 
-def conversion_key(checkpoint: str, vocab_path: str, compute_type: str,
-                   smoothing: Optional[dict] = None, weight_levels: int = FULL_LEVELS) -> str:
+def conversion_key(
+    checkpoint: str,
+    vocab_path: str,
+    compute_type: str,
+    smoothing: Optional[dict] = None,
+    weight_levels: int = FULL_LEVELS,
+) -> str:
     """The cache entry's name: content of checkpoint and vocabulary, compute type,
     CTranslate2 version, any int8 smoothing recipe (its file by content) and
     int8 weight levels other than the full 127."""
     from seahorse_metrics.checkpoints.content import content_digest
 
     ctranslate2 = require_ctranslate2()
-    entry = {"checkpoint": content_digest(checkpoint), "vocabulary": content_digest(vocab_path),
-             "compute_type": compute_type, "ctranslate2": ctranslate2.__version__}
+    entry = {
+        "checkpoint": content_digest(checkpoint),
+        "vocabulary": content_digest(vocab_path),
+        "compute_type": compute_type,
+        "ctranslate2": ctranslate2.__version__,
+    }
     if smoothing is not None:
         entry["smoothing"] = {k: v for k, v in smoothing.items() if k != "calibration"}
     if compute_type == "int8" and weight_levels != FULL_LEVELS:
@@ -128,7 +141,7 @@ def _remove_abandoned(cache_dir: str) -> None:
     for name in os.listdir(cache_dir):
         if not name.startswith(_CONVERTING_PREFIX):
             continue
-        pid = name[len(_CONVERTING_PREFIX):].split("-", 1)[0]
+        pid = name[len(_CONVERTING_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not _process_alive(int(pid)):
             logger.info("removing %s, left by a conversion that did not finish", name)
             shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
@@ -144,10 +157,15 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float32",
-                    cache_dir: Optional[str] = None, in_child: bool = True,
-                    smoothing: Optional[dict] = None,
-                    weight_levels: int = FULL_LEVELS) -> tuple[str, bool]:
+def converted_model(
+    checkpoint: str,
+    vocab_path: str,
+    compute_type: str = "float32",
+    cache_dir: Optional[str] = None,
+    in_child: bool = True,
+    smoothing: Optional[dict] = None,
+    weight_levels: int = FULL_LEVELS,
+) -> tuple[str, bool]:
     """The CTranslate2 conversion of a checkpoint, converting it on first use.
 
     Args:
@@ -175,26 +193,56 @@ def converted_model(checkpoint: str, vocab_path: str, compute_type: str = "float
     if _usable_entry(final, checkpoint):
         return final, False
     _remove_abandoned(cache_dir)
+    converted = _convert_into_cache(
+        checkpoint, vocab_path, compute_type, final, in_child, smoothing, weight_levels
+    )
+    return final, converted
+
+
+def _convert_into_cache(
+    checkpoint: str,
+    vocab_path: str,
+    compute_type: str,
+    final: str,
+    in_child: bool,
+    smoothing: Optional[dict],
+    weight_levels: int,
+) -> bool:
+    """Converts the checkpoint in a staging directory beside `final` and
+    publishes it there; False when another process published it first."""
+    cache_dir = os.path.dirname(final)
+    failed_log = f"{final}.failed.log"
     staging = tempfile.mkdtemp(prefix=f"{_CONVERTING_PREFIX}{os.getpid()}-", dir=cache_dir)
     try:
         start = time.perf_counter()
         output_dir = os.path.join(staging, "model")
         if in_child:
-            _convert_in_child(checkpoint, vocab_path, output_dir, compute_type,
-                              os.path.join(cache_dir, f"{key}.failed.log"), smoothing,
-                              weight_levels)
+            _convert_in_child(
+                checkpoint,
+                vocab_path,
+                output_dir,
+                compute_type,
+                failed_log,
+                smoothing,
+                weight_levels,
+            )
         else:
-            convert_checkpoint(checkpoint, vocab_path, output_dir, compute_type, smoothing,
-                               weight_levels)
+            convert_checkpoint(
+                checkpoint, vocab_path, output_dir, compute_type, smoothing, weight_levels
+            )
         write_digest(output_dir)
         if not publish_directory(output_dir, final):  # Another process converted it first.
-            return final, False
-        stale_log = os.path.join(cache_dir, f"{key}.failed.log")
-        if os.path.exists(stale_log):
-            os.remove(stale_log)
-        logger.info("converted %s to CTranslate2 %s in %.1f s: %s", checkpoint, compute_type,
-                    time.perf_counter() - start, final)
-        return final, True
+            return False
+        if os.path.exists(failed_log):  # a failed attempt's log, now stale
+            os.remove(failed_log)
+        logger.info(
+            "converted %s to CTranslate2 %s in %.1f s: %s",
+            checkpoint,
+            compute_type,
+            time.perf_counter() - start,
+            final,
+        )
+        return True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -233,17 +281,25 @@ def damaged_entry(model_dir: str) -> Optional[str]:
     found = {entry["name"]: entry["sha256"] for entry in file_entries(model_dir)}
     for name in sorted(set(recorded) | set(found)):
         if recorded.get(name) != found.get(name):
-            what = "is missing" if name not in found else (
-                "is not part of the conversion" if name not in recorded else
-                "differs from what was converted (damaged or replaced)")
+            what = (
+                "is missing"
+                if name not in found
+                else (
+                    "is not part of the conversion"
+                    if name not in recorded
+                    else "differs from what was converted (damaged or replaced)"
+                )
+            )
             return f"{os.path.join(model_dir, name)} {what}"
     return None
 
 
 def _discard(model_dir: str) -> None:
     """Moves a damaged entry aside (atomically), then removes it."""
-    aside = os.path.join(os.path.dirname(model_dir),
-                         f"{_CONVERTING_PREFIX}{os.getpid()}-damaged-{os.path.basename(model_dir)}")
+    aside = os.path.join(
+        os.path.dirname(model_dir),
+        f"{_CONVERTING_PREFIX}{os.getpid()}-damaged-{os.path.basename(model_dir)}",
+    )
     try:
         os.rename(model_dir, aside)
     except FileNotFoundError:  # Another process discarded it first.
@@ -251,15 +307,33 @@ def _discard(model_dir: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute_type: str,
-                      log_path: str, smoothing: Optional[dict] = None,
-                      weight_levels: int = FULL_LEVELS) -> None:
+def _convert_in_child(
+    checkpoint: str,
+    vocab_path: str,
+    output_dir: str,
+    compute_type: str,
+    log_path: str,
+    smoothing: Optional[dict] = None,
+    weight_levels: int = FULL_LEVELS,
+) -> None:
     """Runs `convert_checkpoint` in a child process (its memory leaves with it);
     if it fails, its output goes to `log_path` and its last error line into
     the `ConversionError`."""
-    command = [sys.executable, "-m", __name__, "--checkpoint", checkpoint, "--vocab", vocab_path,
-               "--output_dir", output_dir, "--compute_type", compute_type,
-               "--weight_levels", str(weight_levels)]
+    command = [
+        sys.executable,
+        "-m",
+        __name__,
+        "--checkpoint",
+        checkpoint,
+        "--vocab",
+        vocab_path,
+        "--output_dir",
+        output_dir,
+        "--compute_type",
+        compute_type,
+        "--weight_levels",
+        str(weight_levels),
+    ]
     if smoothing is not None:
         command += ["--smoothing", json.dumps(smoothing)]
     environment = dict(os.environ)
@@ -271,13 +345,20 @@ def _convert_in_child(checkpoint: str, vocab_path: str, output_dir: str, compute
         handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
     lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
     reason = lines[-1] if lines else f"exit status {done.returncode}, no output"
-    raise ConversionError(f"converting {checkpoint} to CTranslate2 {compute_type} failed: "
-                          f"{reason} (the converter's output: {log_path})")
+    raise ConversionError(
+        f"converting {checkpoint} to CTranslate2 {compute_type} failed: "
+        f"{reason} (the converter's output: {log_path})"
+    )
 
 
-def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
-                       compute_type: str, smoothing: Optional[dict] = None,
-                       weight_levels: int = FULL_LEVELS) -> None:
+def convert_checkpoint(
+    checkpoint: str,
+    vocab_path: str,
+    output_dir: str,
+    compute_type: str,
+    smoothing: Optional[dict] = None,
+    weight_levels: int = FULL_LEVELS,
+) -> None:
     """Converts a checkpoint with CTranslate2's `TransformersConverter`, in this process.
 
     The checkpoint is read in float32 and written as a Hugging Face
@@ -307,10 +388,17 @@ def convert_checkpoint(checkpoint: str, vocab_path: str, output_dir: str,
         else:
             converter.convert(output_dir, quantization=compute_type)
     with open(os.path.join(output_dir, ENGINE_FILE), "w", encoding="utf-8") as handle:
-        json.dump({"checkpoint": os.path.abspath(checkpoint), "compute_type": compute_type,
-                   "weight_levels": weight_levels if compute_type == "int8" else None,
-                   "smoothing": converter.smoothing_report, "config": config.to_dict()},
-                  handle, indent=2)
+        json.dump(
+            {
+                "checkpoint": os.path.abspath(checkpoint),
+                "compute_type": compute_type,
+                "weight_levels": weight_levels if compute_type == "int8" else None,
+                "smoothing": converter.smoothing_report,
+                "config": config.to_dict(),
+            },
+            handle,
+            indent=2,
+        )
 
 
 def round_rows(weights: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -319,8 +407,10 @@ def round_rows(weights: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray
     instead of its 127; an all-zero row gets scale 1)."""
     weights = np.asarray(weights, np.float32)
     largest_R = np.abs(weights.reshape(len(weights), -1)).max(axis=1)
-    largest_R = np.maximum(np.where(largest_R == 0, np.float32(levels), largest_R),
-                           np.float32(levels) / np.finfo(np.float32).max)
+    largest_R = np.maximum(
+        np.where(largest_R == 0, np.float32(levels), largest_R),
+        np.float32(levels) / np.finfo(np.float32).max,
+    )
     scale_R = (np.float32(levels) / largest_R).astype(np.float32)
     scaled = weights * scale_R.reshape((-1,) + (1,) * (weights.ndim - 1))
     return np.rint(scaled).astype(np.int8), scale_R
@@ -343,8 +433,11 @@ def save_int8(converter: Any, output_dir: str, levels: int = FULL_LEVELS) -> Non
 
     def quantize(layer, name, value):
         key = name.rpartition("/")[2]
-        if (not hasattr(layer, f"{key}_scale") or not isinstance(value, model_spec.Variable)
-                or value.is_scalar()):
+        if (
+            not hasattr(layer, f"{key}_scale")
+            or not isinstance(value, model_spec.Variable)
+            or value.is_scalar()
+        ):
             return
         rounded, scale_R = round_rows(value.to("float32").numpy(), levels)
         setattr(layer, key, model_spec.NumpyVariable(rounded))
@@ -357,18 +450,36 @@ def save_int8(converter: Any, output_dir: str, levels: int = FULL_LEVELS) -> Non
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The child process of `converted_model`: one `convert_checkpoint` call."""
-    parser = argparse.ArgumentParser(description="Converts a checkpoint for the ctranslate2 engine.")
+    parser = argparse.ArgumentParser(
+        description="Converts a checkpoint for the ctranslate2 engine."
+    )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--vocab", required=True)
     parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--compute_type", required=True, choices=sorted(set(COMPUTE_TYPES.values())))
-    parser.add_argument("--smoothing", type=json.loads, default=None,
-                        help="The int8 smoothing recipe, as JSON (see `smoothing.recipe`).")
-    parser.add_argument("--weight_levels", type=int, default=FULL_LEVELS,
-                        help="Levels of int8 weights on either side of zero (127 or 63).")
+    parser.add_argument(
+        "--compute_type", required=True, choices=sorted(set(COMPUTE_TYPES.values()))
+    )
+    parser.add_argument(
+        "--smoothing",
+        type=json.loads,
+        default=None,
+        help="The int8 smoothing recipe, as JSON (see `smoothing.recipe`).",
+    )
+    parser.add_argument(
+        "--weight_levels",
+        type=int,
+        default=FULL_LEVELS,
+        help="Levels of int8 weights on either side of zero (127 or 63).",
+    )
     args = parser.parse_args(argv)
-    convert_checkpoint(args.checkpoint, args.vocab, args.output_dir, args.compute_type,
-                       args.smoothing, args.weight_levels)
+    convert_checkpoint(
+        args.checkpoint,
+        args.vocab,
+        args.output_dir,
+        args.compute_type,
+        args.smoothing,
+        args.weight_levels,
+    )
     return 0
 
 

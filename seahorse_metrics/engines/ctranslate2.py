@@ -15,12 +15,14 @@ The model call runs each padded batch the scorer built (its buckets and
 windows) as one CTranslate2 batch: the encoder over the real tokens, one
 decoder step from the start token, and the full-vocabulary logits of that
 step, whose log-softmax gives log P("1") and log P("0"), as the JAX engine
-reads them (`engines.base.Engine` is the interface both implement). CTranslate2 reads token strings: ids are turned into the
-vocabulary's pieces, after checking that the converted vocabulary maps
-every piece back to the same id. Packed batches, device meshes, scanned
-layers and bfloat16 are JAX's (`CTranslate2Engine.capabilities`) and are
-refused (`engines.choice.check_settings`).
+reads them (`engines.base.Engine` is the interface both implement).
+CTranslate2 reads token strings: ids are turned into the vocabulary's
+pieces, after checking that the converted vocabulary maps every piece back
+to the same id. Packed batches, device meshes, scanned layers and bfloat16
+are JAX's (`CTranslate2Engine.capabilities`) and are refused
+(`engines.choice.check_settings`).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -34,8 +36,13 @@ import numpy as np
 
 from seahorse_metrics.engines import isa
 from seahorse_metrics.engines.base import Capabilities, Engine
-from seahorse_metrics.engines.conversion import (ENGINE_FILE, FULL_LEVELS, compute_type_of,
-                                                 converted_model, require_ctranslate2)
+from seahorse_metrics.engines.conversion import (
+    ENGINE_FILE,
+    FULL_LEVELS,
+    compute_type_of,
+    converted_model,
+    require_ctranslate2,
+)
 from seahorse_metrics.io.json_files import read_json, read_json_or_none
 from seahorse_metrics.option_names import option
 
@@ -46,8 +53,9 @@ _VOCABULARY_FILES = ("shared_vocabulary.json", "target_vocabulary.json")
 # computes only while it holds one of the process's compute slots (shared by
 # every metric's translator, or each would start all its threads at once):
 # `threads / threads_per_batch` slots, one core count of work each.
-_CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
-                                               thread_name_prefix="ctranslate2")
+_CALLS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=len(os.sched_getaffinity(0)), thread_name_prefix="ctranslate2"
+)
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _SLOTS_LOCK = threading.Lock()
 
@@ -60,10 +68,15 @@ def thread_split(threads: Optional[int], threads_per_batch: int = 1) -> tuple[in
     Raises:
       ValueError: naming `threads_per_batch` unless it is a whole number >= 1.
     """
-    if isinstance(threads_per_batch, bool) or not isinstance(threads_per_batch, int) or (
-            threads_per_batch < 1):
-        raise ValueError(f"engine option threads_per_batch must be a whole number >= 1, got "
-                         f"{threads_per_batch!r}")
+    if (
+        isinstance(threads_per_batch, bool)
+        or not isinstance(threads_per_batch, int)
+        or (threads_per_batch < 1)
+    ):
+        raise ValueError(
+            f"engine option threads_per_batch must be a whole number >= 1, got "
+            f"{threads_per_batch!r}"
+        )
     threads = threads or len(os.sched_getaffinity(0))
     intra_threads = min(threads_per_batch, threads)
     return max(1, threads // intra_threads), intra_threads
@@ -76,12 +89,23 @@ def _compute_slots(count: int) -> threading.BoundedSemaphore:
 
 
 # ---------------------------------------------------------------- loading
-ENGINE_OPTIONS = ("cache_dir", "threads", "threads_per_batch", "convert_in_child",
-                  "int8_smoothing", "smoothing_data", "smoothing_pairs")
+ENGINE_OPTIONS = (
+    "cache_dir",
+    "threads",
+    "threads_per_batch",
+    "convert_in_child",
+    "int8_smoothing",
+    "smoothing_data",
+    "smoothing_pairs",
+)
 
 
-def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = None,
-                   engine_options: Optional[dict] = None) -> tuple["EngineModel", "ConvertedModel"]:
+def load_converted(
+    checkpoint: str,
+    vocab_path: str,
+    quantize: Optional[str] = None,
+    engine_options: Optional[dict] = None,
+) -> tuple["EngineModel", "ConvertedModel"]:
     """Converts a checkpoint for CTranslate2 (once; see `converted_model`).
 
     Args:
@@ -108,30 +132,58 @@ def load_converted(checkpoint: str, vocab_path: str, quantize: Optional[str] = N
     from seahorse_metrics.checkpoints import checkpoint_config
     from seahorse_metrics.engines import smoothing as smoothing_lib
 
-    options = dict(engine_options or {})
-    unknown = sorted(set(options) - set(ENGINE_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown engine options {unknown}; choose from {ENGINE_OPTIONS}")
+    options = _checked_options(engine_options)
     compute_type = compute_type_of(quantize)
     thread_split(options.get("threads"), options.get("threads_per_batch", 1))  # checked early
     smoothing = smoothing_lib.recipe(compute_type, options)
     require_ctranslate2()
     config = checkpoint_config(checkpoint)
-    if config.relative_bias_per_layer:  # CTranslate2 issue #2102
-        raise ValueError(f"{checkpoint} has a relative position bias in every layer (T5X's "
-                         "scalable_t5, UMT5), which CTranslate2 cannot run (its issue #2102); "
-                         "score it with " + option("engine='jax'", "--engine jax"))
+    _refuse_bias_per_layer(checkpoint, config)
     levels = isa.ctranslate2_weight_levels() if compute_type == "int8" else FULL_LEVELS
-    model_dir, _ = converted_model(checkpoint, vocab_path, compute_type, options.get("cache_dir"),
-                                   options.get("convert_in_child", True), smoothing, levels)
+    model_dir, _ = converted_model(
+        checkpoint,
+        vocab_path,
+        compute_type,
+        options.get("cache_dir"),
+        options.get("convert_in_child", True),
+        smoothing,
+        levels,
+    )
     quantized = None if compute_type == "float32" else compute_type
-    return (EngineModel(config.replace(dtype="float32", quantize=quantized)),
-            ConvertedModel(model_dir, compute_type, options.get("threads"),
-                           options.get("threads_per_batch", 1)))
+    return (
+        EngineModel(config.replace(dtype="float32", quantize=quantized)),
+        ConvertedModel(
+            model_dir, compute_type, options.get("threads"), options.get("threads_per_batch", 1)
+        ),
+    )
 
 
-def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: Any, mesh: Any,
-                     engine_options: Optional[Mapping[str, Any]]) -> dict[str, tuple]:
+def _checked_options(engine_options: Optional[dict]) -> dict:
+    """A copy of the engine options; refuses a name not in `ENGINE_OPTIONS`."""
+    options = dict(engine_options or {})
+    unknown = sorted(set(options) - set(ENGINE_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown engine options {unknown}; choose from {ENGINE_OPTIONS}")
+    return options
+
+
+def _refuse_bias_per_layer(checkpoint: str, config) -> None:
+    """CTranslate2 cannot run a relative position bias in every layer (its issue #2102)."""
+    if config.relative_bias_per_layer:
+        raise ValueError(
+            f"{checkpoint} has a relative position bias in every layer (T5X's "
+            "scalable_t5, UMT5), which CTranslate2 cannot run (its issue #2102); "
+            "score it with " + option("engine='jax'", "--engine jax")
+        )
+
+
+def converted_models(
+    checkpoints: Mapping[str, str],
+    vocab_path: str,
+    options: Any,
+    mesh: Any,
+    engine_options: Optional[Mapping[str, Any]],
+) -> dict[str, tuple]:
     """name -> (`EngineModel`, `ConvertedModel`) for `MultiScorer(models=...)`.
 
     Args:
@@ -142,8 +194,10 @@ def converted_models(checkpoints: Mapping[str, str], vocab_path: str, options: A
       mesh: Unused: the engine has none.
       engine_options: See `load_converted`.
     """
-    return {name: load_converted(path, vocab_path, options.quantize, dict(engine_options or {}))
-            for name, path in checkpoints.items()}
+    return {
+        name: load_converted(path, vocab_path, options.quantize, dict(engine_options or {}))
+        for name, path in checkpoints.items()
+    }
 
 
 # ------------------------------------------------------------- model call
@@ -166,11 +220,14 @@ def check_vocabulary(vocabulary: Sequence[str], tokenizer, model_dir: str) -> No
         piece = tokenizer.id_to_piece(token_id)
         if token_id >= len(vocabulary) or vocabulary[token_id] != piece:
             theirs = vocabulary[token_id] if token_id < len(vocabulary) else None
-            raise ValueError(f"{model_dir}: the CTranslate2 vocabulary gives id {token_id} "
-                             f"{theirs!r}, the vocabulary {tokenizer.path} {piece!r}")
+            raise ValueError(
+                f"{model_dir}: the CTranslate2 vocabulary gives id {token_id} "
+                f"{theirs!r}, the vocabulary {tokenizer.path} {piece!r}"
+            )
     if len(set(vocabulary)) != len(vocabulary):
-        raise ValueError(f"{model_dir}: the CTranslate2 vocabulary repeats a piece, so pieces "
-                         "cannot name ids")
+        raise ValueError(
+            f"{model_dir}: the CTranslate2 vocabulary repeats a piece, so pieces cannot name ids"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,12 +285,18 @@ class CTranslate2Engine(Engine):
     """
 
     name = "ctranslate2"
-    capabilities = Capabilities(mesh=False, packing=False, scan_layers=False,
-                                dtypes=("float32",))
+    capabilities = Capabilities(mesh=False, packing=False, scan_layers=False, dtypes=("float32",))
 
-    def __init__(self, model_dir: str, config: Any, tokenizer, token_ids: Sequence[int],
-                 compute_type: str = "float32", threads: Optional[int] = None,
-                 threads_per_batch: int = 1):
+    def __init__(
+        self,
+        model_dir: str,
+        config: Any,
+        tokenizer,
+        token_ids: Sequence[int],
+        compute_type: str = "float32",
+        threads: Optional[int] = None,
+        threads_per_batch: int = 1,
+    ):
         """Loads a converted model.
 
         Args:
@@ -263,16 +326,28 @@ class CTranslate2Engine(Engine):
         self.batches_at_once = inter_threads
         self._computing = _compute_slots(inter_threads)
         self.translator = ctranslate2.Translator(
-            model_dir, device="cpu", compute_type=compute_type,
-            inter_threads=inter_threads, intra_threads=intra_threads)
+            model_dir,
+            device="cpu",
+            compute_type=compute_type,
+            inter_threads=inter_threads,
+            intra_threads=intra_threads,
+        )
         self.params = None  # The weights live in the translator.
 
     @classmethod
-    def of(cls, converted: "ConvertedModel", config: Any, tokenizer,
-           token_ids: Sequence[int]) -> "CTranslate2Engine":
+    def of(
+        cls, converted: "ConvertedModel", config: Any, tokenizer, token_ids: Sequence[int]
+    ) -> "CTranslate2Engine":
         """The engine of a `load_converted` model."""
-        return cls(converted.model_dir, config, tokenizer, token_ids, converted.compute_type,
-                   converted.threads, converted.threads_per_batch)
+        return cls(
+            converted.model_dir,
+            config,
+            tokenizer,
+            token_ids,
+            converted.compute_type,
+            converted.threads,
+            converted.threads_per_batch,
+        )
 
     def put(self, tokens: np.ndarray) -> np.ndarray:
         """The host batch as it is (CTranslate2 reads it from the host)."""
@@ -289,7 +364,7 @@ class CTranslate2Engine(Engine):
         return os.path.basename(os.path.normpath(self.model_dir))
 
     def quantization(self) -> str:
-        """"none", or "int8-w8"/"int8-w7" (weight bits) with "-s<alpha>" when smoothed."""
+        """ "none", or "int8-w8"/"int8-w7" (weight bits) with "-s<alpha>" when smoothed."""
         if not self.model.config.quantize:
             return "none"
         described = read_json_or_none(os.path.join(self.model_dir, ENGINE_FILE)) or {}
@@ -298,15 +373,19 @@ class CTranslate2Engine(Engine):
         return f"int8-w{bits}" + (f"-s{smoothing:g}" if smoothing else "")
 
     def int8_variant(self) -> str:
-        """"ctranslate2:<cache entry>" (its smoothing and weight levels are in its name)."""
+        """ "ctranslate2:<cache entry>" (its smoothing and weight levels are in its name)."""
         return f"ctranslate2:{self.conversion}"
 
     @classmethod
     def library_version(cls) -> str:
         return require_ctranslate2().__version__
 
-    def __call__(self, tokens: np.ndarray, segment_ids: Optional[np.ndarray] = None,
-                 slots: Optional[int] = None) -> _PendingLogProbs:
+    def __call__(
+        self,
+        tokens: np.ndarray,
+        segment_ids: Optional[np.ndarray] = None,
+        slots: Optional[int] = None,
+    ) -> _PendingLogProbs:
         """Starts scoring a batch; `np.asarray` of the result waits for float32
         [rows, len(token_ids)] log-probabilities (rows of padding only get 0).
 
@@ -324,11 +403,16 @@ class CTranslate2Engine(Engine):
         if not rows:
             return log_probs_BxN
         # Padding only follows the real tokens (the batch plan writes ids from the left).
-        source = [self._pieces[tokens_BxL[r, :lengths_B[r]]].tolist() for r in rows]
+        source = [self._pieces[tokens_BxL[r, : lengths_B[r]]].tolist() for r in rows]
         with self._computing:
             results = self.translator.translate_batch(
-                source, beam_size=1, max_decoding_length=1, min_decoding_length=0,
-                max_input_length=0, return_logits_vocab=True)
+                source,
+                beam_size=1,
+                max_decoding_length=1,
+                min_decoding_length=0,
+                max_input_length=0,
+                return_logits_vocab=True,
+            )
         # In float32, as CTranslate2 gives them and our JAX softmax takes them:
         # 0.19 ms a row at mT5's 250k vocabulary against 1.75 ms in float64.
         logits_RxV = np.stack([np.asarray(result.logits[0][0]) for result in results])
@@ -336,4 +420,3 @@ class CTranslate2Engine(Engine):
         log_z_Rx1 = peak_Rx1 + np.log(np.exp(logits_RxV - peak_Rx1).sum(axis=-1, keepdims=True))
         log_probs_BxN[rows] = logits_RxV[:, self.token_ids] - log_z_Rx1
         return log_probs_BxN
-

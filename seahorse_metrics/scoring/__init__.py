@@ -18,7 +18,8 @@ The core:
 The machinery:
 * `scorer`: `MultiScorer` (several metrics, one tokenisation) and `Scorer`
   (one metric); `loading`: checkpoints -> models on a mesh, or converted
-  for CTranslate2; the model call is an engine (`seahorse_metrics.engines`).
+  for CTranslate2; the model call is an engine (`seahorse_metrics.engines`);
+  `score_output`: `ScoreOutput`, the in-memory results of `score_detailed`.
 * `units`: from a (premise, hypothesis) pair to encoder inputs: truncation
   (via `seahorse_metrics.data.inputs`), premise chunks, summary sentences.
 * `batching`: length buckets and the deterministic batch plan of a window.
@@ -28,9 +29,9 @@ The machinery:
 The runners:
 * `files`: the resumable JSONL/CSV/TSV scoring behind `seahorse-metrics score`
   (lock, partial file, resume).
-* `beam` (launch, metadata, merge), `beam_transforms` and `shards`: the same
-  scoring as an Apache Beam pipeline (`score --runner ...`), on RunInference;
-  need the `beam` extra.
+* `beam` (launch, metadata), `beam_transforms`, `shards` and `shard_merge`
+  (a finished run's shards into one output): the same scoring as an Apache
+  Beam pipeline (`score --runner ...`), on RunInference; need the `beam` extra.
 
 Nothing here imports TensorFlow.
 """

@@ -15,7 +15,8 @@ The job, its fingerprint, metadata and row counts are
 `seahorse_metrics.scoring.rows` and written by `seahorse_metrics.scoring.output`
 (the same as in `score`); the shards' files are `seahorse_metrics.scoring.shards`.
 `seahorse_metrics.scoring.beam_transforms` holds the Beam transforms; this
-module checks the job, launches the pipeline, writes the metadata and merges.
+module checks the job, launches the pipeline and writes the metadata;
+`seahorse_metrics.scoring.shard_merge` merges the shards.
 
 1. Every input file (JSONL, CSV or TSV; globs; any filesystem Beam reads) is
    read by `files.read_rows`, the reader of `score`, and its rows are cut into
@@ -48,14 +49,12 @@ command again resumes: finished windows are only counted (from their
 sure a resumed run has the same input and settings, as `score` checks its
 partial file, checkpoint content included.
 """
+
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -66,17 +65,18 @@ from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from seahorse_metrics.checkpoints.layout import checkpoint_names
-from seahorse_metrics.option_names import option
-from seahorse_metrics.scoring import files
+from seahorse_metrics.scoring import files, shards
 from seahorse_metrics.scoring import job as job_lib
-from seahorse_metrics.scoring import shards
-from seahorse_metrics.scoring.beam_transforms import (METRICS_NAMESPACE, ROW_ID_FIELD,
-                                                      MultiScorerHandler, build_pipeline)
+from seahorse_metrics.scoring.beam_transforms import (
+    METRICS_NAMESPACE,
+    ROW_ID_FIELD,
+    MultiScorerHandler,
+    build_pipeline,
+)
 from seahorse_metrics.scoring.job import ScoringJob
 from seahorse_metrics.scoring.options import ScoringOptions
-from seahorse_metrics.scoring.output import OutputWriter
-from seahorse_metrics.scoring.shards import (COUNTS_SUFFIX, SETTINGS_FILE,
-                                             TOTALS_FILE)
+from seahorse_metrics.scoring.shard_merge import merge_shards
+from seahorse_metrics.scoring.shards import COUNTS_SUFFIX, SETTINGS_FILE, TOTALS_FILE
 from seahorse_metrics.scoring.window_scoring import ScoringStats
 
 logger = logging.getLogger(__name__)
@@ -85,35 +85,64 @@ RUNNERS = ("DirectRunner", "PrismRunner", "DataflowRunner", "FlinkRunner", "Spar
 
 
 # ------------------------------------------------------------------ the job
-def beam_job(inputs: Sequence[str], output: str,
-             checkpoints: Union[Mapping[str, str], Sequence[str]], *,
-             scorer_options: Optional[Any] = None,
-             fields: Optional[Mapping[str, Optional[str]]] = None,
-             id_field: Optional[str] = None,
-             thresholds: Union[Mapping[str, float], str, None] = None,
-             calibration: Union[Mapping[str, Any], str, None] = None, encoding: str = "utf-8",
-             quoting: str = "auto") -> ScoringJob:
+def beam_job(
+    inputs: Sequence[str],
+    output: str,
+    checkpoints: Union[Mapping[str, str], Sequence[str]],
+    *,
+    scorer_options: Optional[Any] = None,
+    fields: Optional[Mapping[str, Optional[str]]] = None,
+    id_field: Optional[str] = None,
+    thresholds: Union[Mapping[str, float], str, None] = None,
+    calibration: Union[Mapping[str, Any], str, None] = None,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+) -> ScoringJob:
     """The job of a pipeline: inputs matched, local paths made absolute; loads nothing.
 
     Args:
-      scorer_options: A `ScoringOptions` or a mapping of its fields.
-      Others: as `score_files`.
+      inputs: JSONL, CSV or TSV files or globs, on any filesystem Beam reads.
+      output: The JSONL, CSV or TSV file a merge writes; the shards go to
+        `output + ".shards/"` in its format, the metadata to `output + ".meta.json"`.
+      checkpoints: Output column -> checkpoint directory, or `[NAME=]DIR`
+        specs (as `MultiScorer.load`).
+      scorer_options: A `ScoringOptions` (or a mapping of its fields) for every worker.
+      fields: The input fields (`InputFields.of`; default `InputFields()`).
+      id_field: Input field that identifies a row; default: a `row_id` field
+        `file:line` is added to every row.
+      thresholds, calibration: Metric name -> threshold / calibration map, or
+        their files (`job.resolve_job`): `<column>_decision` / `_calibrated`.
+      encoding, quoting: How the inputs are read (as `score --encoding/--quoting`).
 
     Raises:
       FileNotFoundError: if an input pattern matches no file.
       ValueError: for an unsupported input or output file type, no checkpoint,
         or a bad threshold.
     """
-    options = (scorer_options if isinstance(scorer_options, ScoringOptions)
-               else ScoringOptions.from_dict(scorer_options or {}))
+    return job_lib.resolve_job(
+        match_inputs(inputs),
+        shards.absolute(output),
+        {str(k): _checkpoint_path(str(v)) for k, v in checkpoint_names(checkpoints).items()},
+        options=_worker_options(scorer_options),
+        fields=fields,
+        thresholds=thresholds,
+        calibration=calibration,
+        id_field=id_field,
+        encoding=encoding,
+        quoting=quoting,
+    )
+
+
+def _worker_options(scorer_options: Optional[Any]) -> ScoringOptions:
+    """The `ScoringOptions` every worker scores with, its vocabulary path made absolute."""
+    options = (
+        scorer_options
+        if isinstance(scorer_options, ScoringOptions)
+        else ScoringOptions.from_dict(scorer_options or {})
+    )
     if options.vocab:
         options = ScoringOptions.of(options, vocab=shards.absolute(options.vocab))
-    return job_lib.resolve_job(
-        match_inputs(inputs), shards.absolute(output),
-        {str(k): _checkpoint_path(str(v)) for k, v in checkpoint_names(checkpoints).items()},
-        options=options,
-        fields=fields, thresholds=thresholds, calibration=calibration, id_field=id_field,
-        encoding=encoding, quoting=quoting)
+    return options
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
@@ -146,9 +175,11 @@ def check_pipeline_args(args: Sequence[str]) -> None:
     every = options.get_all_options(retain_unknown_options=True)
     unknown = sorted(set(every) - set(options.get_all_options()))
     if unknown:
-        raise ValueError("unknown Beam pipeline options: "
-                         + ", ".join(f"--{name}" for name in unknown)
-                         + " (Beam's options are in apache_beam.options.pipeline_options)")
+        raise ValueError(
+            "unknown Beam pipeline options: "
+            + ", ".join(f"--{name}" for name in unknown)
+            + " (Beam's options are in apache_beam.options.pipeline_options)"
+        )
 
 
 def _checkpoint_path(spec: str) -> str:
@@ -161,10 +192,12 @@ def _checkpoint_path(spec: str) -> str:
     return shards.absolute(spec)
 
 
-
-
-def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str], handler: ModelHandler,
-                 show_progress: Optional[bool] = None) -> tuple[dict, dict, float]:
+def run_pipeline(
+    job: ScoringJob,
+    pipeline_args: Sequence[str],
+    handler: ModelHandler,
+    show_progress: Optional[bool] = None,
+) -> tuple[dict, dict, float]:
     """Runs the pipeline to the end (with a progress bar of the rows written;
     default: on a terminal).
 
@@ -189,12 +222,17 @@ def run_pipeline(job: ScoringJob, pipeline_args: Sequence[str], handler: ModelHa
             result = pipeline.run()
             state = result.wait_until_finish()
     except Exception:
-        logger.error("the pipeline failed; the windows it wrote stay in %s: run the same command "
-                     "again to score the rest", folder)
+        logger.error(
+            "the pipeline failed; the windows it wrote stay in %s: run the same command "
+            "again to score the rest",
+            folder,
+        )
         raise
     if state != PipelineState.DONE:
-        raise RuntimeError(f"the pipeline ended in state {state}; the windows it wrote stay in "
-                           f"{folder}: run the same command again to score the rest")
+        raise RuntimeError(
+            f"the pipeline ended in state {state}; the windows it wrote stay in "
+            f"{folder}: run the same command again to score the rest"
+        )
     seconds = time.perf_counter() - start
     totals = shards.read_json(shards.FileSystems.join(folder, TOTALS_FILE))
     return totals, _counters(result), seconds
@@ -211,8 +249,12 @@ class ShardProgress:
         self.pattern = shards.FileSystems.join(folder, "*" + COUNTS_SUFFIX)
         self.interval = 2.0 if shards.is_local(folder) else 30.0  # Listing a bucket costs more.
         self.seen = set(shards.matching(self.pattern))  # Written before: not this run's progress.
-        self.bar = tqdm(desc="scoring", unit="ex", dynamic_ncols=True,
-                        disable=None if show is None else not show)
+        self.bar = tqdm(
+            desc="scoring",
+            unit="ex",
+            dynamic_ncols=True,
+            disable=None if show is None else not show,
+        )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -252,39 +294,41 @@ def _counters(result) -> dict:
     for distribution in found["distributions"]:
         value = distribution.committed or distribution.attempted
         if value is not None and value.count:
-            values[distribution.key.metric.name] = {"mean": value.mean, "min": value.min,
-                                                    "max": value.max, "count": value.count}
+            values[distribution.key.metric.name] = {
+                "mean": value.mean,
+                "min": value.min,
+                "max": value.max,
+                "count": value.count,
+            }
     return values
 
 
 # ------------------------------------------------------------------ launch
-def score_files(inputs: Sequence[str], output: str,
-                checkpoints: Union[Mapping[str, str], Sequence[str]], *,
-                scorer_options: Optional[Any] = None,
-                fields: Optional[Mapping[str, Optional[str]]] = None,
-                id_field: Optional[str] = None, pipeline_args: Sequence[str] = (),
-                thresholds: Union[Mapping[str, float], str, None] = None,
-                calibration: Union[Mapping[str, Any], str, None] = None, encoding: str = "utf-8",
-                quoting: str = "auto", merge: bool = False, overwrite: bool = False,
-                show_progress: Optional[bool] = None,
-                make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler,
-                finish: bool = False) -> dict:
+def score_files(
+    inputs: Sequence[str],
+    output: str,
+    checkpoints: Union[Mapping[str, str], Sequence[str]],
+    *,
+    scorer_options: Optional[Any] = None,
+    fields: Optional[Mapping[str, Optional[str]]] = None,
+    id_field: Optional[str] = None,
+    pipeline_args: Sequence[str] = (),
+    thresholds: Union[Mapping[str, float], str, None] = None,
+    calibration: Union[Mapping[str, Any], str, None] = None,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    merge: bool = False,
+    overwrite: bool = False,
+    show_progress: Optional[bool] = None,
+    make_handler: Callable[[ScoringJob], ModelHandler] = MultiScorerHandler,
+    finish: bool = False,
+) -> dict:
     """Scores every row of the input files with a Beam pipeline, resumably.
 
     Args:
-      inputs: JSONL, CSV or TSV files or globs, on any filesystem Beam reads.
-      output: The JSONL, CSV or TSV file a merge writes; the shards go to
-        `output + ".shards/"` in its format, the metadata to `output + ".meta.json"`.
-      checkpoints: Output column -> checkpoint directory, or `[NAME=]DIR`
-        specs (as `MultiScorer.load`).
-      scorer_options: A `ScoringOptions` (or a mapping of its fields) for every worker.
-      fields: The input fields (`InputFields.of`; default `InputFields()`).
-      id_field: Input field that identifies a row; default: a `row_id` field
-        `file:line` is added to every row.
+      inputs, output, checkpoints, scorer_options, fields, id_field, thresholds,
+        calibration, encoding, quoting: The job (see `beam_job`).
       pipeline_args: Beam pipeline options (`--runner=...`, the runner's own).
-      thresholds, calibration: Metric name -> threshold / calibration map, or
-        their files (`job.resolve_job`): `<column>_decision` / `_calibrated`.
-      encoding, quoting: How the inputs are read (as `score --encoding/--quoting`).
       merge: Also write every row to `output`, in input order.
       overwrite, show_progress: Discard an earlier run; a progress bar of the
         rows written (default: on a terminal).
@@ -302,30 +346,68 @@ def score_files(inputs: Sequence[str], output: str,
         settings or checkpoint content (without `overwrite`).
     """
     check_pipeline_args(pipeline_args)
-    job = beam_job(inputs, output, checkpoints, scorer_options=scorer_options, fields=fields,
-                   id_field=id_field, thresholds=thresholds, calibration=calibration,
-                   encoding=encoding, quoting=quoting)
-    fingerprint = job_lib.job_fingerprint(
-        job, [shards.file_stat(path) for path in job.inputs],
-        {"options": job.options.to_dict(), "checkpoints": dict(job.checkpoints)})
-    meta = _previous_run(job, fingerprint, overwrite) or _score_shards(
-        job, fingerprint, pipeline_args, make_handler(job), show_progress)
-    if merge and not shards.exists(job.output):
-        merge_shards(job, meta)
-        meta["merged"] = job.output
-    shards.write_bytes(job.meta_path,
-                       json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))
-    if finish:
-        job_lib.finish_run(meta, job.output)
+    job = beam_job(
+        inputs,
+        output,
+        checkpoints,
+        scorer_options=scorer_options,
+        fields=fields,
+        id_field=id_field,
+        thresholds=thresholds,
+        calibration=calibration,
+        encoding=encoding,
+        quoting=quoting,
+    )
+    meta = _run_job(job, pipeline_args, make_handler(job), overwrite, show_progress)
+    _conclude(job, meta, merge, finish)
     return meta
 
 
-def _score_shards(job: ScoringJob, fingerprint: dict, pipeline_args: Sequence[str],
-                  handler: ModelHandler, show_progress: Optional[bool]) -> dict:
+def _run_job(
+    job: ScoringJob,
+    pipeline_args: Sequence[str],
+    handler: ModelHandler,
+    overwrite: bool,
+    show_progress: Optional[bool],
+) -> dict:
+    """The metadata of the job's run: that of an earlier finished run of the
+    same job (unless `overwrite`, which discards it), else of a pipeline run now."""
+    fingerprint = job_lib.job_fingerprint(
+        job,
+        [shards.file_stat(path) for path in job.inputs],
+        {"options": job.options.to_dict(), "checkpoints": dict(job.checkpoints)},
+    )
+    return _previous_run(job, fingerprint, overwrite) or _score_shards(
+        job, fingerprint, pipeline_args, handler, show_progress
+    )
+
+
+def _conclude(job: ScoringJob, meta: dict, merge: bool, finish: bool) -> None:
+    """After the run: with `merge`, the output written (once); the metadata
+    written; with `finish`, the run's counts checked and logged."""
+    if merge and not shards.exists(job.output):
+        merge_shards(job, meta)
+        meta["merged"] = job.output
+    shards.write_bytes(
+        job.meta_path, json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8")
+    )
+    if finish:
+        job_lib.finish_run(meta, job.output)
+
+
+def _score_shards(
+    job: ScoringJob,
+    fingerprint: dict,
+    pipeline_args: Sequence[str],
+    handler: ModelHandler,
+    show_progress: Optional[bool],
+) -> dict:
     """Runs the pipeline over the windows without a shard; returns the metadata."""
     folder = shards.shards_dir(job)
-    shards.write_bytes(shards.FileSystems.join(folder, SETTINGS_FILE),
-                       json.dumps(fingerprint, indent=2).encode("utf-8"))
+    shards.write_bytes(
+        shards.FileSystems.join(folder, SETTINGS_FILE),
+        json.dumps(fingerprint, indent=2).encode("utf-8"),
+    )
     shards.remove([shards.FileSystems.join(folder, TOTALS_FILE)])
     totals, counters, seconds = run_pipeline(job, pipeline_args, handler, show_progress)
     meta = _metadata(job, fingerprint, totals, counters, seconds)
@@ -343,28 +425,36 @@ def _previous_run(job: ScoringJob, fingerprint: dict, overwrite: bool) -> Option
         shards.remove_shards(job)
         shards.remove([job.meta_path, job.output])
         return None
-    meta = (job_lib.upgrade_metadata(shards.read_json(job.meta_path))
-            if shards.exists(job.meta_path) else None)
+    meta = (
+        job_lib.upgrade_metadata(shards.read_json(job.meta_path))
+        if shards.exists(job.meta_path)
+        else None
+    )
     if meta is not None and meta.get("fingerprint") == fingerprint:
-        logger.info("%s is complete for this input and these settings; nothing to score",
-                    shards.shards_dir(job))
+        logger.info(
+            "%s is complete for this input and these settings; nothing to score",
+            shards.shards_dir(job),
+        )
         return meta
     if meta is not None or shards.exists(job.output):
         raise job_lib.refuse_other_settings(
             f"{job.output} (or its {job_lib.META_SUFFIX}) exists and",
-            meta.get("fingerprint") if meta else None)
+            meta.get("fingerprint") if meta else None,
+        )
     settings = shards.FileSystems.join(shards.shards_dir(job), SETTINGS_FILE)
     if shards.exists(settings):
         previous = shards.read_json(settings)
         if previous != fingerprint:
             raise job_lib.refuse_other_settings(shards.shards_dir(job), previous)
-        logger.info("%s: resuming; windows written before are counted, not scored",
-                    shards.shards_dir(job))
+        logger.info(
+            "%s: resuming; windows written before are counted, not scored", shards.shards_dir(job)
+        )
     return None
 
 
-def _metadata(job: ScoringJob, fingerprint: dict, totals: dict, counters: dict,
-              seconds: float) -> dict:
+def _metadata(
+    job: ScoringJob, fingerprint: dict, totals: dict, counters: dict, seconds: float
+) -> dict:
     """The run's metadata, after checking that every row read was written once."""
     _check_totals(job, totals)
     stats = ScoringStats.from_dict(totals["stats"])
@@ -372,31 +462,61 @@ def _metadata(job: ScoringJob, fingerprint: dict, totals: dict, counters: dict,
     stats.log(settings.get("settings", {}).get("max_input_length", 0))
     counts = job_lib.RowCounts.from_dict(totals["counts"])
     rate = totals["scored_now"] / seconds if seconds > 0 else 0.0
-    logger.info("%d rows (%d scored, %d bad, %d truncated, %d resumed) in %d files -> %s; this "
-                "run scored %d rows at %.2f examples/s", counts.rows, counts.scored, counts.bad,
-                counts.truncated, counts.resumed, len(job.inputs), shards.shards_dir(job),
-                totals["scored_now"], rate)
+    logger.info(
+        "%d rows (%d scored, %d bad, %d truncated, %d resumed) in %d files -> %s; this "
+        "run scored %d rows at %.2f examples/s",
+        counts.rows,
+        counts.scored,
+        counts.bad,
+        counts.truncated,
+        counts.resumed,
+        len(job.inputs),
+        shards.shards_dir(job),
+        totals["scored_now"],
+        rate,
+    )
     return job_lib.run_metadata(
-        job, inputs=[{"path": path, "rows": totals["files"][str(i)]["rows"],
-                      "windows": totals["files"][str(i)]["windows"]}
-                     for i, path in enumerate(job.inputs)],
-        counts=counts, stats=stats.summary(),
-        this_run={"scored": totals["scored_now"], "bad": None, "seconds": round(seconds, 3),
-                  "examples_per_second": round(rate, 3),
-                  "worker_scoring_seconds": round(totals["seconds"], 3), "counters": counters},
-        settings=settings, fingerprint=fingerprint, shards=shards.shards_dir(job),
-        id_field=job.id_field or ROW_ID_FIELD, renamed_input_columns=totals.get("renamed"))
+        job,
+        inputs=[
+            {
+                "path": path,
+                "rows": totals["files"][str(i)]["rows"],
+                "windows": totals["files"][str(i)]["windows"],
+            }
+            for i, path in enumerate(job.inputs)
+        ],
+        counts=counts,
+        stats=stats.summary(),
+        this_run={
+            "scored": totals["scored_now"],
+            "bad": None,
+            "seconds": round(seconds, 3),
+            "examples_per_second": round(rate, 3),
+            "worker_scoring_seconds": round(totals["seconds"], 3),
+            "counters": counters,
+        },
+        settings=settings,
+        fingerprint=fingerprint,
+        shards=shards.shards_dir(job),
+        id_field=job.id_field or ROW_ID_FIELD,
+        renamed_input_columns=totals.get("renamed"),
+    )
 
 
 def _check_totals(job: ScoringJob, totals: dict) -> None:
     """Raises for an input that could not be read or an id (`id_field`) that
     several rows carry, and for rows read but not written exactly once (a bug)."""
     if totals["fatal"]:
-        errors = [f["error"] for f in sorted(totals["fatal"], key=lambda f: (
-            f["file"] is None, f["file"] or 0, f["error"]))]
+        errors = [
+            f["error"]
+            for f in sorted(
+                totals["fatal"], key=lambda f: (f["file"] is None, f["file"] or 0, f["error"])
+            )
+        ]
         more = f" (and {len(errors) - 1} more input errors)" if len(errors) > 1 else ""
-        raise ValueError(f"{errors[0]}{more}; the windows scored so far stay in "
-                         f"{shards.shards_dir(job)}")
+        raise ValueError(
+            f"{errors[0]}{more}; the windows scored so far stay in {shards.shards_dir(job)}"
+        )
     for index, path in enumerate(job.inputs):
         entry = totals["files"].get(str(index))
         if entry is None:
@@ -405,65 +525,5 @@ def _check_totals(job: ScoringJob, totals: dict) -> None:
             raise RuntimeError(
                 f"{path}: {entry['rows']} rows in {entry['windows']} windows were read, but "
                 f"{entry['written_rows']} rows in {entry['written_windows']} windows written; "
-                "this is a bug")
-
-
-# ------------------------------------------------------------------ merge
-def merge_shards(job: ScoringJob, meta: Mapping[str, Any]) -> str:
-    """Writes the rows of every shard to `job.output` in input order (one
-    header for CSV/TSV); returns the path.
-
-    Raises:
-      RuntimeError: if a shard of the finished run is missing.
-    """
-    paths = [shards.shard_path(job, index, window) for index, entry in enumerate(meta["inputs"])
-             for window in range(entry["windows"])]
-    missing = [path for path in paths if not shards.exists(path)]
-    if missing:
-        raise RuntimeError(f"{len(missing)} shards of the finished run are missing (the first is "
-                           f"{missing[0]}); score again with "
-                           f"{option('overwrite=True', '--overwrite')}")
-    with shards.writing(job.output) as handle:
-        if job.output_kind == "jsonl":
-            for path in paths:
-                with shards.open_binary(path) as shard:
-                    shutil.copyfileobj(shard, handle, 1 << 20)
-        else:
-            _merge_delimited(job, paths, handle)
-    logger.info("merged %d shards into %s", len(paths), job.output)
-    return job.output
-
-
-def _merge_delimited(job: ScoringJob, paths: Sequence[str], handle) -> None:
-    """CSV/TSV shards under one header: the union of their input columns, then
-    the added ones, as `score` orders them."""
-    delimiter = "\t" if job.output_kind == "tsv" else ","
-    headers = [_shard_header(path, delimiter) for path in paths]
-    added = set(job.output_fields.added())
-    input_columns = dict.fromkeys(c for header in headers for c in header if c not in added)
-    header = job.output_fields.header(list(input_columns))
-    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
-    writer = OutputWriter(text, job.output_kind, header)
-    same = all(h == header for h in headers)
-    text.flush()
-    for path, shard_header in zip(paths, headers):
-        with shards.open_binary(path) as shard:
-            body = io.TextIOWrapper(shard, encoding="utf-8", newline="")
-            reader = csv.reader(body, delimiter=delimiter)
-            next(reader, None)
-            if same:  # Copy the rows as they are.
-                shutil.copyfileobj(body, text)
-            else:
-                for cells in reader:
-                    writer.write(dict(zip(shard_header, cells)))
-            body.detach()
-    text.flush()
-    text.detach()
-
-
-def _shard_header(path: str, delimiter: str) -> list[str]:
-    with shards.open_binary(path) as shard:
-        body = io.TextIOWrapper(shard, encoding="utf-8", newline="")
-        header = next(csv.reader(body, delimiter=delimiter), [])
-        body.detach()
-    return header
+                "this is a bug"
+            )

@@ -31,9 +31,11 @@ Memory stays flat: a window of rows, and 9 bytes per row for the index of
 the partial file. `score_table` is the `score` command's one call: it loads
 the metrics, reads the threshold and calibration files, and scores.
 """
+
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -58,7 +60,7 @@ FORMATS = tables.TEXT_FORMATS
 
 
 def file_format(path: str) -> str:
-    """"jsonl", "json", "csv" or "tsv" from the file extension.
+    """ "jsonl", "json", "csv" or "tsv" from the file extension.
 
     Raises:
       ValueError: for another extension.
@@ -66,8 +68,12 @@ def file_format(path: str) -> str:
     return tables.table_kind(path)
 
 
-def read_rows(path: str, encoding: str = "utf-8", quoting: str = "auto",
-              report: Optional[tables.TableReport] = None) -> Iterator[InputRow]:
+def read_rows(
+    path: str,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    report: Optional[tables.TableReport] = None,
+) -> Iterator[InputRow]:
     """Streams the data rows of a JSONL/JSON/CSV/TSV file, bad rows included.
 
     Raises:
@@ -119,8 +125,9 @@ class InputPass:
         for item in read_rows(self.path, self.job.encoding, self.job.quoting, self.report):
             if item.record is not None:
                 self.columns.update(dict.fromkeys(item.record))
-            if not self._checked and (self.report.header is not None
-                                      or item.row == self.job.window_size - 1):
+            if not self._checked and (
+                self.report.header is not None or item.row == self.job.window_size - 1
+            ):
                 self._check_columns()
             yield item
         if not self._checked:
@@ -133,19 +140,29 @@ class InputPass:
         header = self.report.header
         columns = self.columns if header is None else dict.fromkeys(header)
         fields = self.job.fields
-        missing = [name for name in (fields.premise, fields.hypothesis, fields.question)
-                   if name and name not in columns]
+        missing = [
+            name
+            for name in (fields.premise, fields.hypothesis, fields.question)
+            if name and name not in columns
+        ]
         if not missing:
             return
-        where = "column" if header is not None else (
-            "field in any row" if self.report.rows < self.job.window_size
-            else f"field in any of the first {self.report.rows} rows")
+        where = (
+            "column"
+            if header is not None
+            else (
+                "field in any row"
+                if self.report.rows < self.job.window_size
+                else f"field in any of the first {self.report.rows} rows"
+            )
+        )
         raise ValueError(
             f"{self.path}: no {' or '.join(map(repr, missing))} {where} (columns: "
             f"{', '.join(columns) or 'none'}); name the article and summary columns with "
             f"{option('premise_field', '--premise_field')} and "
             f"{option('hypothesis_field', '--hypothesis_field')}, and the question column with "
-            f"{option('question_field', '--question_field')}")
+            f"{option('question_field', '--question_field')}"
+        )
 
     def estimated_rows(self) -> Optional[int]:
         """The input's rows as far as the bytes read so far tell (None for a
@@ -161,9 +178,13 @@ class InputPass:
         columns = list(self.columns if self.report.header is None else self.report.header)
         renamed = self.job.output_fields.renamed(columns)
         if renamed:
-            logger.warning("%s already has the column(s) %s that this run writes; the input's "
-                           "values are kept as %s", self.path, ", ".join(renamed),
-                           ", ".join(renamed.values()))
+            logger.warning(
+                "%s already has the column(s) %s that this run writes; the input's "
+                "values are kept as %s",
+                self.path,
+                ", ".join(renamed),
+                ", ".join(renamed.values()),
+            )
         return InputScan(columns, self.report.rows, self.report.summary(), renamed)
 
 
@@ -178,12 +199,21 @@ class _Progress:
     seconds: float = 0.0
 
 
-def score_table(checkpoints, input_path: str, output_path: str, *,
-                options: Optional[ScoringOptions] = None,
-                fields: Optional[Mapping[str, Optional[str]]] = None,
-                threshold: Optional[str] = None, calibration: Optional[str] = None,
-                mesh: Optional[str] = None, encoding: str = "utf-8", quoting: str = "auto",
-                overwrite: bool = False, show_progress: Optional[bool] = None) -> dict:
+def score_table(
+    checkpoints,
+    input_path: str,
+    output_path: str,
+    *,
+    options: Optional[ScoringOptions] = None,
+    fields: Optional[Mapping[str, Optional[str]]] = None,
+    threshold: Optional[str] = None,
+    calibration: Optional[str] = None,
+    mesh: Optional[str] = None,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    overwrite: bool = False,
+    show_progress: Optional[bool] = None,
+) -> dict:
     """Loads the metrics and scores one table, as `seahorse-metrics score` does.
 
     Args:
@@ -206,30 +236,46 @@ def score_table(checkpoints, input_path: str, output_path: str, *,
     """
     from seahorse_metrics.scoring.scorer import MultiScorer
 
+    resolve = functools.partial(
+        job_lib.resolve_job,
+        [input_path],
+        output_path,
+        fields=fields,
+        thresholds=threshold,
+        calibration=calibration,
+        encoding=encoding,
+        quoting=quoting,
+    )
     # Every file and setting is checked before a model is loaded.
     tables.check_table_file(input_path, option("input_path", "--input"))
-    job = job_lib.resolve_job([input_path], output_path, checkpoints, options=options,
-                              fields=fields, thresholds=threshold, calibration=calibration,
-                              encoding=encoding, quoting=quoting)
+    job = resolve(checkpoints, options=options)
     scorer = MultiScorer.load(job.checkpoints, options=job.options, mesh=mesh)
     # Again with the checkpoints as loaded (hub ids resolved to their directories, whose
     # questions.json gives a multi-question metric's columns) and the options in force.
-    job = job_lib.resolve_job([input_path], output_path, scorer.checkpoints,
-                              options=scorer.options, fields=fields, thresholds=threshold,
-                              calibration=calibration, encoding=encoding, quoting=quoting)
+    job = resolve(scorer.checkpoints, options=scorer.options)
     summary = score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
     job_lib.finish_run(summary, output_path)
     return summary
 
 
-def score_file(scorer, input_path: str, output_path: str, *,
-               columns: Optional[Mapping[str, str]] = None, premise_field: str = "article",
-               hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
-               batch_size: Optional[int] = None, overwrite: bool = False,
-               show_progress: Optional[bool] = None, encoding: str = "utf-8",
-               quoting: str = "auto", question_field: Optional[str] = None,
-               thresholds: Optional[Mapping[str, float]] = None,
-               calibration: Optional[Mapping[str, Any]] = None) -> dict:
+def score_file(
+    scorer,
+    input_path: str,
+    output_path: str,
+    *,
+    columns: Optional[Mapping[str, str]] = None,
+    premise_field: str = "article",
+    hypothesis_field: str = "summary",
+    lang_field: Optional[str] = "lang",
+    batch_size: Optional[int] = None,
+    overwrite: bool = False,
+    show_progress: Optional[bool] = None,
+    encoding: str = "utf-8",
+    quoting: str = "auto",
+    question_field: Optional[str] = None,
+    thresholds: Optional[Mapping[str, float]] = None,
+    calibration: Optional[Mapping[str, Any]] = None,
+) -> dict:
     """Scores every row of a file with a `MultiScorer`, resumably.
 
     Args:
@@ -238,48 +284,57 @@ def score_file(scorer, input_path: str, output_path: str, *,
       output_path: JSONL, JSON, CSV or TSV file to write: the input rows in
         input order with a score column per metric (and an `error` column).
       columns: metric name -> output column (default: the metric names).
-      premise_field, hypothesis_field: Names of the text fields.
-      lang_field: Field with a language code (optional; for the counts).
+      premise_field, hypothesis_field, lang_field, question_field: Names of the text fields, of
+        a field with a language code (optional; for the counts) and of one with the question of
+        a query-focused summary (required in every row when given), or None.
       batch_size: Most rows of a batch (default: the scorer's).
       overwrite: Discard a previous partial run or finished output.
       show_progress: Progress bar with examples/s and ETA (default: on a terminal).
-      encoding: Text encoding of the input (default UTF-8).
-      quoting: "auto", "none" or "quoted" for a CSV/TSV input (see
-        `seahorse_metrics.data.tables`).
-      question_field: Field with the question of a query-focused summary
-        (required in every row when given), or None.
-      thresholds: metric name -> decision threshold; adds a yes/no
-        `<column>_decision` column per metric named.
-      calibration: metric name -> `calibration.maps.CalibrationMap`; adds a
-        `<column>_calibrated` column per metric named, row by row.
+      encoding, quoting: The input's text encoding (default UTF-8), and "auto",
+        "none" or "quoted" for a CSV/TSV input (see `seahorse_metrics.data.tables`).
+      thresholds, calibration: metric name -> decision threshold / `maps.CalibrationMap`: a
+        yes/no `<column>_decision` / `<column>_calibrated` column per metric named (row by row).
 
     Returns:
       The metadata written to `<output>.meta.json` (`job.run_metadata`).
 
     Raises:
       FileNotFoundError: if the input does not exist.
-      ValueError: for unsupported file types, an output that is the input, an
-        input without rows or without the text columns, undecodable text, a
-        threshold for an unknown metric, or a partial/finished output of
-        another input, settings or checkpoint content (without `overwrite`).
+      ValueError: for unsupported file types, an output that is the input, an input without rows
+        or without the text columns, undecodable text, a threshold for an unknown metric, or a
+        partial/finished output of another input, settings or checkpoint content (no `overwrite`).
       OutputInUseError: while another run writes the same output.
     """
-    options = scorer.options if batch_size is None else ScoringOptions.of(
-        scorer.options, batch_size=int(batch_size))
     job = job_lib.resolve_job(
-        [input_path], output_path, {name: scorer.checkpoints.get(name) for name in scorer.names},
-        options=options, columns=columns,
+        [input_path],
+        output_path,
+        {name: scorer.checkpoints.get(name) for name in scorer.names},
+        options=_with_batch_size(scorer.options, batch_size),
+        columns=columns,
         fields=InputFields(premise_field, hypothesis_field, lang_field, question_field),
-        thresholds=thresholds, calibration=calibration, encoding=encoding, quoting=quoting)
+        thresholds=thresholds,
+        calibration=calibration,
+        encoding=encoding,
+        quoting=quoting,
+    )
     return score_job(scorer, job, overwrite=overwrite, show_progress=show_progress)
 
 
-def score_job(scorer, job: ScoringJob, *, overwrite: bool = False,
-              show_progress: Optional[bool] = None) -> dict:
+def _with_batch_size(options: ScoringOptions, batch_size: Optional[int]) -> ScoringOptions:
+    """`options`, with `batch_size` rows per batch unless it is None."""
+    if batch_size is None:
+        return options
+    return ScoringOptions.of(options, batch_size=int(batch_size))
+
+
+def score_job(
+    scorer, job: ScoringJob, *, overwrite: bool = False, show_progress: Optional[bool] = None
+) -> dict:
     """Scores a one-input `ScoringJob` with a loaded `MultiScorer` (see `score_file`)."""
     tables.check_table_file(job.inputs[0], option("input_path", "--input"))
-    fingerprint = job_lib.job_fingerprint(job, [job_lib.local_input_stat(job.inputs[0])],
-                                          scorer.metadata())
+    fingerprint = job_lib.job_fingerprint(
+        job, [job_lib.local_input_stat(job.inputs[0])], scorer.metadata()
+    )
     with OutputLock(job.output):
         if _already_done(job, fingerprint, overwrite):
             return job_lib.read_metadata(job.meta_path)
@@ -290,8 +345,9 @@ def _partial_path(job: ScoringJob) -> str:
     return job.output + PARTIAL_SUFFIX
 
 
-def _run_job(scorer, job: ScoringJob, fingerprint: dict, overwrite: bool,
-             show_progress: Optional[bool]) -> dict:
+def _run_job(
+    scorer, job: ScoringJob, fingerprint: dict, overwrite: bool, show_progress: Optional[bool]
+) -> dict:
     """Scores what the partial file lacks, writes the output and the metadata."""
     partial_path = _partial_path(job)
     if overwrite and os.path.exists(partial_path):
@@ -315,8 +371,9 @@ def _run_job(scorer, job: ScoringJob, fingerprint: dict, overwrite: bool,
     return summary
 
 
-def _score_missing_rows(scorer, job: ScoringJob, reading: InputPass, partial: PartialFile,
-                        show_progress: Optional[bool]):
+def _score_missing_rows(
+    scorer, job: ScoringJob, reading: InputPass, partial: PartialFile, show_progress: Optional[bool]
+):
     """Scores the rows the partial file lacks; returns (stats, progress)."""
     from tqdm.auto import tqdm
 
@@ -324,13 +381,22 @@ def _score_missing_rows(scorer, job: ScoringJob, reading: InputPass, partial: Pa
     if progress.resumed:
         logger.info("%s: resuming, %d rows already scored", partial.path, progress.resumed)
     stats, start, bad_log = ScoringStats(), time.perf_counter(), job_lib.BadRowLog()
-    windows = (window for window in window_rows(reading.rows(), job.window_size)
-               if not all(partial.is_done(item.row) for item in window))
-    with tqdm(total=None, initial=progress.resumed, desc="scoring", unit="ex",
-              dynamic_ncols=True,
-              disable=(None if show_progress is None else not show_progress)) as bar:
-        for group in score_windows(scorer, windows, job.fields, job.columns,
-                                   batch_size=job.options.batch_size, stats=stats):
+    windows = (
+        window
+        for window in window_rows(reading.rows(), job.window_size)
+        if not all(partial.is_done(item.row) for item in window)
+    )
+    with tqdm(
+        total=None,
+        initial=progress.resumed,
+        desc="scoring",
+        unit="ex",
+        dynamic_ncols=True,
+        disable=(None if show_progress is None else not show_progress),
+    ) as bar:
+        for group in score_windows(
+            scorer, windows, job.fields, job.columns, batch_size=job.options.batch_size, stats=stats
+        ):
             fresh = [(item, entry) for item, entry in group if not partial.is_done(item.row)]
             for item, entry in fresh:
                 if ERROR_FIELD in entry:
@@ -349,14 +415,20 @@ def _already_done(job: ScoringJob, fingerprint: dict, overwrite: bool) -> bool:
     meta = job_lib.read_metadata(job.meta_path)
     previous = meta.get("fingerprint") if meta else None
     if previous == fingerprint:
-        logger.info("%s is complete for this input and these settings; nothing to do",
-                    job.output)
+        logger.info("%s is complete for this input and these settings; nothing to do", job.output)
         return True
     raise job_lib.refuse_other_settings(f"{job.output} exists and", previous)
 
 
-def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fingerprint: dict,
-            stats: ScoringStats, progress: _Progress) -> dict:
+def _finish(
+    scorer,
+    job: ScoringJob,
+    scan: InputScan,
+    partial: PartialFile,
+    fingerprint: dict,
+    stats: ScoringStats,
+    progress: _Progress,
+) -> dict:
     """Writes the output in input order from the partial file; returns the metadata."""
     counts = job_lib.RowCounts(resumed=progress.resumed)
     fields = job.output_fields
@@ -375,19 +447,49 @@ def _finish(scorer, job: ScoringJob, scan: InputScan, partial: PartialFile, fing
     return _metadata(scorer, job, scan, fingerprint, stats, progress, counts)
 
 
-def _metadata(scorer, job: ScoringJob, scan: InputScan, fingerprint: dict,
-              stats: ScoringStats, progress: _Progress, counts: job_lib.RowCounts) -> dict:
+def _metadata(
+    scorer,
+    job: ScoringJob,
+    scan: InputScan,
+    fingerprint: dict,
+    stats: ScoringStats,
+    progress: _Progress,
+    counts: job_lib.RowCounts,
+) -> dict:
     rate = progress.scored_now / progress.seconds if progress.seconds > 0 else 0.0
-    logger.info("%s: %d rows (%d scored, %d bad, %d truncated, %d resumed) -> %s; this run "
-                "scored %d rows at %.2f examples/s", job.inputs[0], counts.rows, counts.scored,
-                counts.bad, counts.truncated, counts.resumed, job.output, progress.scored_now,
-                rate)
+    logger.info(
+        "%s: %d rows (%d scored, %d bad, %d truncated, %d resumed) -> %s; this run "
+        "scored %d rows at %.2f examples/s",
+        job.inputs[0],
+        counts.rows,
+        counts.scored,
+        counts.bad,
+        counts.truncated,
+        counts.resumed,
+        job.output,
+        progress.scored_now,
+        rate,
+    )
     return job_lib.run_metadata(
-        job, inputs=[{"path": os.path.abspath(job.inputs[0]), "rows": scan.num_rows,
-                      "windows": math.ceil(scan.num_rows / job.window_size)}],
-        counts=counts, stats=stats.summary(),
-        this_run={"scored": progress.scored_now, "bad": progress.bad_count,
-                  "seconds": round(progress.seconds, 3), "examples_per_second": round(rate, 3)},
-        settings=scorer.metadata(), fingerprint=fingerprint,
-        renamed_input_columns=scan.renamed, input_table=scan.table,
-        merged=os.path.abspath(job.output))
+        job,
+        inputs=[
+            {
+                "path": os.path.abspath(job.inputs[0]),
+                "rows": scan.num_rows,
+                "windows": math.ceil(scan.num_rows / job.window_size),
+            }
+        ],
+        counts=counts,
+        stats=stats.summary(),
+        this_run={
+            "scored": progress.scored_now,
+            "bad": progress.bad_count,
+            "seconds": round(progress.seconds, 3),
+            "examples_per_second": round(rate, 3),
+        },
+        settings=scorer.metadata(),
+        fingerprint=fingerprint,
+        renamed_input_columns=scan.renamed,
+        input_table=scan.table,
+        merged=os.path.abspath(job.output),
+    )

@@ -28,6 +28,7 @@ import numpy as np
 
 from seahorse_metrics.calibration.maps import CALIBRATED_SUFFIX, CalibrationMap, calibrated_fields
 from seahorse_metrics.data import tables
+from seahorse_metrics.data.delimited import delimited_line
 
 ERROR_FIELD = "error"
 # With long_summaries="cut": whether the row's summary was cut to leave the article its share.
@@ -192,7 +193,7 @@ class OutputWriter:
         self.columns = list(columns)
         self._first = True
         if kind in tables.DELIMITERS:
-            handle.write(tables.delimited_line(self.columns, tables.DELIMITERS[kind]))
+            handle.write(delimited_line(self.columns, tables.DELIMITERS[kind]))
         elif kind == "json":
             handle.write("[")
 
@@ -211,7 +212,7 @@ class OutputWriter:
             self._first = False
             return
         cells = [_cell(record.get(column)) for column in self.columns]
-        line = tables.delimited_line(cells, tables.DELIMITERS[self.kind])
+        line = delimited_line(cells, tables.DELIMITERS[self.kind])
         if not line.isascii():
             line = line.encode("utf-8", "backslashreplace").decode("utf-8")
         self.handle.write(line)

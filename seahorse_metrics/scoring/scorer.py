@@ -35,9 +35,9 @@ logical axis rules), so a metric too big for one device is scored sharded
 Checkpoints are read tensor by tensor straight into the mesh, in `dtype`
 (`"bfloat16"` halves the memory). Results always come back in input order.
 """
+
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
@@ -45,56 +45,48 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seahorse_metrics.checkpoints.hub import resolve_checkpoint
-from seahorse_metrics.checkpoints.layout import (SINGLE_NAME, checkpoint_names, column_names,
-                                                 find_vocabulary)
-from seahorse_metrics.data.inputs import QUESTION_TEMPLATE, SummaryTooLongError, encode_pair
+from seahorse_metrics.checkpoints.layout import (
+    SINGLE_NAME,
+    checkpoint_names,
+    column_names,
+    find_vocabulary,
+)
+from seahorse_metrics.data.inputs import encode_pair
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 from seahorse_metrics.engines.choice import place
+from seahorse_metrics.model.questions import QuestionPrefixes
 from seahorse_metrics.scoring import batching as batching_lib
 from seahorse_metrics.scoring import int8_check
 from seahorse_metrics.scoring.job import InputFields
+from seahorse_metrics.scoring.loading import (
+    check_models,
+    column_checkpoints,
+    file_digest,
+    given_options,
+    load_models,
+    multi_question_metrics,
+    resolve_vocabulary,
+    shared_question_template,
+)
 from seahorse_metrics.scoring.options import ScoringOptions
-from seahorse_metrics.model.questions import QuestionPrefixes
-from seahorse_metrics.scoring.loading import (check_models, column_checkpoints, file_digest,
-                                              given_options, load_models,
-                                              multi_question_metrics, resolve_vocabulary,
-                                              shared_question_template)
 from seahorse_metrics.scoring.output import ERROR_FIELD, OutputFields
 from seahorse_metrics.scoring.records import check_pairs
 from seahorse_metrics.scoring.rows import records_as_rows, score_rows, window_rows
+from seahorse_metrics.scoring.score_output import ScoreOutput, collect_results
 from seahorse_metrics.scoring.signature import metric_signature
 from seahorse_metrics.scoring.units import InputSettings
-from seahorse_metrics.scoring.window_scoring import (Example, ExampleResult, ScoringStats,
-                                                     WindowScorer)
+from seahorse_metrics.scoring.window_scoring import (
+    Example,
+    ExampleResult,
+    ScoringStats,
+    WindowScorer,
+)
 
 logger = logging.getLogger(__name__)
 
 SCORE_FIELD = SINGLE_NAME
 SENTENCES_FIELD = "sentences"
 __all__ = ["MultiScorer", "ScoreOutput", "find_vocabulary"]
-
-
-@dataclasses.dataclass
-class ScoreOutput:
-    """Scores of a list of pairs with everything that describes them.
-
-    Attributes:
-      scores: Per model name: float32 [n] scores in input order.
-      sentence_scores: With `per_sentence`, per model name: a float32 array of
-        sentence scores per pair; else None.
-      sentences: With `per_sentence`, the sentences of each summary; else None.
-      stats: Truncation and batching counts of this call.
-      metadata: The scorer's settings (`MultiScorer.metadata()`).
-      calibrated: From a `Scorer` loaded with `calibration=FILE`, per model
-        name: float32 [n] calibrated probabilities of `scores`; else None.
-    """
-
-    scores: dict[str, np.ndarray]
-    sentence_scores: Optional[dict[str, list[np.ndarray]]]
-    sentences: Optional[list[list[str]]]
-    stats: ScoringStats
-    metadata: dict
-    calibrated: Optional[dict[str, np.ndarray]] = None
 
 
 class MultiScorer:
@@ -115,10 +107,17 @@ class MultiScorer:
     int8_checks: Optional[dict] = None
     _signatures: Optional[dict] = None
 
-    def __init__(self, models: Mapping[str, tuple[Any, Any]], vocab_path: str, *,
-                 options: Optional[ScoringOptions] = None, mesh: Any = None,
-                 checkpoints: Optional[Mapping[str, str]] = None,
-                 questions: Optional[Mapping[str, QuestionPrefixes]] = None, **changes):
+    def __init__(
+        self,
+        models: Mapping[str, tuple[Any, Any]],
+        vocab_path: str,
+        *,
+        options: Optional[ScoringOptions] = None,
+        mesh: Any = None,
+        checkpoints: Optional[Mapping[str, str]] = None,
+        questions: Optional[Mapping[str, QuestionPrefixes]] = None,
+        **changes,
+    ):
         """Builds a scorer from loaded models.
 
         Args:
@@ -144,23 +143,33 @@ class MultiScorer:
         options = ScoringOptions.of(options, **changes)
         questions = self._columns(models, questions, checkpoints, options.packing)
         self.vocab_path, self.tokenizer = vocab_path, SentencePieceTokenizer(vocab_path)
-        self.positive_id, self.negative_id, self.pad_id = check_models(models, self.tokenizer,
-                                                                       vocab_path)
+        self.positive_id, self.negative_id, self.pad_id = check_models(
+            models, self.tokenizer, vocab_path
+        )
         self.settings = InputSettings.of(options)
         token_ids = (self.positive_id, self.negative_id)
-        self.engines = place(models, self.tokenizer, token_ids, mesh, options.compiler_options,
-                             questions)
-        self.buckets = batching_lib.bucket_lengths(self.settings.max_input_length,
-                                                   options.bucket_lengths)
-        self.batch_size, self.max_batch_tokens = int(options.batch_size), int(
-            options.max_batch_tokens)
+        self.engines = place(
+            models, self.tokenizer, token_ids, mesh, options.compiler_options, questions
+        )
+        self.buckets = batching_lib.bucket_lengths(
+            self.settings.max_input_length, options.bucket_lengths
+        )
+        self.batch_size, self.max_batch_tokens = (
+            int(options.batch_size),
+            int(options.max_batch_tokens),
+        )
         self.window_size, self.packing = int(options.window_size), bool(options.packing)
         self.batching()  # Validates the batch settings now.
         self.stats = ScoringStats()
         self.options = self._scoring_options(options)
 
-    def _columns(self, models: Mapping[str, Any], questions: Optional[Mapping[str, Any]],
-                 checkpoints: Optional[Mapping[str, str]], packing: bool) -> dict:
+    def _columns(
+        self,
+        models: Mapping[str, Any],
+        questions: Optional[Mapping[str, Any]],
+        checkpoints: Optional[Mapping[str, str]],
+        packing: bool,
+    ) -> dict:
         """Sets `names` (a column per question of a multi-question model,
         `checkpoints.layout.column_names`), `checkpoints` and each column's
         checkpoint; returns the questions.
@@ -172,12 +181,15 @@ class MultiScorer:
             raise ValueError("need at least one model")
         questions = dict(questions or {})
         if questions and packing:
-            raise ValueError("packing is not supported with a multi-question metric "
-                             f"({', '.join(sorted(questions))}); score it without packing")
+            raise ValueError(
+                "packing is not supported with a multi-question metric "
+                f"({', '.join(sorted(questions))}); score it without packing"
+            )
         self.names = column_names(list(models), questions)
         self.checkpoints = dict(checkpoints or {})
-        self._column_checkpoints = column_checkpoints(list(models), self.checkpoints, questions,
-                                                      self.names)
+        self._column_checkpoints = column_checkpoints(
+            list(models), self.checkpoints, questions, self.names
+        )
         return questions
 
     def _scoring_options(self, options: ScoringOptions) -> ScoringOptions:
@@ -186,18 +198,33 @@ class MultiScorer:
         question template used."""
         config = self.engines[0].model.config
         return ScoringOptions.of(
-            options, vocab=self.vocab_path, dtype=config.dtype, quantize=config.quantize,
+            options,
+            vocab=self.vocab_path,
+            dtype=config.dtype,
+            quantize=config.quantize,
             scan_layers=bool(getattr(config, "scan_layers", False)),
-            engine=self.engines[0].name, question_template=self.settings.question_template,
-            engine_options=None, int8_check=True, int8_min_spearman=None)
+            engine=self.engines[0].name,
+            question_template=self.settings.question_template,
+            engine_options=None,
+            int8_check=True,
+            int8_min_spearman=None,
+        )
 
     # ------------------------------------------------------------- loading
     @classmethod
-    def load(cls, checkpoints: Union[Mapping[str, str], Sequence[str]], vocab: Optional[str] = None,
-             dtype: Optional[str] = None, max_input_length: Optional[int] = None,
-             quantize: Optional[str] = None, *, options: Optional[ScoringOptions] = None,
-             mesh: Any = None, engine_options: Optional[Mapping[str, Any]] = None,
-             **kwargs) -> "MultiScorer":
+    def load(
+        cls,
+        checkpoints: Union[Mapping[str, str], Sequence[str]],
+        vocab: Optional[str] = None,
+        dtype: Optional[str] = None,
+        max_input_length: Optional[int] = None,
+        quantize: Optional[str] = None,
+        *,
+        options: Optional[ScoringOptions] = None,
+        mesh: Any = None,
+        engine_options: Optional[Mapping[str, Any]] = None,
+        **kwargs,
+    ) -> "MultiScorer":
         """Loads several checkpoints (any format `load_checkpoint` reads).
 
         Args:
@@ -223,23 +250,25 @@ class MultiScorer:
           FileNotFoundError: if a checkpoint or vocabulary is missing.
           ValueError: if the checkpoints' vocabularies or question templates differ.
         """
-        options = given_options(options, vocab=vocab, dtype=dtype,
-                                 max_input_length=max_input_length, quantize=quantize, **kwargs)
-        named = {name: resolve_checkpoint(path) for name, path in checkpoint_names(checkpoints).items()}
-        vocab_paths = {name: resolve_vocabulary(path, options.vocab) for name, path in named.items()}
-        digests = {name: file_digest(path) for name, path in vocab_paths.items()}
-        if len(set(digests.values())) > 1:
-            raise ValueError(
-                "the checkpoints have different vocabularies "
-                f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
-                "separately or pass the shared one as vocab=...")
+        options = given_options(
+            options,
+            vocab=vocab,
+            dtype=dtype,
+            max_input_length=max_input_length,
+            quantize=quantize,
+            **kwargs,
+        )
+        named = {
+            name: resolve_checkpoint(path) for name, path in checkpoint_names(checkpoints).items()
+        }
+        vocab_path = _shared_vocabulary(named, options.vocab)
         if options.question_template is None:
             options = ScoringOptions.of(options, question_template=shared_question_template(named))
-        vocab_path = next(iter(vocab_paths.values()))
         questions = multi_question_metrics(named, options.engine)
         models, mesh = load_models(named, vocab_path, options, mesh, engine_options)
-        scorer = cls(models, vocab_path, options=options, checkpoints=named, mesh=mesh,
-                     questions=questions)
+        scorer = cls(
+            models, vocab_path, options=options, checkpoints=named, mesh=mesh, questions=questions
+        )
         scorer.check_int8(options, engine_options)
         return scorer
 
@@ -249,24 +278,36 @@ class MultiScorer:
         """The batch shapes used for `batch_size` rows (default: the scorer's)."""
         data_parallel = self.engines[0].data_parallel
         return batching_lib.BatchingConfig(
-            buckets=self.buckets, batch_size=int(batch_size or self.batch_size),
-            max_batch_tokens=self.max_batch_tokens, row_multiple=data_parallel,
-            window_size=self.window_size, pack=self.packing)
+            buckets=self.buckets,
+            batch_size=int(batch_size or self.batch_size),
+            max_batch_tokens=self.max_batch_tokens,
+            row_multiple=data_parallel,
+            window_size=self.window_size,
+            pack=self.packing,
+        )
 
     def window_scorer(self, batch_size: Optional[int] = None) -> WindowScorer:
         """The `WindowScorer` of `batch_size` rows."""
-        return WindowScorer(self.tokenizer, self.engines, self.settings,
-                               self.batching(batch_size), self.pad_id)
+        return WindowScorer(
+            self.tokenizer, self.engines, self.settings, self.batching(batch_size), self.pad_id
+        )
 
-    def precompile(self, batch_size: Optional[int] = None,
-                   max_length: Optional[int] = None) -> None:
+    def precompile(
+        self, batch_size: Optional[int] = None, max_length: Optional[int] = None
+    ) -> None:
         """Compiles every batch shape up to `max_length` tokens now (two at a
         time) instead of on first use."""
         config = self.batching(batch_size)
-        longest = config.buckets[-1] if max_length is None else config.bucket(
-            min(int(max_length), config.buckets[-1]))
-        shapes = [(rows, length) + ((config.slots(length),) if config.pack else ())
-                  for rows, length in config.shapes() if length <= longest]
+        longest = (
+            config.buckets[-1]
+            if max_length is None
+            else config.bucket(min(int(max_length), config.buckets[-1]))
+        )
+        shapes = [
+            (rows, length) + ((config.slots(length),) if config.pack else ())
+            for rows, length in config.shapes()
+            if length <= longest
+        ]
         for engine in self.engines:
             engine.precompile(shapes)
 
@@ -284,15 +325,22 @@ class MultiScorer:
             "target_ids": {"1": self.positive_id, "0": self.negative_id},
             "dtype": self.engines[0].model.config.dtype,
             "engine": self.engines[0].name,
-            "mesh": ({name: int(size) for name, size in self.engines[0].mesh.shape.items()}
-                     if self.engines[0].mesh is not None else None),
-            "quantize": {name: engine.model.config.quantize
-                         for name, engine in zip(self.names, self.engines)},
-            "batching": {"buckets": list(self.buckets), "batch_size": self.batch_size,
-                         "max_batch_tokens": self.max_batch_tokens,
-                         "window_size": self.window_size,
-                         "data_parallel": self.engines[0].data_parallel,
-                         "packing": self.packing},
+            "mesh": (
+                {name: int(size) for name, size in self.engines[0].mesh.shape.items()}
+                if self.engines[0].mesh is not None
+                else None
+            ),
+            "quantize": {
+                name: engine.model.config.quantize for name, engine in zip(self.names, self.engines)
+            },
+            "batching": {
+                "buckets": list(self.buckets),
+                "batch_size": self.batch_size,
+                "max_batch_tokens": self.max_batch_tokens,
+                "window_size": self.window_size,
+                "data_parallel": self.engines[0].data_parallel,
+                "packing": self.packing,
+            },
         }
         conversions = {name: engine.conversion for name, engine in zip(self.names, self.engines)}
         if any(conversions.values()):
@@ -306,53 +354,84 @@ class MultiScorer:
         """name -> the signature of that metric's scores (`scoring.signature`)."""
         if self._signatures is None:
             self._signatures = {
-                name: metric_signature(engine, self.settings,
-                                       self._column_checkpoints.get(name), self.vocab_path)
-                for name, engine in zip(self.names, self.engines)}
+                name: metric_signature(
+                    engine, self.settings, self._column_checkpoints.get(name), self.vocab_path
+                )
+                for name, engine in zip(self.names, self.engines)
+            }
         return dict(self._signatures)
 
-    def check_int8(self, options: ScoringOptions,
-                   engine_options: Optional[Mapping[str, Any]] = None) -> None:
+    def check_int8(
+        self, options: ScoringOptions, engine_options: Optional[Mapping[str, Any]] = None
+    ) -> None:
         """With int8 weights (and `options.int8_check`), scores a probe in
         float32 and int8 once on this host (`scoring.int8_check`): the
         figures go into `metadata()["int8_check"]`; a low Spearman warns, and
         one below `options.int8_min_spearman` raises `Int8AgreementError`."""
         if not options.quantize or not int8_check.wanted(options.int8_check):
             return
-        reference_options = {"engine": options.engine, "scan_layers": options.scan_layers,
-                             "question_template": self.settings.question_template,
-                             "engine_options": dict(options.engine_options or {},
-                                                    **(engine_options or {})) or None}
+        reference_options = {
+            "engine": options.engine,
+            "scan_layers": options.scan_layers,
+            "question_template": self.settings.question_template,
+            "engine_options": dict(options.engine_options or {}, **(engine_options or {})) or None,
+        }
         # One check per checkpoint: a multi-question metric's weights are
         # checked through its first question (the float32 twin reads that one).
         engines = [engine for engine in self.engines if getattr(engine, "column", 0) == 0]
-        variants = int8_check.variants(self.checkpoints, self.vocab_path, engines,
-                                       options.engine, reference_options)
-        tokens = int8_check.probe_tokens(self.tokenizer, self.pad_id,
-                                         self.settings.question_template)
-        self.int8_checks = int8_check.check_all(variants, engines, tokens,
-                                                options.int8_min_spearman)
+        variants = int8_check.variants(
+            self.checkpoints, self.vocab_path, engines, options.engine, reference_options
+        )
+        tokens = int8_check.probe_tokens(
+            self.tokenizer, self.pad_id, self.settings.question_template
+        )
+        self.int8_checks = int8_check.check_all(
+            variants, engines, tokens, options.int8_min_spearman
+        )
 
     # ----------------------------------------------------------- scoring
-    def encode_inputs(self, premises: Sequence[str], hypotheses: Sequence[str],
-                      questions: Optional[Sequence[Optional[str]]] = None) -> list[list[int]]:
+    def encode_inputs(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> list[list[int]]:
         """Token ids of each pair as `truncate` mode scores it, ending with EOS."""
         questions = check_pairs(premises, hypotheses, questions)
-        return [encode_pair(self.tokenizer, p, h, self.settings.max_input_length,
-                            self.settings.truncation, q, self.settings.question_template).ids
-                for p, h, q in zip(premises, hypotheses, questions)]
+        return [
+            encode_pair(
+                self.tokenizer,
+                p,
+                h,
+                self.settings.max_input_length,
+                self.settings.truncation,
+                q,
+                self.settings.question_template,
+            ).ids
+            for p, h, q in zip(premises, hypotheses, questions)
+        ]
 
-    def run(self, windows: Iterable[Sequence[Example]], batch_size: Optional[int] = None,
-            stats: Optional[ScoringStats] = None) -> Iterator[list[ExampleResult]]:
+    def run(
+        self,
+        windows: Iterable[Sequence[Example]],
+        batch_size: Optional[int] = None,
+        stats: Optional[ScoringStats] = None,
+    ) -> Iterator[list[ExampleResult]]:
         """Scores windows of `Example`s; yields each batch's finished results
         (completion order). The building block of `score` and the CLI."""
         stats = stats if stats is not None else ScoringStats()
         yield from self.window_scorer(batch_size).run(windows, stats)
 
-    def score_detailed(self, premises: Sequence[str], hypotheses: Sequence[str],
-                       batch_size: Optional[int] = None, show_progress: Optional[bool] = None,
-                       langs: Optional[Sequence[Optional[str]]] = None, *,
-                       questions: Optional[Sequence[Optional[str]]] = None) -> ScoreOutput:
+    def score_detailed(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        batch_size: Optional[int] = None,
+        show_progress: Optional[bool] = None,
+        langs: Optional[Sequence[Optional[str]]] = None,
+        *,
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> ScoreOutput:
         """Scores pairs; returns scores, per-sentence scores and counts.
 
         Args:
@@ -373,49 +452,51 @@ class MultiScorer:
 
         questions = check_pairs(premises, hypotheses, questions)
         langs = list(langs) if langs is not None else [None] * len(premises)
-        examples = [Example(i, p, h, lang, q) for i, (p, h, lang, q)
-                    in enumerate(zip(premises, hypotheses, langs, questions))]
+        examples = [
+            Example(i, p, h, lang, q)
+            for i, (p, h, lang, q) in enumerate(zip(premises, hypotheses, langs, questions))
+        ]
         stats = ScoringStats()
-        scores = np.zeros((len(self.names), len(examples)), np.float32)
-        per_sentence = [None] * len(examples)
-        sentences = [None] * len(examples)
-        with tqdm(total=len(examples), desc="scoring", unit="ex", dynamic_ncols=True,
-                  disable=(None if show_progress is None else not show_progress)) as progress:
+        with tqdm(
+            total=len(examples),
+            desc="scoring",
+            unit="ex",
+            dynamic_ncols=True,
+            disable=(None if show_progress is None else not show_progress),
+        ) as progress:
             windows = window_rows(examples, self.window_size, key=lambda example: example.key)
-            for group in self.run(windows, batch_size, stats):
-                for result in group:
-                    if result.error is not None:
-                        raise SummaryTooLongError(f"pair {result.key}: {result.error}")
-                    scores[:, result.key] = result.scores
-                    per_sentence[result.key] = result.sentence_scores
-                    sentences[result.key] = result.sentences
-                progress.update(len(group))
+            groups = self.run(windows, batch_size, stats)
+            collected = collect_results(groups, len(self.names), len(examples), progress)
         stats.log(self.settings.max_input_length)
         self.stats.merge(stats)
-        sentence_scores = None
-        if self.settings.per_sentence:
-            sentence_scores = {name: [np.asarray(s[m], np.float32) for s in per_sentence]
-                               for m, name in enumerate(self.names)}
-        return ScoreOutput(
-            scores={name: scores[m] for m, name in enumerate(self.names)},
-            sentence_scores=sentence_scores,
-            sentences=sentences if self.settings.per_sentence else None,
-            stats=stats, metadata=self.metadata())
+        return collected.output(self.names, self.settings.per_sentence, stats, self.metadata())
 
-    def score(self, premises: Sequence[str], hypotheses: Sequence[str],
-              batch_size: Optional[int] = None, show_progress: Optional[bool] = None, *,
-              questions: Optional[Sequence[Optional[str]]] = None) -> dict[str, np.ndarray]:
+    def score(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        batch_size: Optional[int] = None,
+        show_progress: Optional[bool] = None,
+        *,
+        questions: Optional[Sequence[Optional[str]]] = None,
+    ) -> dict[str, np.ndarray]:
         """Returns {name: float32 [n] scores} for each (premise, hypothesis) pair
         (with its question, for query-focused summaries)."""
-        return self.score_detailed(premises, hypotheses, batch_size, show_progress,
-                                   questions=questions).scores
+        return self.score_detailed(
+            premises, hypotheses, batch_size, show_progress, questions=questions
+        ).scores
 
-    def score_records(self, records: Iterable[Mapping[str, Any]], premise_field: str = "article",
-                      hypothesis_field: str = "summary", lang_field: Optional[str] = "lang",
-                      fields: Optional[Mapping[str, str]] = None,
-                      batch_size: Optional[int] = None,
-                      question_field: Optional[str] = None,
-                      calibration: Optional[Mapping[str, Any]] = None) -> Iterator[dict]:
+    def score_records(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        premise_field: str = "article",
+        hypothesis_field: str = "summary",
+        lang_field: Optional[str] = "lang",
+        fields: Optional[Mapping[str, str]] = None,
+        batch_size: Optional[int] = None,
+        question_field: Optional[str] = None,
+        calibration: Optional[Mapping[str, Any]] = None,
+    ) -> Iterator[dict]:
         """Streams records through the metrics, yielding them in input order.
 
         A generator: nothing is read or scored until it is iterated (`for
@@ -443,16 +524,58 @@ class MultiScorer:
         columns = dict(fields or {name: name for name in self.names})
         input_fields = InputFields(premise_field, hypothesis_field, lang_field, question_field)
         stats = ScoringStats()
-        output = OutputFields(columns, self.settings.per_sentence, calibration=calibration or {},
-                              summary_cut=self.settings.long_summaries == "cut")
-        for item, entry in score_rows(self, records_as_rows(records), input_fields,
-                                      columns, batch_size=batch_size, stats=stats,
-                                      shortest=False):
+        output = self._output_fields(columns, calibration)
+        for item, entry in score_rows(
+            self,
+            records_as_rows(records),
+            input_fields,
+            columns,
+            batch_size=batch_size,
+            stats=stats,
+            shortest=False,
+        ):
             if "scores" not in entry:
-                logger.warning("record %d: %s; it is returned with an %r field", item.row,
-                               item.error, ERROR_FIELD)
+                _warn_unscored(item)
             record = item.record if isinstance(item.record, Mapping) else {"record": item.record}
             # Output fields are fresh: the record's own fields of those names are renamed.
             yield output.record(record, entry, output.renamed(record))
         stats.log(self.settings.max_input_length)
         self.stats.merge(stats)
+
+    def _output_fields(
+        self, columns: Mapping[str, str], calibration: Optional[Mapping[str, Any]]
+    ) -> OutputFields:
+        """The fields `score_records` adds to a record: `columns`' scores, and
+        as the settings and `calibration` say, sentences, calibrated scores and
+        `summary_cut`."""
+        return OutputFields(
+            columns,
+            self.settings.per_sentence,
+            calibration=calibration or {},
+            summary_cut=self.settings.long_summaries == "cut",
+        )
+
+
+def _warn_unscored(item) -> None:
+    """Logs a record `score_records` returns with an error instead of scores."""
+    logger.warning(
+        "record %d: %s; it is returned with an %r field", item.row, item.error, ERROR_FIELD
+    )
+
+
+def _shared_vocabulary(named: Mapping[str, str], vocab: Optional[str]) -> str:
+    """The vocabulary of the checkpoints `named` (`vocab`, or each one's own),
+    which must be one file.
+
+    Raises:
+      ValueError: if the checkpoints' vocabularies differ.
+    """
+    vocab_paths = {name: resolve_vocabulary(path, vocab) for name, path in named.items()}
+    digests = {name: file_digest(path) for name, path in vocab_paths.items()}
+    if len(set(digests.values())) > 1:
+        raise ValueError(
+            "the checkpoints have different vocabularies "
+            f"({', '.join(f'{n}: {p}' for n, p in vocab_paths.items())}); score them "
+            "separately or pass the shared one as vocab=..."
+        )
+    return next(iter(vocab_paths.values()))

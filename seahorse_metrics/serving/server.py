@@ -7,6 +7,7 @@ own graceful shutdown; the process is done by then, so it exits normally).
 A second SIGINT forces the exit. A failure to load the metrics stops the
 server too, and `serve` raises it (exit status 2).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -94,11 +95,19 @@ def _graceful_server_class():
     return GracefulServer
 
 
-def serve_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]], limits: Any, *,
-                      options: Any = None, mesh: Any = None, host: str = "127.0.0.1",
-                      port: int = 8080, token_file: Optional[str] = None,
-                      threshold: Optional[str] = None, calibration: Optional[str] = None,
-                      log_level: str = "info") -> int:
+def serve_checkpoints(
+    checkpoints: Union[Mapping[str, str], Sequence[str]],
+    limits: Any,
+    *,
+    options: Any = None,
+    mesh: Any = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    token_file: Optional[str] = None,
+    threshold: Optional[str] = None,
+    calibration: Optional[str] = None,
+    log_level: str = "info",
+) -> int:
     """Serves checkpoints as `seahorse-metrics serve` does (see `serve`).
 
     Args:
@@ -130,14 +139,29 @@ def serve_checkpoints(checkpoints: Union[Mapping[str, str], Sequence[str]], limi
 
         return MultiScorer.load(named, options=options, mesh=mesh)
 
-    return serve(load_scorer, limits, host=host, port=port, token=token,
-                 thresholds=thresholds, calibration=maps, log_level=log_level)
+    return serve(
+        load_scorer,
+        limits,
+        host=host,
+        port=port,
+        token=token,
+        thresholds=thresholds,
+        calibration=maps,
+        log_level=log_level,
+    )
 
 
-def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1",
-          port: int = 8080, token: Optional[str] = None,
-          thresholds: Optional[Mapping[str, float]] = None,
-          calibration: Optional[Mapping[str, Any]] = None, log_level: str = "info") -> int:
+def serve(
+    load_scorer: Callable[[], Any],
+    limits: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    token: Optional[str] = None,
+    thresholds: Optional[Mapping[str, float]] = None,
+    calibration: Optional[Mapping[str, Any]] = None,
+    log_level: str = "info",
+) -> int:
     """Serves the metrics until SIGTERM/SIGINT.
 
     Args:
@@ -159,23 +183,14 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
     """
     require_server_packages()
     from seahorse_metrics.serving.app import Authorization, create_app
-    from seahorse_metrics.serving.connections import guarded_protocol
     from seahorse_metrics.serving.service import ScoringService
-
-    import uvicorn
 
     service = ScoringService(load_scorer, limits, thresholds, calibration=calibration)
     loopback = is_loopback(host)
     if token is None and not loopback:
-        logger.warning("listening on %s beyond loopback without a token: every request will be "
-                       "refused with 401 and no metric is loaded (give --token_file or %s)",
-                       host, TOKEN_ENV)
+        _warn_open_without_token(host)
     app = create_app(service, Authorization(token, loopback, host))
-    http = guarded_protocol(limits.header_timeout_s, limits.body_timeout_s,
-                            limits.max_connections)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            lifespan="on", log_config=None, http=http)
-    server = _graceful_server_class()(config)
+    server = _graceful_server_class()(_uvicorn_config(app, limits, host, port, log_level))
 
     def stop() -> None:
         server.should_exit = True
@@ -189,3 +204,33 @@ def serve(load_scorer: Callable[[], Any], limits: Any, *, host: str = "127.0.0.1
         raise LoadFailed(f"the metrics could not be served: {service.error}")
     logger.info("stopped")
     return 0
+
+
+def _warn_open_without_token(host: str) -> None:
+    """Beyond loopback, a server without a token refuses every request: says so."""
+    logger.warning(
+        "listening on %s beyond loopback without a token: every request will be "
+        "refused with 401 and no metric is loaded (give --token_file or %s)",
+        host,
+        TOKEN_ENV,
+    )
+
+
+def _uvicorn_config(app, limits: Any, host: str, port: int, log_level: str):
+    """uvicorn's settings for the app: our logging (no access log), the
+    lifespan that loads the metrics, and connections guarded by `limits`."""
+    import uvicorn
+
+    from seahorse_metrics.serving.connections import guarded_protocol
+
+    http = guarded_protocol(limits.header_timeout_s, limits.body_timeout_s, limits.max_connections)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        log_config=None,
+        http=http,
+    )

@@ -1,12 +1,14 @@
 """Tests of the SEAHORSE release reader and the prepared-JSONL readers."""
+
 import json
 import os
 
 import pytest
 
-from fixtures import tiny_data
 from seahorse_metrics.data import seahorse
 from seahorse_metrics.data.seahorse import ReleaseFormatError, read_release_split
+
+from fixtures import tiny_data
 
 HEADER = tiny_data.RELEASE_HEADER.encode()
 GOOD = tiny_data.release_line(tiny_data.RELEASE_ROWS["train"][0]).encode()
@@ -60,11 +62,12 @@ def test_gem_id_helpers():
 
 def test_unicode_escaped_text_is_decoded(tmp_path):
     escaped = (
-        b"xlsum_spanish-validation-9\tes-ES\tLa selecci\\u00f3n gan\\u00f3 \\ud83c\\udfc6\tt5_base\t"
+        b"xlsum_spanish-validation-9\tes-ES\t"
+        b"La selecci\\u00f3n gan\\u00f3 \\ud83c\\udfc6\tt5_base\t"
         b"Yes\tYes\tYes\tYes\tYes\tYes"
     )
     rows, _ = read_release_split(_file(tmp_path, escaped))
-    assert rows[0].summary == "La selección ganó \U0001F3C6"
+    assert rows[0].summary == "La selección ganó \U0001f3c6"
 
 
 def test_crlf_and_bom_are_accepted(tmp_path):
@@ -78,7 +81,10 @@ def test_crlf_and_bom_are_accepted(tmp_path):
     "bad_line, reason",
     [
         (b"xsum-validation-1\ten-US\ttoo few columns\tt5_base\tYes", "wrong_column_count"),
-        (GOOD.replace(b"\tYes\tYes\tYes\tYes\tYes\tYes", b"\tYes\tMaybe\tYes\tYes\tYes\tYes"), "unknown_rating"),
+        (
+            GOOD.replace(b"\tYes\tYes\tYes\tYes\tYes\tYes", b"\tYes\tMaybe\tYes\tYes\tYes\tYes"),
+            "unknown_rating",
+        ),
         (GOOD.replace(b"Schools", b"Sch\xffools"), "bad_utf8"),
         (GOOD.replace(b"xlsum_english-", b"cnn-"), "unknown_source"),
     ],
@@ -144,8 +150,14 @@ def _write_prepared(path, records):
 
 def _prepared_record(gem_id="xsum-validation-101", system="t5_base", line=2, q4=True):
     record = {
-        "gem_id": gem_id, "lang": "en", "source": "xsum", "system": system,
-        "article": "An article.", "summary": "A summary.", "split": "validation", "line": line,
+        "gem_id": gem_id,
+        "lang": "en",
+        "source": "xsum",
+        "system": system,
+        "article": "An article.",
+        "summary": "A summary.",
+        "split": "validation",
+        "line": line,
     }
     record.update({f"q{q}": True for q in range(1, 7)})
     record["q4"] = q4
@@ -155,12 +167,16 @@ def _prepared_record(gem_id="xsum-validation-101", system="t5_base", line=2, q4=
 def test_prepared_pairs_keeps_yes_no_only(tmp_path):
     path = _write_prepared(
         tmp_path / "validation.jsonl",
-        [_prepared_record(line=2, q4=True), _prepared_record(line=3, q4=None),
-         _prepared_record(line=4, q4=False, system="reference")],
+        [
+            _prepared_record(line=2, q4=True),
+            _prepared_record(line=3, q4=None),
+            _prepared_record(line=4, q4=False, system="reference"),
+        ],
     )
     pairs = seahorse.prepared_pairs(path, 4)
     assert [p.id for p in pairs] == [
-        "xsum-validation-101|t5_base|2", "xsum-validation-101|reference|4"
+        "xsum-validation-101|t5_base|2",
+        "xsum-validation-101|reference|4",
     ]
     assert [(p.label, p.rating) for p in pairs] == [(True, 1.0), (False, 0.0)]
     assert pairs[0].premise == "An article." and pairs[0].hypothesis == "A summary."

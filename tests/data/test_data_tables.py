@@ -6,6 +6,7 @@ with quotes, tabs, line breaks, byte order marks and bad bytes, written in
 the formats the project documents, come back exactly or are counted with
 their lines.
 """
+
 import csv
 import io
 import json
@@ -32,8 +33,10 @@ def test_gzipped_tables_read_as_their_plain_selves_and_damage_names_the_line(tmp
     """Issue 29 point 10: `.jsonl.gz` and `.csv.gz` inputs (large corpora come compressed)."""
     import gzip
 
-    texts = {"jsonl": '{"premise": "a", "hypothesis": "b"}\n\n{"premise": "c", "hypothesis": "d"}\n',
-             "csv": 'premise,hypothesis\na,b\n"c, with comma","d\nover two lines"\n'}
+    texts = {
+        "jsonl": '{"premise": "a", "hypothesis": "b"}\n\n{"premise": "c", "hypothesis": "d"}\n',
+        "csv": 'premise,hypothesis\na,b\n"c, with comma","d\nover two lines"\n',
+    }
     for kind, text in texts.items():
         plain, packed = tmp_path / f"t.{kind}", tmp_path / f"t.{kind}.gz"
         plain.write_text(text)
@@ -51,19 +54,25 @@ def test_gzipped_tables_read_as_their_plain_selves_and_damage_names_the_line(tmp
 
 
 # ---------------------------------------------------------------- point 1
-STRAY_QUOTE_TSV = ("premise\thypothesis\trating\n"
-                   "An article.\t\"Hello, he said.\t1\n"
-                   "Another one.\tA plain summary.\t0\n"
-                   "A third.\tIt ended with a quote\".\t1\n"
-                   "The last.\tFine.\t0\n")
+STRAY_QUOTE_TSV = (
+    "premise\thypothesis\trating\n"
+    'An article.\t"Hello, he said.\t1\n'
+    "Another one.\tA plain summary.\t0\n"
+    'A third.\tIt ended with a quote".\t1\n'
+    "The last.\tFine.\t0\n"
+)
 
 
 def test_a_stray_quote_in_an_unquoted_tsv_swallows_nothing(tmp_path):
     path = tmp_path / "stray.tsv"
     path.write_text(STRAY_QUOTE_TSV, encoding="utf-8")
     pairs = ratings.read_ratings(str(path))
-    assert [p.hypothesis for p in pairs] == ['"Hello, he said.', "A plain summary.",
-                                            'It ended with a quote".', "Fine."]
+    assert [p.hypothesis for p in pairs] == [
+        '"Hello, he said.',
+        "A plain summary.",
+        'It ended with a quote".',
+        "Fine.",
+    ]
     assert [p.meta["line"] for p in pairs] == [2, 3, 4, 5]
     rows, report = read(path)
     assert report.quoting == "none" and report.rows == 4 and report.lines == 5
@@ -71,7 +80,9 @@ def test_a_stray_quote_in_an_unquoted_tsv_swallows_nothing(tmp_path):
     # makes one bad row that names its lines; nothing is lost.
     rows, report = read(path, quoting="quoted")
     assert [(r.lines, r.error) for r in rows] == [
-        ("2-4", "text after the closing quote of column 2 on line 4"), ("5", None)]
+        ("2-4", "text after the closing quote of column 2 on line 4"),
+        ("5", None),
+    ]
 
 
 def test_quoted_tsv_is_detected_and_multiline_fields_are_flagged(tmp_path, caplog):
@@ -82,8 +93,10 @@ def test_quoted_tsv_is_detected_and_multiline_fields_are_flagged(tmp_path, caplo
     path.write_text(buffer.getvalue(), encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         rows = list(ratings.read_table(str(path)))
-    assert [r for _, r in rows] == [dict(zip(HEADER, v)) for v in (
-        ["a\tb", 'say "hi"', "1"], ["two\nlines", "x", "2"], ["c", "d", "3"])]
+    assert [r for _, r in rows] == [
+        dict(zip(HEADER, v))
+        for v in (["a\tb", 'say "hi"', "1"], ["two\nlines", "x", "2"], ["c", "d", "3"])
+    ]
     assert [line for line, _ in rows] == [2, 4, 5]
     assert "2 rows have a quoted field holding a line break or tab" in caplog.text
     assert "lines 2, 3-4" in caplog.text
@@ -92,8 +105,11 @@ def test_quoted_tsv_is_detected_and_multiline_fields_are_flagged(tmp_path, caplo
 def test_a_quote_that_never_closes_is_an_error_naming_its_lines(tmp_path):
     path = tmp_path / "open.csv"
     path.write_text('grounding,generated_text,label\nA,"B,1\nC,D,0\n', encoding="utf-8")
-    with pytest.raises(TableFormatError, match=r"open\.csv:2-3: the quote opened in column 2 on "
-                                               r"line 2 never closes"):
+    with pytest.raises(
+        TableFormatError,
+        match=r"open\.csv:2-3: the quote opened in column 2 on "
+        r"line 2 never closes",
+    ):
         true.read_true_file(str(path))
     path.write_text('grounding,generated_text,label\nA,"B"x,1\n', encoding="utf-8")
     with pytest.raises(TableFormatError, match="text after the closing quote of column 2"):
@@ -114,8 +130,11 @@ def test_byte_order_marks_are_accepted_in_every_format(tmp_path):
 def test_undecodable_text_stops_with_file_and_line_unless_the_encoding_is_given(tmp_path):
     path = tmp_path / "latin1.csv"
     path.write_bytes("premise,hypothesis,rating\nA,B,1\nCafé,Crème,0\n".encode("latin-1"))
-    with pytest.raises(TableFormatError, match=r"latin1\.csv:3: not valid utf-8 text \(bytes e9 "
-                                               r"at byte 4 of the line\).*--encoding"):
+    with pytest.raises(
+        TableFormatError,
+        match=r"latin1\.csv:3: not valid utf-8 text \(bytes e9 "
+        r"at byte 4 of the line\).*--encoding",
+    ):
         ratings.read_ratings(str(path))
     pairs = ratings.read_ratings(str(path), encoding="latin-1")
     assert [p.premise for p in pairs] == ["A", "Café"]
@@ -129,8 +148,15 @@ def test_undecodable_text_stops_with_file_and_line_unless_the_encoding_is_given(
 # ---------------------------------------------------------------- point 9
 def test_a_json_array_is_read_as_rows(tmp_path):
     path = tmp_path / "pairs.json"
-    path.write_text(json.dumps([{"premise": "A", "hypothesis": "B", "rating": 1},
-                                {"premise": "C", "hypothesis": "D", "rating": 0}], indent=1))
+    path.write_text(
+        json.dumps(
+            [
+                {"premise": "A", "hypothesis": "B", "rating": 1},
+                {"premise": "C", "hypothesis": "D", "rating": 0},
+            ],
+            indent=1,
+        )
+    )
     pairs = ratings.read_ratings(str(path))
     assert [(p.premise, p.label) for p in pairs] == [("A", True), ("C", False)]
     assert [p.meta["line"] for p in pairs] == [6, 11]
@@ -145,8 +171,11 @@ def test_a_json_array_is_read_as_rows(tmp_path):
 def test_a_header_that_names_a_column_twice_is_refused(tmp_path):
     path = tmp_path / "dup.csv"
     path.write_text("premise,hypothesis,hypothesis\nA,B,C\n", encoding="utf-8")
-    with pytest.raises(TableFormatError, match=r"dup\.csv:1: columns 2 and 3 both have "
-                                               r"'hypothesis' in the header"):
+    with pytest.raises(
+        TableFormatError,
+        match=r"dup\.csv:1: columns 2 and 3 both have "
+        r"'hypothesis' in the header",
+    ):
         ratings.read_ratings(str(path))
 
 
@@ -156,8 +185,12 @@ _CELL = st.text(alphabet=_CHARS, max_size=6)
 _ROWS = st.lists(st.lists(_CELL, min_size=3, max_size=3), max_size=8)
 # derandomize: the same examples on every run, so CI cannot fail by chance
 # (a random run found the ambiguous quoted TSV of test_csv_writer_output_comes_back_exactly).
-PROPERTY = settings(max_examples=150, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 def _is_blank(cells):
@@ -179,7 +212,7 @@ def _csv_text(rows, delimiter):
 
 def _data_lines(path):
     text = path.read_bytes().decode("utf-8").lstrip("\ufeff")
-    return [l for l in text.split("\n")[1:] if l.strip()]
+    return [line for line in text.split("\n")[1:] if line.strip()]
 
 
 def _chomp_line(line):
@@ -205,7 +238,7 @@ def test_csv_writer_output_comes_back_exactly(tmp_path, rows, bom, delimiter):
         # row ["\t", "\n", "\t"]), reads as the SEAHORSE release's unquoted
         # layout; declared quoted, it comes back exactly.
         assert delimiter == "\t" and report.bad_rows == 0
-        assert {len(_chomp_line(l).split("\t")) for l in _data_lines(path)} <= {len(HEADER)}
+        assert {len(_chomp_line(line).split("\t")) for line in _data_lines(path)} <= {len(HEADER)}
         result, report = read(path, quoting="quoted")
     _assert_exact(result, report, rows)
     line_spans = [r.line - r.first_line for r in read(path)[0]]
@@ -213,8 +246,9 @@ def test_csv_writer_output_comes_back_exactly(tmp_path, rows, bom, delimiter):
 
 
 @PROPERTY
-@given(rows=_ROWS, bom=st.booleans(), crlf=st.booleans(), ascii_only=st.booleans(),
-       array=st.booleans())
+@given(
+    rows=_ROWS, bom=st.booleans(), crlf=st.booleans(), ascii_only=st.booleans(), array=st.booleans()
+)
 def test_json_lines_and_arrays_come_back_exactly(tmp_path, rows, bom, crlf, ascii_only, array):
     records = [dict(zip(HEADER, cells)) for cells in rows]
     if array:
@@ -271,21 +305,31 @@ def test_unquoted_tsv_lines_are_rows_or_counted(tmp_path, rows, bom):
 
 
 @PROPERTY
-@given(rows=st.lists(st.lists(_CELL.filter(lambda c: not (len(c) > 1 and c[0] == c[-1] == '"')),
-                              min_size=3, max_size=3).filter(_representable), max_size=8),
-       bom=st.booleans())
+@given(
+    rows=st.lists(
+        st.lists(
+            _CELL.filter(lambda c: not (len(c) > 1 and c[0] == c[-1] == '"')),
+            min_size=3,
+            max_size=3,
+        ).filter(_representable),
+        max_size=8,
+    ),
+    bom=st.booleans(),
+)
 def test_seahorse_style_tsv_with_stray_quotes_is_read_line_by_line(tmp_path, rows, bom):
     path = _write(tmp_path, "t.tsv", _unquoted_tsv(rows), bom)
     result, report = read(path)
     assert report.quoting == "none"
     _assert_exact(result, report, rows)
-    assert [r.line for r in result] == [n + 2 for n, cells in enumerate(rows)
-                                        if not _is_blank(cells)]
+    assert [r.line for r in result] == [
+        n + 2 for n, cells in enumerate(rows) if not _is_blank(cells)
+    ]
 
 
 @PROPERTY
-@given(rows=_ROWS.filter(bool), kind=st.sampled_from(["csv", "tsv", "jsonl", "json"]),
-       data=st.data())
+@given(
+    rows=_ROWS.filter(bool), kind=st.sampled_from(["csv", "tsv", "jsonl", "json"]), data=st.data()
+)
 def test_a_bad_byte_stops_the_read_naming_its_line(tmp_path, rows, kind, data):
     if kind == "csv":
         text = _csv_text(rows, ",")

@@ -3,6 +3,7 @@
 Equivalence with Hugging Face PyTorch through every checkpoint format is in
 test_checkpoints.py; this file checks the parts that stand on their own.
 """
+
 import json
 import os
 import subprocess
@@ -16,11 +17,17 @@ import pytest
 
 from seahorse_metrics.model import PRESETS, EncoderDecoderModel, T5Config, get_config
 from seahorse_metrics.model.network import relative_position_bucket
+
 from fixtures import paths
 
 # Published mT5 sizes (Xue et al. 2021, Table/footnotes; google/mt5-* model cards).
-PUBLISHED_SIZES = {"mt5_small": 300e6, "mt5_base": 580e6, "mt5_large": 1.2e9,
-                   "mt5_xl": 3.7e9, "mt5_xxl": 13e9}
+PUBLISHED_SIZES = {
+    "mt5_small": 300e6,
+    "mt5_base": 580e6,
+    "mt5_large": 1.2e9,
+    "mt5_xl": 3.7e9,
+    "mt5_xxl": 13e9,
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +74,11 @@ def test_config_replace_dict_and_errors():
     # T5 v1.0 (the TRUE NLI metric) is a variant of the same config.
     v1_0 = tiny.replace(feed_forward_proj="relu", tie_word_embeddings=True)
     assert T5Config.from_dict(json.loads(json.dumps(v1_0.to_dict()))) == v1_0
-    old_file = {k: v for k, v in tiny.to_dict().items()
-                if k not in ("feed_forward_proj", "tie_word_embeddings")}
+    old_file = {
+        k: v
+        for k, v in tiny.to_dict().items()
+        if k not in ("feed_forward_proj", "tie_word_embeddings")
+    }
     assert T5Config.from_dict(old_file) == tiny  # configs saved before v1.0 support
     with pytest.raises(ValueError, match="feed_forward_proj='gated-silu'"):
         tiny.replace(feed_forward_proj="gated-silu")
@@ -83,10 +93,11 @@ def test_relative_position_bucket_matches_hf(bidirectional):
 
     offsets = np.arange(-3000, 3000)
     reference = T5Attention._relative_position_bucket(
-        torch.from_numpy(offsets), bidirectional=bidirectional, num_buckets=32,
-        max_distance=128).numpy()
-    ours = relative_position_bucket(offsets, bidirectional=bidirectional, num_buckets=32,
-                                    max_distance=128)
+        torch.from_numpy(offsets), bidirectional=bidirectional, num_buckets=32, max_distance=128
+    ).numpy()
+    ours = relative_position_bucket(
+        offsets, bidirectional=bidirectional, num_buckets=32, max_distance=128
+    )
     np.testing.assert_array_equal(ours, reference)
     assert ours.max() == 31  # the far buckets are reached
 
@@ -97,7 +108,10 @@ def test_init_params_tree_names_shapes_and_axes():
     params = model.init_params(jax.random.PRNGKey(0))
     abstract = model.abstract_params()
     assert jax.tree.structure(params) == jax.tree.structure(abstract)
-    assert all(isinstance(leaf, jax.Array) and leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(params))
+    assert all(
+        isinstance(leaf, jax.Array) and leaf.dtype == jnp.float32
+        for leaf in jax.tree.leaves(params)
+    )
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     names = {"/".join(k.key for k in path): leaf.shape for path, leaf in flat}
     cfg = model.config
@@ -105,7 +119,10 @@ def test_init_params_tree_names_shapes_and_axes():
     assert names["encoder/relpos_bias/rel_embedding"] == (cfg.num_heads, 32)
     assert names["decoder/relpos_bias/rel_embedding"] == (cfg.num_heads, 32)
     assert names["encoder/layers_0/attention/query/kernel"] == (cfg.d_model, cfg.inner_dim)
-    assert names["decoder/layers_0/encoder_decoder_attention/out/kernel"] == (cfg.inner_dim, cfg.d_model)
+    assert names["decoder/layers_0/encoder_decoder_attention/out/kernel"] == (
+        cfg.inner_dim,
+        cfg.d_model,
+    )
     assert names["decoder/layers_0/mlp/wi_1/kernel"] == (cfg.d_model, cfg.d_ff)
     assert names["decoder/logits_dense/kernel"] == (cfg.d_model, cfg.vocab_size)
     assert "decoder/layers_0/pre_cross_attention_layer_norm/scale" in names
@@ -117,7 +134,9 @@ def test_init_params_tree_names_shapes_and_axes():
 
     axes = model.param_logical_axes()
     spec = jax.sharding.PartitionSpec
-    assert jax.tree.structure(axes, is_leaf=lambda x: isinstance(x, spec)) == jax.tree.structure(params)
+    assert jax.tree.structure(axes, is_leaf=lambda x: isinstance(x, spec)) == jax.tree.structure(
+        params
+    )
     assert axes["token_embedder"]["embedding"] == spec("vocab", "embed")
     assert axes["encoder"]["layers_0"]["attention"]["query"]["kernel"] == spec("embed", "joined_kv")
     assert axes["decoder"]["layers_0"]["mlp"]["wo"]["kernel"] == spec("mlp", "embed")
@@ -139,17 +158,29 @@ def _batch(seed, vocab=512):
         encoder[row, :n] = rng.integers(3, vocab, n)
         target[row, :m] = rng.integers(3, vocab, m)
     decoder_in = np.concatenate([np.zeros((4, 1), np.int32), target[:, :-1]], axis=1)
-    return {"encoder_input_tokens": encoder, "decoder_input_tokens": decoder_in,
-            "decoder_target_tokens": target,
-            "decoder_loss_weights": (target > 0).astype(np.float32)}
+    return {
+        "encoder_input_tokens": encoder,
+        "decoder_input_tokens": decoder_in,
+        "decoder_target_tokens": target,
+        "decoder_loss_weights": (target > 0).astype(np.float32),
+    }
 
 
 def _pack(unpacked):
     """All examples in one row, with T5X's segment ids and positions."""
-    feats = {name: [] for name in ("encoder_input_tokens", "decoder_input_tokens",
-                                   "decoder_target_tokens", "decoder_loss_weights",
-                                   "encoder_segment_ids", "decoder_segment_ids",
-                                   "encoder_positions", "decoder_positions")}
+    feats = {
+        name: []
+        for name in (
+            "encoder_input_tokens",
+            "decoder_input_tokens",
+            "decoder_target_tokens",
+            "decoder_loss_weights",
+            "encoder_segment_ids",
+            "decoder_segment_ids",
+            "encoder_positions",
+            "decoder_positions",
+        )
+    }
     for row, (n, m) in enumerate(zip(EXAMPLE_INPUTS, EXAMPLE_TARGETS)):
         feats["encoder_input_tokens"] += list(unpacked["encoder_input_tokens"][row, :n])
         feats["encoder_segment_ids"] += [row + 1] * n
@@ -164,7 +195,7 @@ def _pack(unpacked):
     for name, values in feats.items():
         width = 260 if name.startswith("encoder") else 24  # trailing padding too
         array = np.zeros((1, width), np.float32 if name == "decoder_loss_weights" else np.int32)
-        array[0, :len(values)] = values
+        array[0, : len(values)] = values
         packed[name] = array
     return packed
 
@@ -191,8 +222,9 @@ def test_loss_weights_scores_dropout_and_gradients(tiny):
     # Cross-entropy per example is minus the scored log-likelihood.
     scores = np.asarray(model.score_batch(params, batch))
     np.testing.assert_allclose(np.asarray(aux["example_loss"]), -scores, rtol=1e-5)
-    np.testing.assert_allclose(float(aux["cross_entropy"]), -scores.sum() / sum(EXAMPLE_TARGETS),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        float(aux["cross_entropy"]), -scores.sum() / sum(EXAMPLE_TARGETS), rtol=1e-5
+    )
     np.testing.assert_allclose(float(loss), float(aux["cross_entropy"] + aux["z_loss"]), rtol=1e-6)
     # Weights that drop the second example.
     weights = batch["decoder_loss_weights"].copy()
@@ -200,12 +232,16 @@ def test_loss_weights_scores_dropout_and_gradients(tiny):
     _, aux_w = model.loss(params, dict(batch, decoder_loss_weights=weights))
     assert float(aux_w["num_tokens"]) == sum(EXAMPLE_TARGETS) - EXAMPLE_TARGETS[1]
     assert float(aux_w["example_loss"][1]) == 0.0
-    np.testing.assert_allclose(np.asarray(aux_w["example_loss"])[[0, 2, 3]],
-                               np.asarray(aux["example_loss"])[[0, 2, 3]], rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(aux_w["example_loss"])[[0, 2, 3]],
+        np.asarray(aux["example_loss"])[[0, 2, 3]],
+        rtol=1e-6,
+    )
     # Deterministic without a dropout rng; random, with gradients everywhere, with one.
     assert float(model.loss(params, batch)[0]) == float(model.loss(params, batch)[0])
-    loss_and_grad = jax.jit(jax.value_and_grad(
-        lambda p, key: model.loss(p, batch, dropout_rng=key)[0]))
+    loss_and_grad = jax.jit(
+        jax.value_and_grad(lambda p, key: model.loss(p, batch, dropout_rng=key)[0])
+    )
     (loss_a, grads), (loss_b, _) = (loss_and_grad(params, jax.random.PRNGKey(i)) for i in range(2))
     assert float(loss_a) != float(loss_b) and float(loss_a) != float(model.loss(params, batch)[0])
     assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
@@ -259,7 +295,8 @@ _SHARDED_SCRIPT = textwrap.dedent("""
     assert dict(mesh.shape) == {"data": 4, "model": 2}
     shardings = partitioning.logical_to_sharding(model.param_logical_axes(), mesh)
     assert shardings["token_embedder"]["embedding"].spec == PartitionSpec("model", None)
-    assert shardings["encoder"]["layers_0"]["mlp"]["wi_0"]["kernel"].spec == PartitionSpec(None, "model")
+    wi_0 = shardings["encoder"]["layers_0"]["mlp"]["wi_0"]["kernel"]
+    assert wi_0.spec == PartitionSpec(None, "model")
     sharded = jax.device_put(params, shardings)
     batch = jax.device_put(batch, partitioning.data_sharding(mesh))
     assert len(sharded["decoder"]["logits_dense"]["kernel"].addressable_shards) == 8
@@ -283,11 +320,21 @@ def test_partitioning_on_eight_cpu_devices(tiny, tiny_hf_dir, tmp_path):
     model, params = tiny
     batch = _batch(seed=5)  # 4 rows: one per data-parallel shard
     expected = str(tmp_path / "expected.npz")
-    np.savez(expected, expected_probs=np.asarray(
-        model.first_token_probs(params, batch["encoder_input_tokens"], [3, 4])),
-        expected_loss=np.asarray(model.loss(params, batch)[0]), **batch)
+    np.savez(
+        expected,
+        expected_probs=np.asarray(
+            model.first_token_probs(params, batch["encoder_input_tokens"], [3, 4])
+        ),
+        expected_loss=np.asarray(model.loss(params, batch)[0]),
+        **batch,
+    )
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    result = subprocess.run([sys.executable, "-c", _SHARDED_SCRIPT, tiny_hf_dir, expected],
-                            capture_output=True, text=True, env=env, timeout=600,
-                            cwd=paths.REPO)
+    result = subprocess.run(
+        [sys.executable, "-c", _SHARDED_SCRIPT, tiny_hf_dir, expected],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=paths.REPO,
+    )
     assert result.returncode == 0 and "SHARDED_OK" in result.stdout, result.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Int8 scoring (`quantize="int8"`): the quantized parameters, and scores that
 rank as the float32 ones do, on random and on trained weights."""
+
 import json
 import os
 import subprocess
@@ -12,23 +13,24 @@ import pytest
 from flax import traverse_util
 from scipy.stats import spearmanr
 
-from fixtures import scoring_reference as ref
 from seahorse_metrics import Scorer
 from seahorse_metrics.checkpoints import load_checkpoint
 from seahorse_metrics.model import EncoderDecoderModel
 from seahorse_metrics.model.quantize import kernel_converter, quantize_kernel, quantize_params
+
 from fixtures import paths
+from fixtures import scoring_reference as ref
 
 FAST = {"xla_backend_optimization_level": 0}
-BACKBONE = os.path.join(paths.REPO,
-                        "seahorse_metrics", "data", "backbone")
+BACKBONE = os.path.join(paths.REPO, "seahorse_metrics", "data", "backbone")
 SAMPLE = os.path.join(os.path.dirname(BACKBONE), "sample", "seahorse")
 
 
 def test_quantize_kernel_per_output_channel():
     rng = np.random.default_rng(0)
-    kernel = rng.standard_normal((48, 5)).astype(np.float32) * np.array([1, 10, 0.01, 0, 3],
-                                                                          np.float32)
+    kernel = rng.standard_normal((48, 5)).astype(np.float32) * np.array(
+        [1, 10, 0.01, 0, 3], np.float32
+    )
     values, scale = quantize_kernel(kernel)
     assert values.dtype == np.int8 and scale.dtype == np.float32 and scale.shape == (5,)
     assert np.abs(values).max() == 127 and values.min() >= -127
@@ -64,12 +66,15 @@ def _has_malloc_trim() -> bool:
     return hasattr(ctypes.CDLL(None), "malloc_trim")
 
 
-@pytest.mark.skipif(not (sys.platform.startswith("linux") and _has_malloc_trim()),
-                    reason="the check reads /proc and the C library's heap (glibc)")
+@pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and _has_malloc_trim()),
+    reason="the check reads /proc and the C library's heap (glibc)",
+)
 def test_memory_freed_after_quantizing_goes_back_to_the_system():
     # Scorer.load(..., quantize="int8") calls it after the float32 kernels are freed.
-    result = subprocess.run([sys.executable, "-c", _FREED_HEAP], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", _FREED_HEAP], capture_output=True, text=True, check=True
+    )
     returned, megabytes = result.stdout.split()
     assert returned == "True"
     assert int(megabytes) > 200, f"only {megabytes} MB of 400 MB freed went back"
@@ -90,7 +95,9 @@ def test_quantized_params_fit_the_quantized_network(tiny_hf_dir):
         assert quantized[name]["embedding"].dtype == np.float32
     assert quantized["decoder"]["logits_dense"]["kernel"].dtype == np.float32
     axes = model.param_logical_axes()
-    assert axes["encoder"]["layers_0"]["mlp"]["wi_0"]["kernel_scale"] == jax.sharding.PartitionSpec("mlp")
+    assert axes["encoder"]["layers_0"]["mlp"]["wi_0"]["kernel_scale"] == jax.sharding.PartitionSpec(
+        "mlp"
+    )
     with pytest.raises(ValueError, match="not quantized"):
         quantize_params(EncoderDecoderModel(config), params)
     del params["encoder"]["layers_0"]["mlp"]
@@ -110,8 +117,10 @@ def test_int8_t5_v1_0_relu_feed_forward(tiny_hf_dir):
     assert quantized["encoder"]["layers_0"]["mlp"]["wi"]["kernel"].dtype == np.int8
     assert quantized["decoder"]["layers_0"]["mlp"]["wo"]["kernel_scale"].dtype == np.float32
     tokens = np.random.default_rng(0).integers(2, config.vocab_size, (4, 12)).astype(np.int32)
-    batch = {"encoder_input_tokens": jnp.asarray(tokens),
-             "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32)}
+    batch = {
+        "encoder_input_tokens": jnp.asarray(tokens),
+        "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32),
+    }
     want = np.asarray(EncoderDecoderModel(config).logits(params, batch))[:, 0]
     got = np.asarray(model.logits(quantized, batch))[:, 0]
     assert not np.array_equal(got, want)
@@ -126,16 +135,28 @@ def test_int8_products_in_float32_are_the_dequantized_model(tiny_hf_dir):
     config, params = load_checkpoint(tiny_hf_dir)
     quantized = quantize_params(EncoderDecoderModel(config.replace(quantize="int8")), params)
     flat = traverse_util.flatten_dict(quantized, sep="/")
-    dequantized = traverse_util.unflatten_dict({
-        name: (value * flat[name + "_scale"] if name + "_scale" in flat else value)
-        for name, value in flat.items() if not name.endswith("_scale")}, sep="/")
+    dequantized = traverse_util.unflatten_dict(
+        {
+            name: (value * flat[name + "_scale"] if name + "_scale" in flat else value)
+            for name, value in flat.items()
+            if not name.endswith("_scale")
+        },
+        sep="/",
+    )
     tokens = np.random.default_rng(1).integers(2, config.vocab_size, (4, 20)).astype(np.int32)
-    batch = {"encoder_input_tokens": jnp.asarray(tokens),
-             "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32)}
+    batch = {
+        "encoder_input_tokens": jnp.asarray(tokens),
+        "decoder_input_tokens": jnp.zeros((4, 1), jnp.int32),
+    }
     want = np.asarray(EncoderDecoderModel(config).logits(dequantized, batch))
-    logits = {products: np.asarray(EncoderDecoderModel(config.replace(
-        quantize="int8", int8_products=products)).logits(quantized, batch))
-        for products in ("float32", "bfloat16")}
+    logits = {
+        products: np.asarray(
+            EncoderDecoderModel(config.replace(quantize="int8", int8_products=products)).logits(
+                quantized, batch
+            )
+        )
+        for products in ("float32", "bfloat16")
+    }
     np.testing.assert_allclose(logits["float32"], want, rtol=1e-4, atol=1e-4)
     assert np.abs(logits["bfloat16"] - want).max() > 10 * np.abs(logits["float32"] - want).max()
     with pytest.raises(ValueError, match="int8_products"):
@@ -164,7 +185,7 @@ def test_int8_scores_rank_as_float32_on_the_trained_backbone():
     with open(os.path.join(SAMPLE, "validation.tsv"), encoding="utf-8") as handle:
         summaries = [line.split("\t")[2] for line in list(handle)[1:121]]
     with open(os.path.join(SAMPLE, "articles.jsonl"), encoding="utf-8") as handle:
-        articles = [json.loads(line)["text"] for line in handle][:len(summaries)]
+        articles = [json.loads(line)["text"] for line in handle][: len(summaries)]
     options = dict(max_input_length=256, bucket_lengths=(128,), compiler_options=FAST)
     float32 = Scorer.load(BACKBONE, **options).score(articles, summaries)
     int8 = Scorer.load(BACKBONE, quantize="int8", **options).score(articles, summaries)
@@ -177,12 +198,32 @@ def test_score_command_takes_quantize_and_packing(tmp_path, tiny_hf_dir):
 
     premises, hypotheses = ref.random_pairs(12, seed=5, max_words=30)
     source = tmp_path / "pairs.jsonl"
-    source.write_text("".join(json.dumps({"article": p, "summary": h}) + "\n"
-                              for p, h in zip(premises, hypotheses)))
+    source.write_text(
+        "".join(
+            json.dumps({"article": p, "summary": h}) + "\n" for p, h in zip(premises, hypotheses)
+        )
+    )
     output = tmp_path / "scored.jsonl"
-    assert cli_main(["score", "--checkpoint", tiny_hf_dir, "--input", str(source), "--output",
-                     str(output), "--buckets", "64,128", "--quantize", "int8", "--packing",
-                     "--no_progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "score",
+                "--checkpoint",
+                tiny_hf_dir,
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                "--buckets",
+                "64,128",
+                "--quantize",
+                "int8",
+                "--packing",
+                "--no_progress",
+            ]
+        )
+        == 0
+    )
     scores = [json.loads(line)["score"] for line in output.read_text().splitlines()]
     float32 = Scorer.load(tiny_hf_dir, bucket_lengths=(64, 128)).score(premises, hypotheses)
     assert spearmanr(scores, float32).statistic > 0.98
@@ -201,16 +242,20 @@ def _equal_trees(got, want):
 
 
 def test_int8_loading_quantizes_each_kernel_as_it_is_read(tmp_path, tiny_hf_dir):
-    from fixtures.tiny_model import write_t5x_checkpoint
     from seahorse_metrics.checkpoints import save_checkpoint
     from seahorse_metrics.model.partitioning import make_mesh
+
+    from fixtures.tiny_model import write_t5x_checkpoint
 
     config, params = load_checkpoint(tiny_hf_dir)
     model = EncoderDecoderModel(config.replace(quantize="int8"))
     want = quantize_params(model, params)
     save_checkpoint(str(tmp_path / "ours"), config, params)
-    paths = {"hf": tiny_hf_dir, "ours": str(tmp_path / "ours"),
-             "t5x": write_t5x_checkpoint(str(tmp_path / "t5x"), params, step=3)}
+    paths = {
+        "hf": tiny_hf_dir,
+        "ours": str(tmp_path / "ours"),
+        "t5x": write_t5x_checkpoint(str(tmp_path / "t5x"), params, step=3),
+    }
     for fmt, path in paths.items():
         seen = []
         convert = kernel_converter(model)
@@ -218,6 +263,7 @@ def test_int8_loading_quantizes_each_kernel_as_it_is_read(tmp_path, tiny_hf_dir)
         def recording(name, value, convert=convert, seen=seen):
             seen.append(name)
             return convert(name, value)
+
         _, got = load_checkpoint(path, convert=recording)
         _equal_trees(got, want)
         assert len(seen) == len(set(seen)) == len(traverse_util.flatten_dict(params)), fmt
@@ -250,27 +296,33 @@ for path in sys.argv[1:]:
         with open("/proc/self/clear_refs", "w") as handle:
             handle.write("5")  # the peak (VmHWM) starts again from the current RSS
         before = status("VmRSS:")
-        _, params = load_checkpoint(path, convert=kernel_converter(model) if mode == "int8" else None)
+        convert = kernel_converter(model) if mode == "int8" else None
+        _, params = load_checkpoint(path, convert=convert)
         peaks[f"{path} {mode}"] = status("VmHWM:") - before
         del params
 print(json.dumps(peaks))
 """
 
 
-@pytest.mark.skipif(not (sys.platform.startswith("linux") and os.path.exists("/proc/self/clear_refs")),
-                    reason="the check resets and reads the process's peak memory in /proc")
+@pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and os.path.exists("/proc/self/clear_refs")),
+    reason="the check resets and reads the process's peak memory in /proc",
+)
 def test_int8_loading_never_holds_the_float32_kernels(tmp_path):
     # Kernels (d_model 512, d_ff 2048, 3+3 layers: 113 MB in float32) dominate a small vocabulary.
-    from fixtures.tiny_model import build_hf_model, save_hf_model, tiny_config
     from seahorse_metrics.checkpoints import save_checkpoint
 
-    config = tiny_config(d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_encoder_layers=3,
-                         num_decoder_layers=3)
+    from fixtures.tiny_model import build_hf_model, save_hf_model, tiny_config
+
+    config = tiny_config(
+        d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_encoder_layers=3, num_decoder_layers=3
+    )
     paths = [str(tmp_path / "hf"), str(tmp_path / "ours")]
     save_hf_model(build_hf_model(config), paths[0])
     save_checkpoint(paths[1], *load_checkpoint(paths[0]))
-    result = subprocess.run([sys.executable, "-c", _LOAD_PEAKS, *paths], capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", _LOAD_PEAKS, *paths], capture_output=True, text=True, check=True
+    )
     peaks = json.loads(result.stdout.strip().splitlines()[-1])
     for path in paths:  # MB above the memory before each load
         assert peaks[f"{path} float32"] > 100, peaks
@@ -282,17 +334,26 @@ def test_int8_loading_never_holds_the_float32_kernels(tmp_path):
 def test_int8_scoring_step_does_not_hold_every_converted_kernel():
     # XLA:CPU converted all int8 kernels to bfloat16 at the start of the step and held
     # them (mT5-large: 2.5 GB of temporaries against float32's 0.5 GB).
-    from fixtures.tiny_model import tiny_config
-    from seahorse_metrics.model.partitioning import make_mesh
     from seahorse_metrics.model.first_step import compile_first_step
+    from seahorse_metrics.model.partitioning import make_mesh
+
+    from fixtures.tiny_model import tiny_config
 
     temporaries = {}
     for quantize in (None, "int8"):
-        config = tiny_config(d_model=512, d_ff=2048, num_heads=8, d_kv=64, num_encoder_layers=4,
-                             num_decoder_layers=4, quantize=quantize)
+        config = tiny_config(
+            d_model=512,
+            d_ff=2048,
+            num_heads=8,
+            d_kv=64,
+            num_encoder_layers=4,
+            num_decoder_layers=4,
+            quantize=quantize,
+        )
         model = EncoderDecoderModel(config)
         compiled = compile_first_step(model, (4, 5), make_mesh(), model.abstract_params(), 1, 256)
         temporaries[quantize] = compiled.memory_analysis().temp_size_in_bytes
-    kernels = sum(leaf.size for leaf in jax.tree.leaves(model.abstract_params())
-                  if leaf.dtype == jnp.int8)  # 38 M: 76 MB in bfloat16
+    kernels = sum(
+        leaf.size for leaf in jax.tree.leaves(model.abstract_params()) if leaf.dtype == jnp.int8
+    )  # 38 M: 76 MB in bfloat16
     assert temporaries["int8"] < temporaries[None] + 0.1 * 2 * kernels, temporaries

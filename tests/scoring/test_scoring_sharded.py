@@ -6,6 +6,7 @@ shards (bit for bit what a host load gives), and the scores equal those of
 one device; the CLI's `--mesh` does the same. JAX reads the forced device
 count once, so all of it runs in one subprocess.
 """
+
 import json
 import os
 import subprocess
@@ -90,13 +91,19 @@ def test_model_parallel_scoring_equals_one_device(tmp_path, tiny_hf_dir):
     premises, hypotheses = ref.random_pairs(21, seed=3, max_words=30)
     pairs_file = tmp_path / "pairs.json"
     pairs_file.write_text(json.dumps([premises, hypotheses]))
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    done = subprocess.run([sys.executable, "-c", SCRIPT, tiny_hf_dir, str(pairs_file), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    env = dict(
+        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, tiny_hf_dir, str(pairs_file), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
-    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")][-1]
-    result = json.loads(line[len("RESULT "):])
+    line = [text for text in done.stdout.splitlines() if text.startswith("RESULT ")][-1]
+    result = json.loads(line[len("RESULT ") :])
     one = np.asarray(result["data=1,model=1"]["scores"])
     assert one.shape == (21,) and np.all((one > 0) & (one < 1))
     for spec in ("data=4,model=2", "data=2,model=4"):
