@@ -49,6 +49,7 @@ from seahorse_metrics.data.mface import DEFAULT_THRESHOLD as DEFAULT_MFACE_THRES
 from seahorse_metrics.data.vocab import SentencePieceTokenizer, default_vocab_path
 from seahorse_metrics.tasks.examples import METADATA_FEATURES, ExampleEncoder
 from seahorse_metrics.tasks.specs import (
+    SEAHORSE_MIXTURE,
     RatingsFiles,
     TaskSpec,
     mface_specs,
@@ -70,6 +71,7 @@ __all__ = [
     "length_report",
     "register",
     "registered_config",
+    "task_names_of",
     "task_splits",
     "unregister",
 ]
@@ -99,6 +101,8 @@ class _Registration:
     specs: dict[str, TaskSpec]
     encoder: ExampleEncoder
     names: list[str]
+    vocabulary: Any  # as given: a path, None, or a seqio vocabulary
+    in_seqio: bool
 
 
 _REGISTRATION: Optional[_Registration] = None
@@ -133,10 +137,12 @@ def register(
     mface_threshold: float = DEFAULT_MFACE_THRESHOLD,
     mface_languages: Optional[Sequence[str]] = None,
     eval_targets: str = "label",
+    with_seqio: bool = True,
 ) -> list[str]:
     """Registers the seqio tasks (and the `seahorse_all` mixture).
 
-    Calling it again with the same arguments does nothing; with different
+    Calling it again with the same arguments does nothing (but add the
+    seqio tasks to a registration made without them); with different
     arguments it raises (call `unregister()` first).
 
     Args:
@@ -157,6 +163,9 @@ def register(
         `positive` (outside `train`, every target is `1` with the label in
         the `label` feature, and the tasks carry ROC-AUC and Pearson score
         metrics: T5X's evaluation, see `seahorse_metrics.tasks.t5x`).
+      with_seqio: False registers the tasks for this package's TensorFlow-free
+        readers only (`examples_for_task`, `task_names_of`: what the trainer
+        reads), without importing seqio and TensorFlow (seconds at start-up).
 
     Returns:
       The registered task and mixture names.
@@ -170,7 +179,7 @@ def register(
     sources = _data_sources(
         data_dir, mface_path, true_dir, ratings_files, mface_threshold, mface_languages
     )
-    return _register_config(TaskConfig(**encoding, **sources), vocabulary)
+    return _register_config(TaskConfig(**encoding, **sources), vocabulary, with_seqio)
 
 
 def _encoding_fields(vocabulary, input_length, truncation, seed, eval_targets) -> dict[str, Any]:
@@ -202,24 +211,47 @@ def _data_sources(
     )
 
 
-def _register_config(config: TaskConfig, vocabulary) -> list[str]:
+def _register_config(config: TaskConfig, vocabulary, with_seqio: bool) -> list[str]:
     """`register` of a normalised `config`: nothing new when it is the one
-    registered, else the tasks and the mixture it makes."""
+    registered (but its seqio tasks when they are asked for now), else the
+    tasks and the mixture it makes."""
     global _REGISTRATION
     if _REGISTRATION is not None:
-        return _same_registration(config)
+        names = _same_registration(config)
+        if with_seqio and not _REGISTRATION.in_seqio:
+            _add_to_seqio(_REGISTRATION)
+        return names
     specs = _build_specs(config)
     encoder = ExampleEncoder(
         _tokenizer(config, vocabulary), config.input_length, config.truncation, config.eval_targets
     )
+    names = [s.name for s in specs]
+    if any(s.family == "seahorse" for s in specs):
+        names.append(SEAHORSE_MIXTURE)
+    registration = _Registration(
+        config, {s.name: s for s in specs}, encoder, names, vocabulary, in_seqio=False
+    )
+    if with_seqio:
+        _add_to_seqio(registration)
+    _REGISTRATION = registration
+    logger.info(
+        "registered %d %stasks: %s", len(names), "seqio " if with_seqio else "", ", ".join(names)
+    )
+    return list(names)
 
+
+def _add_to_seqio(registration: _Registration) -> None:
+    """Adds a registration's tasks and mixture to seqio's registries."""
     from seahorse_metrics.tasks import registry  # Lazy: imports seqio and TensorFlow.
 
-    seqio_vocab = vocabulary if _is_seqio_vocabulary(vocabulary) else _seqio_vocabulary(config)
-    names = registry.register_tasks(specs, encoder, seqio_vocab, config.seed)
-    _REGISTRATION = _Registration(config, {s.name: s for s in specs}, encoder, names)
-    logger.info("registered %d seqio tasks: %s", len(names), ", ".join(names))
-    return list(names)
+    vocabulary = registration.vocabulary
+    if not _is_seqio_vocabulary(vocabulary):
+        vocabulary = _seqio_vocabulary(registration.config)
+    specs = list(registration.specs.values())
+    seed = registration.config.seed
+    names = registry.register_tasks(specs, registration.encoder, vocabulary, seed)
+    assert names == registration.names, (names, registration.names)
+    registration.in_seqio = True
 
 
 def _same_registration(config: TaskConfig) -> list[str]:
@@ -277,9 +309,10 @@ def unregister() -> None:
     global _REGISTRATION
     if _REGISTRATION is None:
         return
-    from seahorse_metrics.tasks import registry
+    if _REGISTRATION.in_seqio:
+        from seahorse_metrics.tasks import registry
 
-    registry.unregister_tasks(_REGISTRATION.names)
+        registry.unregister_tasks(_REGISTRATION.names)
     _REGISTRATION = None
 
 
@@ -308,6 +341,17 @@ def examples_for_task(task: str, split: str) -> list[dict[str, Any]]:
     spec, encoder = _registered_spec(task)
     examples = encoder.examples(spec, split)
     return [examples.example(i) for i in range(len(examples))]
+
+
+def task_names_of(name: str) -> Optional[tuple[str, ...]]:
+    """The registered tasks that `name` reads: itself when it is a task, the
+    `seahorse_all` mixture's tasks in seqio's order (by name), or None when the
+    current registration does not know `name`."""
+    if _REGISTRATION is None or name not in _REGISTRATION.names:
+        return None
+    if name == SEAHORSE_MIXTURE:
+        return tuple(sorted(n for n, s in _REGISTRATION.specs.items() if s.family == "seahorse"))
+    return (name,)
 
 
 def task_splits(task: str) -> tuple[str, ...]:

@@ -201,16 +201,40 @@ def _seqio_examples(task, split: str, input_length: int, target_length: int):
 
 def _project_examples(task_name: str, split: str):
     """The examples of a task registered by `seahorse_metrics.tasks`, read without
-    TensorFlow (same features as its seqio dataset), or None for other tasks."""
+    TensorFlow (same features as its seqio dataset)."""
     from seahorse_metrics import tasks  # pylint: disable=g-import-not-at-top
 
-    try:
-        splits = tasks.task_splits(task_name)
-    except ValueError:
-        return None
+    splits = tasks.task_splits(task_name)
     if split not in splits:
         raise ValueError(f"Task {task_name} has no {split!r} split (it has {list(splits)}).")
     return tasks.examples_for_task(task_name, split)
+
+
+def _task_examples(task_name: str, split: str, input_length: int, target_length: int):
+    """Each task's examples of the split, for a task or mixture: this package's
+    own through its TensorFlow-free readers (seqio is not imported), others
+    through seqio's `get_dataset`."""
+    from seahorse_metrics import tasks  # pylint: disable=g-import-not-at-top
+
+    ours = tasks.task_names_of(task_name)
+    if ours is not None:
+        return [_project_examples(name, split) for name in ours]
+    import seqio  # pylint: disable=g-import-not-at-top
+
+    try:
+        provider = seqio.get_mixture_or_task(task_name)
+    except ValueError as error:
+        raise ValueError(
+            f"Unknown seqio task or mixture {task_name!r}: {error}. Pass "
+            "TrainConfig.data_dir so the SEAHORSE tasks get registered."
+        ) from None
+    members = provider.tasks if isinstance(provider, seqio.Mixture) else [provider]
+    return [
+        _seqio_examples(task, split, input_length, target_length)
+        if tasks.task_names_of(task.name) is None
+        else _project_examples(task.name, split)
+        for task in members
+    ]
 
 
 def read_task_split(
@@ -237,21 +261,8 @@ def read_task_split(
     Raises:
       ValueError: If the task is not registered or the split is empty.
     """
-    import seqio  # pylint: disable=g-import-not-at-top
-
-    try:
-        provider = seqio.get_mixture_or_task(task_name)
-    except ValueError as error:
-        raise ValueError(
-            f"Unknown seqio task or mixture {task_name!r}: {error}. Pass "
-            "TrainConfig.data_dir so the SEAHORSE tasks get registered."
-        ) from None
-    tasks = provider.tasks if isinstance(provider, seqio.Mixture) else [provider]
     inputs, targets, labels, ids = [], [], [], []
-    for task in tasks:
-        examples = _project_examples(task.name, split)
-        if examples is None:
-            examples = _seqio_examples(task, split, input_length, target_length)
+    for examples in _task_examples(task_name, split, input_length, target_length):
         for example in examples:
             ids.append(_example_id(example, len(ids)))
             inputs.append(example["inputs"][:input_length])

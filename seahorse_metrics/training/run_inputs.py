@@ -90,7 +90,8 @@ def target_ids(vocabulary_path: str) -> tuple[int, int]:
 
 
 def _register_tasks(config: TrainConfig, vocabulary_path: str) -> None:
-    """Registers the SEAHORSE seqio tasks over `config.data_dir` unless they already are."""
+    """Registers the SEAHORSE tasks over `config.data_dir` unless they already are
+    (for this package's readers only: seqio and TensorFlow stay unimported)."""
     if config.data_dir is None:
         return
     from seahorse_metrics import tasks  # pylint: disable=g-import-not-at-top
@@ -122,6 +123,7 @@ def _register_tasks(config: TrainConfig, vocabulary_path: str) -> None:
         vocabulary=vocabulary_path,
         input_length=config.input_length,
         truncation=config.truncation,
+        with_seqio=False,  # the trainer reads its own tasks without TensorFlow
     )
 
 

@@ -13,7 +13,7 @@ from seahorse_metrics.data.inputs import encode_pair, format_input
 from seahorse_metrics.data.prepare import prepare
 from seahorse_metrics.data.vocab import SentencePieceTokenizer
 
-from fixtures import tiny_data
+from fixtures import tiny_data, train_utils
 
 LONG = 1024  # Longer than any tiny input: nothing is truncated.
 LENGTHS = {"inputs": LONG, "targets": 2}
@@ -162,6 +162,45 @@ def test_registration_is_idempotent_and_refuses_conflicts(registered, data):
     with pytest.raises(ValueError, match="different arguments"):
         tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=512, seed=5)
     assert tasks.registered_config().input_length == LONG
+
+
+def test_a_registration_without_seqio_reads_the_same_examples_and_adds_seqio_later(data):
+    """What the trainer registers: the package's readers only, nothing in seqio's
+    registries until a later `register` asks for it (the same names, the mixture's
+    tasks in seqio's order)."""
+    from seahorse_metrics.training import data as training_data
+
+    names = tasks.register(
+        data["prepared"], vocabulary=data["vocab"], input_length=LONG, seed=5, with_seqio=False
+    )
+    assert names == [f"seahorse_q{q}" for q in range(1, 7)] + ["seahorse_all"]
+    assert "seahorse_q1" not in seqio.TaskRegistry.names()
+    assert tasks.task_names_of("seahorse_q4") == ("seahorse_q4",)
+    assert tasks.task_names_of("seahorse_q9") is None
+    without = training_data.read_task_split("seahorse_all", "train", LONG, 2)
+    assert tasks.register(data["prepared"], vocabulary=data["vocab"], input_length=LONG, seed=5)
+    mixture = seqio.get_mixture_or_task("seahorse_all")
+    assert tasks.task_names_of("seahorse_all") == tuple(t.name for t in mixture.tasks)
+    with_seqio = training_data.read_task_split("seahorse_all", "train", LONG, 2)
+    assert without.ids == with_seqio.ids and len(without.ids) == sum(
+        tiny_data.yes_no_counts(q, "train") for q in range(1, 7)
+    )
+    tasks.unregister()
+    assert "seahorse_q1" not in seqio.TaskRegistry.names()
+
+
+def test_training_reads_the_sample_without_importing_tensorflow(tmp_path):
+    """`seahorse-metrics train` on prepared data starts without seqio and TensorFlow."""
+    script = (
+        "import sys\n"
+        "from fixtures import train_utils\n"
+        "train_utils.cache_sample(sys.argv[1])\n"
+        "print(sorted(m for m in ('seqio', 'tensorflow') if m in sys.modules))\n"
+    )
+    done = train_utils.run_python(
+        ["-c", script, str(tmp_path)], train_utils.child_env_with_cache(str(tmp_path / "xla"))
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
 
 def test_shorter_sequence_length_is_refused(registered):
