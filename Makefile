@@ -15,7 +15,7 @@ $(STAMP): setup.py pyproject.toml
 install: $(STAMP)
 
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 demo: install
 	$(PY) -m seahorse_metrics.demo

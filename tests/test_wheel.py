@@ -216,7 +216,7 @@ def fresh_env(folder: str, python: str, wheel_path: str, dependencies: str) -> s
 def installed_environment(env: str) -> dict[str, str]:
     """The users' environment for commands of the installed package: its bin/ first, nothing
     of the checkout on PYTHONPATH; XLA compiles at the suite's fast level (what is tested here
-    is the package, not the compiler: the README journey and the demo run at the users')."""
+    is the package, not the compiler: the demo runs at the users')."""
     environ = train_utils.child_env()
     environ.pop("PYTHONPATH")
     environ["PATH"] = os.path.join(env, "bin") + os.pathsep + environ["PATH"]
