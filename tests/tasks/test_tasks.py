@@ -189,6 +189,21 @@ def test_a_registration_without_seqio_reads_the_same_examples_and_adds_seqio_lat
     assert "seahorse_q1" not in seqio.TaskRegistry.names()
 
 
+def test_reading_an_unknown_task_or_a_missing_split_names_it(data):
+    """Without seqio's registries, a misspelt task or a split the task lacks is refused
+    by name, as through seqio."""
+    from seahorse_metrics.training import data as training_data
+
+    names = tasks.register(
+        None, vocabulary=data["vocab"], input_length=LONG, true_dir=data["true"], with_seqio=False
+    )
+    with pytest.raises(ValueError, match=r"Unknown seqio task or mixture 'seahorse_q9'"):
+        training_data.read_task_split("seahorse_q9", "train", LONG, 2)
+    with pytest.raises(ValueError, match=rf"Task {names[0]} has no 'train' split"):
+        training_data.read_task_split(names[0], "train", LONG, 2)
+    assert len(training_data.read_task_split(names[0], "test", LONG, 2).ids) > 0
+
+
 def test_training_reads_the_sample_without_importing_tensorflow(tmp_path):
     """`seahorse-metrics train` on prepared data starts without seqio and TensorFlow."""
     script = (
