@@ -184,6 +184,13 @@ def test_navigation_reaches_every_page(served, chromium, tmp_path):
     assert not severe_errors(chromium)
 
 
+# The hrefs of the links matching a CSS selector that are displayed (laid out), in order.
+SHOWN_LINKS = (
+    "return Array.from(document.querySelectorAll(arguments[0]))"
+    ".filter(a => a.getClientRects().length > 0).map(a => a.href);"
+)
+
+
 def test_search_finds_a_flag_and_opens_its_guide(served, chromium, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -193,11 +200,10 @@ def test_search_finds_a_flag_and_opens_its_guide(served, chromium, tmp_path):
     search.click()  # as a reader does: the search box opens, then the typed words
     search.send_keys(SEARCH_TERM)
     results = ".md-search-result__item a.md-search-result__link"
-    WebDriverWait(chromium, 60).until(
-        lambda d: any(link.is_displayed() for link in d.find_elements(By.CSS_SELECTOR, results))
-    )
+    # The result list is rebuilt as each key arrives: the links shown are read in one script
+    # (an element found one call earlier may be gone by the next).
+    hits = WebDriverWait(chromium, 60).until(lambda d: d.execute_script(SHOWN_LINKS, results))
     screenshot(chromium, tmp_path / "search.png")
-    hits = [link.get_attribute("href") for link in chromium.find_elements(By.CSS_SELECTOR, results)]
     assert any(SEARCH_PAGE in hit for hit in hits), hits
     chromium.get(next(hit for hit in hits if SEARCH_PAGE in hit))
     assert SEARCH_TERM in chromium.find_element(By.CSS_SELECTOR, "article").text
