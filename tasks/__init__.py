@@ -53,6 +53,7 @@ from seahorse_metrics.tasks.specs import (
     RatingsFiles,
     TaskSpec,
     mface_specs,
+    mixture_specs,
     normalise_ratings_files,
     ratings_specs,
     seahorse_specs,
@@ -226,7 +227,7 @@ def _register_config(config: TaskConfig, vocabulary, with_seqio: bool) -> list[s
         _tokenizer(config, vocabulary), config.input_length, config.truncation, config.eval_targets
     )
     names = [s.name for s in specs]
-    if any(s.family == "seahorse" for s in specs):
+    if mixture_specs(specs):
         names.append(SEAHORSE_MIXTURE)
     registration = _Registration(
         config, {s.name: s for s in specs}, encoder, names, vocabulary, in_seqio=False
@@ -350,7 +351,7 @@ def task_names_of(name: str) -> Optional[tuple[str, ...]]:
     if _REGISTRATION is None or name not in _REGISTRATION.names:
         return None
     if name == SEAHORSE_MIXTURE:
-        return tuple(sorted(n for n, s in _REGISTRATION.specs.items() if s.family == "seahorse"))
+        return tuple(mixture_specs(list(_REGISTRATION.specs.values())))
     return (name,)
 
 

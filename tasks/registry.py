@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from seahorse_metrics.tasks import metrics
 from seahorse_metrics.tasks.examples import METADATA_FEATURES, ExampleEncoder, TaskExamples
-from seahorse_metrics.tasks.specs import SEAHORSE_MIXTURE, TaskSpec
+from seahorse_metrics.tasks.specs import SEAHORSE_MIXTURE, TaskSpec, mixture_specs
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def register_tasks(
                 metric_fns=list(metrics.SCORE_METRICS) if scored else [],
             )
             names.append(spec.name)
-        seahorse_specs = {s.name: s for s in specs if s.family == "seahorse"}
+        seahorse_specs = mixture_specs(specs)
         if seahorse_specs:
             seqio.MixtureRegistry.add(
                 SEAHORSE_MIXTURE,

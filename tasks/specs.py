@@ -68,6 +68,12 @@ def task_name_part(text: str) -> str:
     return cleaned
 
 
+def mixture_specs(specs: Sequence[TaskSpec]) -> dict[str, TaskSpec]:
+    """The specs `SEAHORSE_MIXTURE` mixes (the SEAHORSE questions'), by name, in seqio's
+    order of a mixture's tasks (sorted by name)."""
+    return {s.name: s for s in sorted(specs, key=lambda s: s.name) if s.family == "seahorse"}
+
+
 def seahorse_specs(data_dir: str) -> list[TaskSpec]:
     """`seahorse_q1..q6` over the prepared splits present in `data_dir`.
 
