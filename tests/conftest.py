@@ -17,7 +17,7 @@ os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Tiny programs compile without LLVM's optimisations (fixtures/compile_speed.py).
+# Tiny programs compile the quick way (fixtures/compile_speed.py).
 from fixtures.compile_speed import compile_fast  # noqa: E402
 
 compile_fast()
@@ -39,6 +39,11 @@ def pytest_configure(config):
     if "SEAHORSE_METRICS_COMPILATION_CACHE" not in os.environ:
         config._seahorse_jax_cache = tempfile.mkdtemp(prefix="seahorse-metrics-jax-cache-")
         os.environ["SEAHORSE_METRICS_COMPILATION_CACHE"] = config._seahorse_jax_cache
+    # The test processes share it too: a program compiled by one test (or worker) is read
+    # back by the next that builds the same one, as the commands' child processes do.
+    from seahorse_metrics import compilation_cache
+
+    compilation_cache.enable()
 
 
 # The longest files first, as measured (quiet 2-core host, 2026-11-28): `--dist loadfile
