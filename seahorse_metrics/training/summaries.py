@@ -28,6 +28,26 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _summary_writer_class() -> Any:
+    """tensorboardX's `SummaryWriter`, imported without PyTorch.
+
+    Where PyTorch is installed, importing tensorboardX imports it too (about a second of every
+    `train` start), only so that it can accept torch tensors; the trainer writes floats. Hiding
+    torch for that one import leaves tensorboardX on its NumPy path.
+    """
+    import sys
+
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # `import torch` raises ImportError
+    try:
+        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
 class MetricsWriter:
     """Appends metrics to MODEL_DIR/train_log.jsonl and TensorBoard events.
 
@@ -52,8 +72,7 @@ class MetricsWriter:
             path = os.path.join(model_dir, LOG_FILE)
             dropped = _drop_records_after(path, start_step)
             self._log = open(path, "a", encoding="utf-8")
-            from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-
+            SummaryWriter = _summary_writer_class()
             # purge_step: TensorBoard hides the earlier run's events of the redone steps.
             self._tensorboard = SummaryWriter(
                 os.path.join(model_dir, "tensorboard"),
