@@ -78,15 +78,19 @@ class EncoderDecoderModel:
 
     def abstract_params(self) -> Params:
         """Returns the parameters' `jax.ShapeDtypeStruct`s without allocating them."""
-        return jax.eval_shape(
-            lambda rng: nn.meta.unbox(self._init_boxed(rng, 1, 1)), jax.random.PRNGKey(0)
-        )
+        return jax.tree.map(lambda shape: shape, self._traced_shapes()[1])
 
     def param_logical_axes(self) -> Params:
         """Returns a pytree of `PartitionSpec`s of logical axis names, shaped as
         the parameters (e.g. `PartitionSpec('embed', 'joined_kv')`)."""
-        boxed = jax.eval_shape(lambda rng: self._init_boxed(rng, 1, 1), jax.random.PRNGKey(0))
-        return nn.get_partition_spec(boxed)
+        return nn.get_partition_spec(self._traced_shapes()[0])
+
+    def _traced_shapes(self) -> tuple[Params, Params]:
+        """(the parameters' shapes in their Flax boxes, which name their logical axes; the
+        unboxed shapes), as the initialiser traces them under the current mesh and axis rules
+        (unboxing applies the rules' sharding constraints)."""
+        context = (jax.sharding.get_abstract_mesh(), tuple(nn.get_logical_axis_rules()))
+        return _trace_shapes(self, context)
 
     # ---------------------------------------------------------------- forward
     def _logits(self, params: Params, batch: Batch, dropout_rng: Optional[Array]) -> Array:
@@ -214,3 +218,18 @@ class EncoderDecoderModel:
         self, params: Params, encoder_input_tokens: Array, token_ids: tuple[int, ...]
     ) -> Array:
         return jnp.exp(first_step.log_probs(self, token_ids, params, encoder_input_tokens))
+
+
+@functools.lru_cache(maxsize=32)
+def _trace_shapes(model: EncoderDecoderModel, context: tuple) -> tuple[Params, Params]:
+    """`EncoderDecoderModel._traced_shapes`, traced once per (config, mesh and axis rules):
+    tracing the initialiser takes most of a second for the tiny preset and seconds for the
+    large unrolled ones, and loading, planning and training ask for the shapes many times.
+    Callers get new trees, never these."""
+    del context  # the cache key: the trace reads it from JAX and Flax
+
+    def boxed_and_unboxed(rng):
+        boxed = model._init_boxed(rng, 1, 1)
+        return boxed, nn.meta.unbox(boxed)
+
+    return jax.eval_shape(boxed_and_unboxed, jax.random.PRNGKey(0))

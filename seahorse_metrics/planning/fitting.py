@@ -189,20 +189,14 @@ def _divisors(value: int) -> list[int]:
 def _fixed_bytes(config: Any, data: int, model: int) -> int:
     """Per-device float32 parameters, twice (the gradients), a lower bound of
     any train step on this mesh (the optimizer's factored state is small)."""
-    return 2 * 4 * _parameter_count(config) // model
-
-
-@functools.lru_cache(maxsize=16)
-def _parameter_count(config: Any) -> int:
-    """The network's parameters, counted once per config: tracing the initialiser of mT5-XXL's
-    48 unrolled layers takes seconds, and the search asks for every mesh shape."""
     import jax
 
     from seahorse_metrics.model.model import EncoderDecoderModel
 
-    return sum(
+    total = sum(
         math.prod(a.shape) for a in jax.tree.leaves(EncoderDecoderModel(config).abstract_params())
     )
+    return 2 * 4 * total // model
 
 
 def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[int]:

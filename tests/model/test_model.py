@@ -200,6 +200,27 @@ def _pack(unpacked):
     return packed
 
 
+def test_shapes_are_traced_once_per_context_and_handed_out_as_new_trees():
+    from seahorse_metrics.model import model as model_lib
+    from seahorse_metrics.model.partitioning import make_mesh, sharding_context
+
+    model = EncoderDecoderModel(get_config("tiny", num_encoder_layers=1, num_decoder_layers=1))
+    model_lib._trace_shapes.cache_clear()
+    plain = model.abstract_params()
+    plain["encoder"].clear()  # a caller's change stays its own
+    axes = model.param_logical_axes()
+    assert model.abstract_params()["encoder"] and axes["encoder"]
+    assert model_lib._trace_shapes.cache_info().misses == 1
+    # Under a mesh and axis rules, traced again there (the trace may carry them), and once.
+    with sharding_context(make_mesh(1)):
+        meshed = EncoderDecoderModel(model.config).abstract_params()
+        assert model.param_logical_axes() == axes
+    assert model_lib._trace_shapes.cache_info().misses == 2
+    assert jax.tree.map(lambda a: a.shape, meshed) == jax.tree.map(
+        lambda a: a.shape, model.abstract_params()
+    )
+
+
 def test_packed_and_unpacked_give_the_same_loss(tiny):
     model, params = tiny
     unpacked = _batch(seed=1)
