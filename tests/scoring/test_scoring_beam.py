@@ -171,6 +171,45 @@ def test_two_workers_three_shards_equal_score_row_for_row(
 
 
 @pytest.mark.slow
+def test_two_workers_score_a_multi_question_metric_as_in_process(
+    tmp_path, multi_question_dir, shards, sample_rows, worker_env
+):
+    """One multi-question checkpoint on two Beam workers: six named columns per row, each
+    bit for bit what the in-process scorer writes for the whole file."""
+    folder = tmp_path / "in_process"
+    folder.mkdir()
+    scorer = MultiScorer.load({"mq": multi_question_dir}, **SCORER)
+    files.score_file(
+        scorer,
+        write_jsonl(folder / "all.jsonl", sample_rows),
+        str(folder / "out.jsonl"),
+        show_progress=False,
+    )
+    expected = read_jsonl(folder / "out.jsonl")
+    output = tmp_path / "scores.jsonl"
+    pattern = os.path.join(os.path.dirname(shards[0]), "part-*.jsonl")
+    meta = beam_scoring.score_files(
+        [pattern],
+        str(output),
+        {"mq": multi_question_dir},
+        scorer_options=SCORER,
+        pipeline_args=TWO_WORKERS,
+        show_progress=False,
+        merge=True,
+    )
+    rows = read_jsonl(output)
+    columns = [f"mq_q{question}" for question in range(1, 7)]
+    assert meta["settings"]["metrics"] == columns == scorer.names
+    assert without_row_id(rows) == expected
+    for column in columns:
+        np.testing.assert_array_equal(
+            np.float32([r[column] for r in rows]), np.float32([r[column] for r in expected])
+        )
+    assert len({r["mq_q1"] for r in rows}) > 1 and rows[0]["mq_q1"] != rows[0]["mq_q6"]
+    assert meta["this_run"]["counters"]["load_model_latency_milli_secs"]["count"] == 2
+
+
+@pytest.mark.slow
 def test_failed_bundle_fails_the_run_and_the_rerun_resumes(
     tmp_path, tiny_hf_dir, shards, in_process_rows, worker_env
 ):
