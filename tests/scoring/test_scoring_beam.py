@@ -112,12 +112,12 @@ def worker_env(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
-def score(shards, output, checkpoint, pipeline_args, **kwargs):
+def score(shards, output, checkpoint, pipeline_args, name="score", **kwargs):
     pattern = os.path.join(os.path.dirname(shards[0]), "part-*.jsonl")
     return beam_scoring.score_files(
         [pattern],
         str(output),
-        {"score": checkpoint},
+        {name: checkpoint},
         scorer_options=SCORER,
         pipeline_args=pipeline_args,
         show_progress=False,
@@ -187,16 +187,7 @@ def test_two_workers_score_a_multi_question_metric_as_in_process(
     )
     expected = read_jsonl(folder / "out.jsonl")
     output = tmp_path / "scores.jsonl"
-    pattern = os.path.join(os.path.dirname(shards[0]), "part-*.jsonl")
-    meta = beam_scoring.score_files(
-        [pattern],
-        str(output),
-        {"mq": multi_question_dir},
-        scorer_options=SCORER,
-        pipeline_args=TWO_WORKERS,
-        show_progress=False,
-        merge=True,
-    )
+    meta = score(shards, output, multi_question_dir, TWO_WORKERS, name="mq", merge=True)
     rows = read_jsonl(output)
     columns = [f"mq_q{question}" for question in range(1, 7)]
     assert meta["settings"]["metrics"] == columns == scorer.names
