@@ -7,8 +7,10 @@ and vocabulary) for a model, input length and batch, compiling the trainer's
 own step from shapes (`programs.plan_train_step`) for each combination it
 tries. Cheapest means least recomputation first, then fewest microbatches,
 then the smallest `model` axis (least communication). Memory falls as remat
-grows and as microbatches grow, so for each remat and mesh the fewest
-microbatches that fit are found by bisection, and a mesh whose float32
+grows and as microbatches grow from two on, so for each remat and mesh the
+fewest microbatches that fit are found by bisection; one microbatch keeps
+no gradient accumulator, so it can fit where two do not (small batches,
+large models) and is tried on its own as well. A mesh whose float32
 parameters, optimizer state and gradients alone exceed the budget is
 skipped without compiling. After the cheapest fit, the more recomputing
 remat settings are searched for fits with fewer microbatches (the report
@@ -200,9 +202,14 @@ def _fixed_bytes(config: Any, data: int, model: int) -> int:
 
 
 def _first_fit(fits: Callable[[int], bool], candidates: list[int]) -> Optional[int]:
-    """The smallest candidate for which `fits` holds, assuming it is monotone."""
-    if not candidates or not fits(candidates[-1]):
+    """The smallest candidate microbatch count for which `fits` holds,
+    assuming it is monotone from two microbatches on; one microbatch (no
+    gradient accumulator) is tried as well where the most do not fit."""
+    if not candidates:
         return None
+    if not fits(candidates[-1]):
+        single = len(candidates) > 1 and candidates[0] == 1 and fits(1)
+        return 1 if single else None
     low, high = 0, len(candidates) - 1  # candidates[high] fits
     if high == 0 or fits(candidates[0]):
         return candidates[0]

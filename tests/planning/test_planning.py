@@ -245,6 +245,36 @@ def test_fit_search_without_alternatives_stops_at_the_first_remat_that_fits(monk
     assert (fitting.cheapest(first).remat, fitting.cheapest(first).microbatches) == ("none", 2)
 
 
+def test_one_microbatch_is_found_where_more_need_an_accumulator_that_does_not_fit(monkeypatch):
+    """A small batch of a large model: the activations are small beside the
+    gradient accumulator that two or more microbatches keep, so one fits
+    where more do not (seen at the accelerator run's tiny anchor shape with
+    XLA 0.11); the search must not give up after the most microbatches."""
+    from seahorse_metrics.planning import fitting
+
+    compiled = []
+
+    def plan(config, *args, microbatches=1, **kwargs):
+        compiled.append((config.remat, microbatches))
+        accumulator = 4 * 10**6 if microbatches > 1 else 0
+        return _step(8 * 10**6 + accumulator + 10**6 // microbatches)
+
+    monkeypatch.setattr(programs, "plan_train_step", plan)
+    trials = list(fitting.iterate_search(get_config("tiny"), 1, 10**7, 16, 4, alternatives=False))
+    best = fitting.cheapest(trials)
+    assert (best.remat, best.microbatches) == ("none", 1)
+    assert compiled == [("none", 4), ("none", 1)]  # the most, then one; nothing else
+    assert len(compiled) <= fitting.max_compilations(get_config("tiny"), 1, 4)
+    # Where one does not fit either, the remat is given up as before.
+    compiled.clear()
+    monkeypatch.setattr(
+        programs, "plan_train_step", lambda *a, microbatches=1, **k: _step(2 * 10**7)
+    )
+    assert (
+        fitting.cheapest(list(fitting.iterate_search(get_config("tiny"), 1, 10**7, 16, 4))) is None
+    )
+
+
 def test_a_train_step_planned_again_in_a_process_is_not_compiled_again(monkeypatch):
     from seahorse_metrics.model.partitioning import make_mesh
 
