@@ -38,14 +38,24 @@ SCORE_PARTS = (
 )
 
 
+def device_image_env() -> dict:
+    """This environment with what a bare JAX accelerator image lacks hidden
+    (tests/fixtures/device_image/sitecustomize.py), children included."""
+    hider = os.path.join(REPO, "tests", "fixtures", "device_image")
+    path = os.pathsep.join(p for p in (hider, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=path)
+    env.pop("OUT", None)
+    return env
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, tiny_hf_dir):
-    """The --tiny run with two copies of a tiny checkpoint as the demo's metrics."""
+    """The --tiny run with two copies of a tiny checkpoint as the demo's
+    metrics, on what a bare JAX accelerator image holds."""
     root = tmp_path_factory.mktemp("accelerator")
     for question in ("q1", "q2"):
         shutil.copytree(tiny_hf_dir, root / "metrics" / question / "best")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("OUT", None)
+    env = device_image_env()
     done = subprocess.run(
         [
             sys.executable,
@@ -127,6 +137,18 @@ def test_tiny_run_setting_that_does_not_fit_is_planned_over_the_cap(tiny_run):
     goal = next(g for g in record["goals"] if "does not fit" in g["goal"])
     assert goal["met"] is None  # nothing ran that could fail
     assert "does not fit: " in printed
+
+
+def test_the_device_image_hides_what_the_run_must_not_need():
+    """The hiding the tiny run runs under is in force (else its test proves nothing)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import numpy, jax.numpy; import gin"],
+        env=device_image_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "No module named 'gin' (not on the device image)" in done.stderr
 
 
 def test_out_of_memory_is_told_from_other_errors():
