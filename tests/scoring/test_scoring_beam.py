@@ -774,8 +774,10 @@ def test_beam_workers_stop_soon_after_score_is_killed(tmp_path, tiny_hf_dir, wor
         "16",
         "--no_progress",
     ]
+    # Killed, Beam leaves its (empty) beam-pipeline-temp* folder behind: in tmp_path.
+    env = dict(os.environ, TMPDIR=str(tmp_path))
     with open(tmp_path / "stderr.txt", "w") as stderr:
-        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     workers = []
     try:
         deadline = time.monotonic() + 300
