@@ -4,6 +4,7 @@ Reusable builders of tiny artefacts (vocabulary, model, checkpoint, dataset)
 live as modules in `tests/fixtures/`; fixtures here expose them to tests.
 """
 
+import importlib.util
 import os
 import sys
 
@@ -16,6 +17,13 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("SEAHORSE_METRICS_INT8_CHECK", "off")
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# PyPI's Linux torch brings triton, whose extension crashes the process (SIGSEGV) when it loads
+# after TensorFlow (TensorFlow 2.21, triton 3.7.1): the reference models (transformers) load it
+# through torch._dynamo, after seqio has loaded TensorFlow. Loaded first (0.2 s), it is fine.
+# The CPU torch this project tests with has no triton.
+if importlib.util.find_spec("triton") is not None:
+    import triton  # noqa: F401
 
 # Tiny programs compile the quick way (fixtures/compile_speed.py).
 from fixtures.compile_speed import compile_fast  # noqa: E402

@@ -179,8 +179,23 @@ def _check_shell_command(words: list[str]) -> None:
         _check_t5x_command(words)
     elif words[0] == "python":
         assert words[1].startswith("bench/"), words
+    elif words[0] == "make":
+        _check_make_command(words[1:])
     else:
         assert words[0] in OTHER_COMMANDS, f"unchecked command {words}"
+
+
+def _check_make_command(words: list[str]) -> None:
+    """`make [NAME=value ...] target ...`: the Makefile's own targets and `?=` variables."""
+    with open(os.path.join(REPO_ROOT, "Makefile"), encoding="utf-8") as handle:
+        makefile = handle.read()
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    variables = set(re.findall(r"^(\w+) \?=", makefile, re.M))
+    for word in words:
+        if "=" in word:
+            assert word.split("=", 1)[0] in variables, f"make: no variable {word}"
+        else:
+            assert word in targets, f"make: no target {word}"
 
 
 def _check_bibtex(body: str) -> None:
