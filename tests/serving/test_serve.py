@@ -527,7 +527,9 @@ def test_sigterm_answers_the_requests_in_flight_then_exits_0(servers, reference)
     for pairs, (status, body, _) in zip(requests, answers):
         assert status == 200, body
         _assert_rows_match(body["results"], pairs, rows_by_id, ["q4"])
-    assert slow.stop() == 0
+    # Signalled once above: a second SIGTERM could land after the graceful shutdown has
+    # given the signal back its default action, and kill the exiting process.
+    assert slow.stop(sig=None) == 0
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", slow.port), timeout=2).close()
     assert "scoring the 24 queued pairs first" in slow.log() or "stopped" in slow.log()
