@@ -28,7 +28,7 @@ import zipfile
 
 import pytest
 
-from fixtures import train_utils
+from fixtures import paths, train_utils
 from test_readme import README, blocks
 
 REPO_ROOT = train_utils.REPO_ROOT
@@ -36,9 +36,7 @@ REPO_ROOT = train_utils.REPO_ROOT
 SOURCES = ("setup.py", "pyproject.toml", "README.md", "seahorse_metrics", "gin", "tasks")
 # The lowest and the highest Python setup.py's python_requires admits, as pyenv installs them.
 PYTHONS = {"3.11": "3.11.*", "3.13": "3.13.*"}
-CACHE = os.environ.get(
-    "SEAHORSE_METRICS_TEST_CACHE", os.path.expanduser("~/.cache/seahorse-metrics-tests")
-)
+CACHE = paths.TEST_CACHE
 # An entry (or a cut-short install) untouched this long is no other run's in use.
 STALE_AFTER_S = 3600
 

@@ -21,16 +21,23 @@ optimizer state and batch are exact, temporaries are the CPU compiler's.
 cheapest training setting that fits --device_memory (or --device), prints
 every combination it compiled and the gin bindings to pass to `train`.
 
+--compile_for GPU compiles with XLA:GPU for that GPU without one here (JAX's
+CUDA plugin alone, on PYTHONPATH: see the training guide), so temporaries are
+the GPU compiler's own; --fit then fits that GPU's memory unless told otherwise.
+
 Every report says what its per-device figures are: "device" (compiled for the
-accelerators present) or "CPU-compiler estimate"; --device_record FILE (a
-JSON record of bench/accelerator.py from the target device) corrects the
-CPU compiler's figures by the ratio measured there.
+accelerators present), "GPU compiler for ..., compiled without the device"
+or "CPU-compiler estimate"; --device_record FILE (a JSON record of
+bench/accelerator.py from the target device) corrects the CPU compiler's
+figures by the ratio measured there.
 
 examples:
   seahorse-metrics plan --model mt5_xxl --mesh data=2,model=8 --input_length 2048 \\
       --batch_size 16 --dtype bfloat16 --scan_layers --remat full
   seahorse-metrics plan --fit --device h100-80g --devices 8 --model mt5_xxl \\
       --input_length 2048 --batch_size 128 --dtype bfloat16 --scan_layers
+  seahorse-metrics plan --fit --compile_for h100-80g --devices 1 --model mt5_xl \\
+      --input_length 2048 --batch_size 32 --dtype bfloat16
 """
 
 
@@ -51,7 +58,9 @@ def add_parser(subparsers) -> None:
 
 
 def _add_run_options(parser) -> None:
-    """The run planned: model, mesh, shapes, dtype and optimizer."""
+    """The run planned: model, mesh, shapes, dtype, optimizer, compiler."""
+    from seahorse_metrics.planning import gpu_compiler
+
     parser.add_argument(
         "--model",
         required=True,
@@ -90,6 +99,14 @@ def _add_run_options(parser) -> None:
         choices=("adafactor", "adamw"),
         default="adafactor",
         help="The trainer's optimizer (default adafactor, as T5X).",
+    )
+    parser.add_argument(
+        "--compile_for",
+        choices=sorted(gpu_compiler.TARGETS),
+        default=None,
+        metavar="GPU",
+        help="Compile with XLA:GPU for this GPU, without one here (needs JAX's CUDA "
+        f"plugin): {', '.join(sorted(gpu_compiler.TARGETS))}.",
     )
 
 
@@ -182,7 +199,7 @@ def _mesh_sizes(args) -> tuple[int, int]:
 
 def run(args) -> int:
     from seahorse_metrics.model.config import get_config
-    from seahorse_metrics.planning import memory
+    from seahorse_metrics.planning import gpu_compiler, memory
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     data, model = _mesh_sizes(args)
@@ -196,6 +213,13 @@ def run(args) -> int:
         memory.check_request(config, data, model, args.input_length, args.score_batch_size, 1)
     optimizer = OptimizerConfig(name=args.optimizer)
     correction = memory.read_device_correction(args.device_record) if args.device_record else None
+    if args.compile_for:
+        gpu_compiler.check_target(args.compile_for)
+        if correction is not None:
+            raise ValueError(
+                "--device_record corrects the CPU compiler's figures; --compile_for "
+                "gives the GPU compiler's: pass one of them"
+            )
     if args.fit:
         return _fit(args, config, data * model, optimizer, correction)
     if args.microbatches < 1 or (args.batch_size // data) % args.microbatches:
@@ -214,7 +238,11 @@ def run(args) -> int:
     )
     import jax
 
-    if jax.device_count() >= data * model:
+    if args.compile_for:
+        plan = memory.plan_in_subprocess(
+            config, data, model, compile_for=args.compile_for, **request
+        )
+    elif jax.device_count() >= data * model:
         from seahorse_metrics.model.partitioning import mesh_from_spec
 
         plan = memory.plan_memory(config, mesh_from_spec(f"data={data},model={model}"), **request)
@@ -232,12 +260,16 @@ def run(args) -> int:
 def _fit(args, config, devices: int, optimizer, correction) -> int:
     from seahorse_metrics.planning import fitting, memory
 
-    if (args.device_memory is None) == (args.device is None):
-        raise ValueError("plan --fit needs exactly one of --device_memory SIZE and --device NAME")
+    if args.device_memory is not None and args.device is not None:
+        raise ValueError("plan --fit takes one of --device_memory SIZE and --device NAME")
+    device = args.device or (args.compile_for if args.device_memory is None else None)
+    if device is None and args.device_memory is None:
+        raise ValueError(
+            "plan --fit needs the memory to fit: --device NAME, --device_memory SIZE "
+            "or --compile_for GPU"
+        )
     device_bytes = (
-        fitting.DEVICE_MEMORY[args.device]
-        if args.device
-        else fitting.parse_memory(args.device_memory)
+        fitting.DEVICE_MEMORY[device] if device else fitting.parse_memory(args.device_memory)
     )
     if not 0 < args.memory_fraction <= 1:
         raise ValueError(f"--memory_fraction must be in (0, 1], got {args.memory_fraction}")
@@ -246,7 +278,7 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
         f"{args.model}, {args.input_length} tokens, batch {args.batch_size}, {args.dtype}"
         f"{', scanned layers' if config.scan_layers else ''}, on {devices} device(s) of "
         f"{memory.format_bytes(device_bytes)} usable ({args.memory_fraction:g} of "
-        f"{args.device or args.device_memory}; train step, per device):",
+        f"{device or args.device_memory}; train step, per device):",
         flush=True,
     )
     _say_what_the_search_costs(config, devices, args.batch_size)
@@ -260,6 +292,7 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
         optimizer,
         on_trial=lambda trial: print(trial.line(), flush=True),
         correction=correction,
+        compile_for=args.compile_for,
     )
     print("\n".join(result.report().splitlines()[len(result.trials) :]))
     return 0 if result.best is not None else 1

@@ -34,7 +34,7 @@ import sys
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from seahorse_metrics.model.config import REMAT_POLICIES
-from seahorse_metrics.planning import child, memory, programs
+from seahorse_metrics.planning import child, gpu_compiler, memory, programs
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ DEVICE_MEMORY = {
     "a100-40g": 40 * GiB,
     "a100-80g": 80 * GiB,
     "h100-80g": 80 * GiB,
+    "h200-141g": 141 * GiB,
     "tpu-v4": 32 * GiB,
     "tpu-v5e": 16 * GiB,
     "tpu-v5p": 95 * GiB,
@@ -379,14 +380,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """The search child of `search_fit`: argv[0] is its request (JSON);
     prints each trial as a `TRIAL {...}` line as it is done."""
     from seahorse_metrics.model.config import T5Config
+    from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.planning import gpu_compiler
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     child.forward_logs_to_stdout()
     request = json.loads((sys.argv[1:] if argv is None else argv)[0])
     config = T5Config.from_dict(request.pop("model_config"))
     optimizer = request.pop("optimizer")
+    target = request.pop("compile_for", None)
+    devices = target and gpu_compiler.compile_only_devices(target, request["devices"])
     for trial in iterate_search(
-        config, optimizer=optimizer and OptimizerConfig(**optimizer), **request
+        config,
+        optimizer=optimizer and OptimizerConfig(**optimizer),
+        make_mesh=devices and (lambda model: make_mesh(model, devices)),
+        **request,
     ):
         print("TRIAL " + json.dumps(dataclasses.asdict(trial)), flush=True)
     return 0
@@ -403,28 +411,25 @@ def search_fit(
     on_trial: Optional[Callable[[Trial], None]] = None,
     alternatives: bool = True,
     correction: Optional[memory.DeviceCorrection] = None,
+    compile_for: Optional[str] = None,
 ) -> FitResult:
     """Runs the search, in this process when it has `devices` devices (compiled
     for them: `FitResult.source` is `memory.DEVICE` on an accelerator), else
-    on as many simulated CPU devices in a child process (a CPU-compiler estimate).
+    on as many simulated CPU devices in a child process (a CPU-compiler
+    estimate), or, with `compile_for`, in a child compiling with XLA:GPU for
+    that GPU (`gpu_compiler`).
 
     Args:
       on_trial: Called with each trial as it is done (e.g. to print it).
       alternatives: See `iterate_search`.
       correction: Carries CPU-compiler figures over to a device (ignored
-        where the search compiles for the devices themselves).
+        where the search compiles for the devices themselves or a GPU's).
+      compile_for: A `gpu_compiler.TARGETS` name.
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
     """
     import jax
-
-    trials: list[Trial] = []
-
-    def record(trial: Trial) -> None:
-        trials.append(trial)
-        if on_trial is not None:
-            on_trial(trial)
 
     shapes = dict(
         input_length=int(input_length),
@@ -434,40 +439,42 @@ def search_fit(
         device_bytes=int(device_bytes),
         alternatives=bool(alternatives),
     )
-    platform = "cpu"
-    if jax.device_count() == devices:
-        platform = jax.devices()[0].platform
-    applied = correction if correction is not None and platform == "cpu" else None
+    here = not compile_for and jax.device_count() == devices
+    platform = jax.devices()[0].platform if here else "cpu"
+    # A correction carries XLA:CPU's figures over; a GPU compiler's need none.
+    applied = correction if platform == "cpu" and not compile_for else None
     shapes["correction"] = applied.factor if applied else 1.0
-    for trial in _trials(config, optimizer, shapes, devices):
-        record(trial)
+    trials = []
+    for trial in _trials(config, optimizer, shapes, here, compile_for):
+        trials.append(trial)
+        if on_trial is not None:
+            on_trial(trial)
+    target = compile_for and gpu_compiler.TARGETS[compile_for].description
     return FitResult(
         trials,
         cheapest(trials),
         int(device_bytes),
         config.scan_layers,
         config.dtype,
-        applied.label() if applied else memory.figure_source(platform),
+        applied.label() if applied else memory.figure_source(platform, target),
     )
 
 
-def _trials(config: Any, optimizer: Any, shapes: dict, devices: int) -> Iterator[Trial]:
-    """The search's trials as they are done: searched in this process when it
-    has `devices` devices, else in a child process on simulated ones."""
-    import jax
-
-    if jax.device_count() == devices:
+def _trials(
+    config: Any, optimizer: Any, shapes: dict, here: bool, compile_for: Optional[str]
+) -> Iterator[Trial]:
+    """The search's trials as they are done: in this process (`here`, on its
+    devices), else in a child process on simulated CPU devices or compiling
+    for `compile_for`'s GPUs."""
+    if here:
         yield from iterate_search(config, optimizer=optimizer, **shapes)
-    else:
-        request = dict(
-            shapes,
-            model_config=config.to_dict(),
-            optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None,
-        )
-        yield from _child_trials(request, devices)
-
-
-def _child_trials(request: dict, devices: int) -> Iterator[Trial]:
-    for line in child.child_output(__name__, request, devices):
+        return
+    request = dict(
+        shapes,
+        model_config=config.to_dict(),
+        optimizer=dataclasses.asdict(optimizer) if optimizer is not None else None,
+        compile_for=compile_for,
+    )
+    for line in child.child_output(__name__, request, 1 if compile_for else shapes["devices"]):
         if line.startswith("TRIAL "):
             yield Trial(**json.loads(line[len("TRIAL ") :]))

@@ -16,7 +16,8 @@ arguments, outputs, temporaries). Parameters, optimizer state and batch are
 exact; temporaries (activations, gradients, workspace) are those of the
 backend that compiled, so on CPU devices standing in for accelerators they
 are a guide, not a promise. `plan_in_subprocess` compiles on as many
-simulated CPU devices as the mesh needs.
+simulated CPU devices as the mesh needs, or, given `compile_for`, for that
+many GPUs of a kind that is not here, with XLA:GPU itself (`gpu_compiler`).
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ DEVICE = "device"
 CPU_ESTIMATE = "CPU-compiler estimate"
 
 
-def figure_source(platform: str) -> str:
-    """`DEVICE` for a program compiled for an accelerator (gpu, tpu, ...),
-    `CPU_ESTIMATE` for one compiled by XLA:CPU: exact for parameters, optimizer
-    state and batch, the CPU compiler's own for the temporaries."""
+def figure_source(platform: str, compiled_for: Optional[str] = None) -> str:
+    """`DEVICE` for a program compiled for an accelerator present (gpu, tpu,
+    ...), `CPU_ESTIMATE` for one compiled by XLA:CPU (exact for parameters,
+    optimizer state and batch, the CPU compiler's own for the temporaries),
+    and the GPU compiler's figure where `compiled_for` names a GPU that is
+    not here (`gpu_compiler`)."""
+    if compiled_for:
+        return f"GPU compiler for {compiled_for}, compiled without the device"
     return CPU_ESTIMATE if platform == "cpu" else DEVICE
 
 
@@ -179,7 +184,11 @@ def check_request(
 
 @dataclasses.dataclass(frozen=True)
 class MemoryPlan:
-    """The memory plan of a model on a mesh (see `plan_memory`)."""
+    """The memory plan of a model on a mesh (see `plan_memory`).
+
+    `compiled_for` is the GPU (its device kind) the programs were compiled
+    for without one being here; None where they were compiled for the
+    mesh's own devices."""
 
     model: str
     parameter_count: int
@@ -187,20 +196,22 @@ class MemoryPlan:
     platform: str
     input_length: int
     steps: list[programs.StepMemory]
+    compiled_for: Optional[str] = None
 
     @property
     def source(self) -> str:
-        """`DEVICE` or `CPU_ESTIMATE` (see `figure_source`)."""
-        return figure_source(self.platform)
+        """What the figures are (see `figure_source`)."""
+        return figure_source(self.platform, self.compiled_for)
 
     def report(self, correction: Optional[DeviceCorrection] = None) -> str:
         """A few readable lines: per-device bytes of each program (and, for a
         CPU-compiler estimate with a `correction`, its total carried over)."""
         devices = math.prod(self.mesh.values())
+        kind = self.compiled_for or self.platform
         lines = [
             f"{self.model}: {self.parameter_count / 1e9:.2f} B parameters on a "
-            f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} "
-            f"{self.platform} devices), inputs of {self.input_length} tokens",
+            f"data={self.mesh['data']} x model={self.mesh['model']} mesh ({devices} x "
+            f"{kind}), inputs of {self.input_length} tokens",
             f"per-device figures: {self.source}",
         ]
         for step in self.steps:
@@ -230,6 +241,11 @@ class MemoryPlan:
             )
             if correction is not None:
                 lines.append(f"corrected totals: {correction.label()}")
+        if self.compiled_for:
+            lines.append(
+                "Compiled by XLA:GPU for this GPU, with none here: the figures it gives on "
+                "the GPU; the CUDA context, library workspaces and fragmentation come on top."
+            )
         return "\n".join(lines)
 
 
@@ -249,6 +265,7 @@ def plan_memory(
     model_name: Optional[str] = None,
     compiler_options: Optional[Mapping[str, Any]] = None,
     microbatches: int = 1,
+    compiled_for: Optional[str] = None,
 ) -> MemoryPlan:
     """Plans the train step and the scoring step of `model_config` on `mesh`.
 
@@ -263,6 +280,8 @@ def plan_memory(
       model_name: How the report names the model.
       compiler_options: XLA options for both compilations (default `programs.FAST_COMPILE`).
       microbatches: Microbatches per training step (`TrainConfig.microbatches`).
+      compiled_for: The GPU kind `mesh`'s devices are compile-only devices of
+        (`gpu_compiler.compile_only_devices`), for the report.
 
     Raises:
       ValueError: if a batch does not split over the `data` axis.
@@ -291,6 +310,7 @@ def plan_memory(
         platform=mesh.devices.flat[0].platform,
         input_length=input_length,
         steps=[train, scoring],
+        compiled_for=compiled_for,
     )
 
 
@@ -357,15 +377,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     prints the plan as one `PLAN {...}` line."""
     from seahorse_metrics.model.config import T5Config
     from seahorse_metrics.model.partitioning import make_mesh
+    from seahorse_metrics.planning import gpu_compiler
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     child.forward_logs_to_stdout()
     request = json.loads((sys.argv[1:] if argv is None else argv)[0])
     config = T5Config.from_dict(request.pop("model_config"))
-    mesh = make_mesh(request.pop("model_parallel"))
+    devices, target = request.pop("devices"), request.pop("compile_for")
+    mesh = make_mesh(
+        request.pop("model_parallel"),
+        gpu_compiler.compile_only_devices(target, devices) if target else None,
+    )
     optimizer = request.pop("optimizer")
     plan = plan_memory(
-        config, mesh, optimizer=optimizer and OptimizerConfig(**optimizer), **request
+        config,
+        mesh,
+        optimizer=optimizer and OptimizerConfig(**optimizer),
+        compiled_for=target and gpu_compiler.TARGETS[target].description,
+        **request,
     )
     print("PLAN " + json.dumps(dataclasses.asdict(plan)))
     return 0
@@ -384,15 +413,20 @@ def plan_in_subprocess(
     compiler_options: Optional[Mapping[str, Any]] = None,
     timeout: Optional[float] = None,
     microbatches: int = 1,
+    compile_for: Optional[str] = None,
 ) -> MemoryPlan:
     """`plan_memory` on `data` x `model` simulated CPU devices, in a child
-    process (JAX fixes its device count when it starts).
+    process (JAX fixes its device count when it starts); or, with
+    `compile_for` (a `gpu_compiler.TARGETS` name), compiled by XLA:GPU for
+    that many of those GPUs.
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
     """
     request = {
         "model_config": model_config.to_dict(),
+        "devices": int(data) * int(model),
+        "compile_for": compile_for,
         "model_parallel": int(model),
         "input_length": int(input_length),
         "batch_size": int(batch_size),
@@ -405,7 +439,9 @@ def plan_in_subprocess(
     }
     lines = [
         line
-        for line in child.child_output(__name__, request, int(data) * int(model), timeout)
+        for line in child.child_output(
+            __name__, request, 1 if compile_for else int(data) * int(model), timeout
+        )
         if line.startswith("PLAN ")
     ]
     if not lines:
