@@ -58,6 +58,12 @@ SECTIONS = (
         "setting tried, from the CPU compiler (a guide for accelerators: see the training guide).",
     ),
     (
+        "plan_compilers",
+        "The CPU compiler's plan against the GPU compiler's (`bench/plan_compilers.py`)",
+        "The same training and scoring programs compiled by XLA:CPU (`plan` without a GPU) and by "
+        "XLA:GPU for a GPU that is not here (`plan --compile_for`): each one's per-device figure.",
+    ),
+    (
         "multi_question",
         "Six questions, one metric (`bench/multi_question.py`)",
         "One multi-question metric scoring all six questions (one encoder pass, the questions' "
