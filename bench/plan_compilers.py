@@ -36,10 +36,11 @@ GiB = 2**30
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from seahorse_metrics.planning import gpu_compiler
+    from seahorse_metrics.planning import compile_only
 
+    gpus = sorted(name for name, t in compile_only.TARGETS.items() if t.platform == "gpu")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compile_for", default="h100-80g", choices=sorted(gpu_compiler.TARGETS))
+    parser.add_argument("--compile_for", default="h100-80g", choices=gpus)
     parser.add_argument("--presets", nargs="+", default=["mt5_large", "mt5_xl"])
     parser.add_argument("--input_length", type=int, default=2048)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -106,11 +107,11 @@ def main(argv=None) -> int:
     import jax
 
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.planning import gpu_compiler
+    from seahorse_metrics.planning import compile_only
 
     args = parse_args(argv)
-    target = gpu_compiler.TARGETS[args.compile_for]
-    gpu_mesh = make_mesh(1, gpu_compiler.compile_only_devices(args.compile_for, 1))
+    target = compile_only.TARGETS[args.compile_for]
+    gpu_mesh = make_mesh(1, compile_only.compile_only_devices(args.compile_for, 1))
     cpu_mesh = make_mesh(1, jax.devices("cpu")[:1])
     print(common.machine_line())
     print(

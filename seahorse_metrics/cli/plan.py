@@ -21,13 +21,14 @@ optimizer state and batch are exact, temporaries are the CPU compiler's.
 cheapest training setting that fits --device_memory (or --device), prints
 every combination it compiled and the gin bindings to pass to `train`.
 
---compile_for GPU compiles with XLA:GPU for that GPU without one here (JAX's
-CUDA plugin alone, on PYTHONPATH: see the training guide), so temporaries are
-the GPU compiler's own; --fit then fits that GPU's memory unless told otherwise.
+--compile_for DEVICE compiles with that GPU's or TPU's own compiler without
+one here (JAX's CUDA plugin or libtpu, on PYTHONPATH: see the training guide),
+so temporaries are that compiler's; --fit then fits that device's memory
+unless told otherwise.
 
 Every report says what its per-device figures are: "device" (compiled for the
 accelerators present), "GPU compiler for ..., compiled without the device"
-or "CPU-compiler estimate"; --device_record FILE (a JSON record of
+(or TPU) or "CPU-compiler estimate"; --device_record FILE (a JSON record of
 bench/accelerator.py from the target device) corrects the CPU compiler's
 figures by the ratio measured there.
 
@@ -59,7 +60,7 @@ def add_parser(subparsers) -> None:
 
 def _add_run_options(parser) -> None:
     """The run planned: model, mesh, shapes, dtype, optimizer, compiler."""
-    from seahorse_metrics.planning import gpu_compiler
+    from seahorse_metrics.planning import compile_only
 
     parser.add_argument(
         "--model",
@@ -102,11 +103,11 @@ def _add_run_options(parser) -> None:
     )
     parser.add_argument(
         "--compile_for",
-        choices=sorted(gpu_compiler.TARGETS),
+        choices=sorted(compile_only.TARGETS),
         default=None,
-        metavar="GPU",
-        help="Compile with XLA:GPU for this GPU, without one here (needs JAX's CUDA "
-        f"plugin): {', '.join(sorted(gpu_compiler.TARGETS))}.",
+        metavar="DEVICE",
+        help="Compile with this GPU's or TPU's own compiler, without one here (needs "
+        f"JAX's CUDA plugin or libtpu): {', '.join(sorted(compile_only.TARGETS))}.",
     )
 
 
@@ -199,7 +200,7 @@ def _mesh_sizes(args) -> tuple[int, int]:
 
 def run(args) -> int:
     from seahorse_metrics.model.config import get_config
-    from seahorse_metrics.planning import gpu_compiler, memory
+    from seahorse_metrics.planning import compile_only, memory
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     data, model = _mesh_sizes(args)
@@ -214,11 +215,11 @@ def run(args) -> int:
     optimizer = OptimizerConfig(name=args.optimizer)
     correction = memory.read_device_correction(args.device_record) if args.device_record else None
     if args.compile_for:
-        gpu_compiler.check_target(args.compile_for)
+        compile_only.check_target(args.compile_for)
         if correction is not None:
             raise ValueError(
                 "--device_record corrects the CPU compiler's figures; --compile_for "
-                "gives the GPU compiler's: pass one of them"
+                "gives the device compiler's: pass one of them"
             )
     if args.fit:
         return _fit(args, config, data * model, optimizer, correction)
@@ -266,7 +267,7 @@ def _fit(args, config, devices: int, optimizer, correction) -> int:
     if device is None and args.device_memory is None:
         raise ValueError(
             "plan --fit needs the memory to fit: --device NAME, --device_memory SIZE "
-            "or --compile_for GPU"
+            "or --compile_for DEVICE"
         )
     device_bytes = (
         fitting.DEVICE_MEMORY[device] if device else fitting.parse_memory(args.device_memory)

@@ -7,7 +7,7 @@
   `plan_train_step`, `plan_scoring_step`) and each one's `StepMemory`.
 * `fitting`: `search_fit`, the cheapest remat x microbatches x mesh that fits
   a device (`plan --fit`).
-* `gpu_compiler`: compiling for a GPU that is not here (`plan --compile_for`),
-  XLA:GPU's own figures through JAX's CUDA plugin.
+* `compile_only`: compiling for a GPU or TPU that is not here (`plan
+  --compile_for`), the accelerator compiler's own figures.
 * `child`: the child process both run in for simulated devices.
 """

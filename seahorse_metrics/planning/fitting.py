@@ -34,7 +34,7 @@ import sys
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from seahorse_metrics.model.config import REMAT_POLICIES
-from seahorse_metrics.planning import child, gpu_compiler, memory, programs
+from seahorse_metrics.planning import child, compile_only, memory, programs
 
 logger = logging.getLogger(__name__)
 
@@ -381,7 +381,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     prints each trial as a `TRIAL {...}` line as it is done."""
     from seahorse_metrics.model.config import T5Config
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.planning import gpu_compiler
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     child.forward_logs_to_stdout()
@@ -389,7 +388,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     config = T5Config.from_dict(request.pop("model_config"))
     optimizer = request.pop("optimizer")
     target = request.pop("compile_for", None)
-    devices = target and gpu_compiler.compile_only_devices(target, request["devices"])
+    devices = target and compile_only.compile_only_devices(target, request["devices"])
     for trial in iterate_search(
         config,
         optimizer=optimizer and OptimizerConfig(**optimizer),
@@ -416,15 +415,15 @@ def search_fit(
     """Runs the search, in this process when it has `devices` devices (compiled
     for them: `FitResult.source` is `memory.DEVICE` on an accelerator), else
     on as many simulated CPU devices in a child process (a CPU-compiler
-    estimate), or, with `compile_for`, in a child compiling with XLA:GPU for
-    that GPU (`gpu_compiler`).
+    estimate), or, with `compile_for`, in a child compiling with that
+    accelerator's own compiler (`compile_only`).
 
     Args:
       on_trial: Called with each trial as it is done (e.g. to print it).
       alternatives: See `iterate_search`.
       correction: Carries CPU-compiler figures over to a device (ignored
-        where the search compiles for the devices themselves or a GPU's).
-      compile_for: A `gpu_compiler.TARGETS` name.
+        where the search compiles with an accelerator's own compiler).
+      compile_for: A `compile_only.TARGETS` name.
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
@@ -441,7 +440,7 @@ def search_fit(
     )
     here = not compile_for and jax.device_count() == devices
     platform = jax.devices()[0].platform if here else "cpu"
-    # A correction carries XLA:CPU's figures over; a GPU compiler's need none.
+    # A correction carries XLA:CPU's figures over; an accelerator compiler's need none.
     applied = correction if platform == "cpu" and not compile_for else None
     shapes["correction"] = applied.factor if applied else 1.0
     trials = []
@@ -449,14 +448,13 @@ def search_fit(
         trials.append(trial)
         if on_trial is not None:
             on_trial(trial)
-    target = compile_for and gpu_compiler.TARGETS[compile_for].description
+    if compile_for:
+        target = compile_only.TARGETS[compile_for]
+        source = memory.figure_source(target.platform, target.description)
+    else:
+        source = applied.label() if applied else memory.figure_source(platform)
     return FitResult(
-        trials,
-        cheapest(trials),
-        int(device_bytes),
-        config.scan_layers,
-        config.dtype,
-        applied.label() if applied else memory.figure_source(platform, target),
+        trials, cheapest(trials), int(device_bytes), config.scan_layers, config.dtype, source
     )
 
 
@@ -465,7 +463,7 @@ def _trials(
 ) -> Iterator[Trial]:
     """The search's trials as they are done: in this process (`here`, on its
     devices), else in a child process on simulated CPU devices or compiling
-    for `compile_for`'s GPUs."""
+    for `compile_for`'s accelerators."""
     if here:
         yield from iterate_search(config, optimizer=optimizer, **shapes)
         return

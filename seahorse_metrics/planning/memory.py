@@ -17,7 +17,8 @@ exact; temporaries (activations, gradients, workspace) are those of the
 backend that compiled, so on CPU devices standing in for accelerators they
 are a guide, not a promise. `plan_in_subprocess` compiles on as many
 simulated CPU devices as the mesh needs, or, given `compile_for`, for that
-many GPUs of a kind that is not here, with XLA:GPU itself (`gpu_compiler`).
+many accelerators of a kind that is not here, with their own compiler
+(`compile_only`).
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ def figure_source(platform: str, compiled_for: Optional[str] = None) -> str:
     """`DEVICE` for a program compiled for an accelerator present (gpu, tpu,
     ...), `CPU_ESTIMATE` for one compiled by XLA:CPU (exact for parameters,
     optimizer state and batch, the CPU compiler's own for the temporaries),
-    and the GPU compiler's figure where `compiled_for` names a GPU that is
-    not here (`gpu_compiler`)."""
+    and the `platform`'s compiler's figure where `compiled_for` names an
+    accelerator of it that is not here (`compile_only`)."""
     if compiled_for:
-        return f"GPU compiler for {compiled_for}, compiled without the device"
+        return f"{platform.upper()} compiler for {compiled_for}, compiled without the device"
     return CPU_ESTIMATE if platform == "cpu" else DEVICE
 
 
@@ -186,9 +187,9 @@ def check_request(
 class MemoryPlan:
     """The memory plan of a model on a mesh (see `plan_memory`).
 
-    `compiled_for` is the GPU (its device kind) the programs were compiled
-    for without one being here; None where they were compiled for the
-    mesh's own devices."""
+    `compiled_for` is the accelerator (its device kind) the programs were
+    compiled for without one being here; None where they were compiled for
+    the mesh's own devices."""
 
     model: str
     parameter_count: int
@@ -243,8 +244,8 @@ class MemoryPlan:
                 lines.append(f"corrected totals: {correction.label()}")
         if self.compiled_for:
             lines.append(
-                "Compiled by XLA:GPU for this GPU, with none here: the figures it gives on "
-                "the GPU; the CUDA context, library workspaces and fragmentation come on top."
+                f"Compiled by XLA:{self.platform.upper()} for this device, with none here: "
+                "the figures it gives on the device; the runtime's own reserve comes on top."
             )
         return "\n".join(lines)
 
@@ -280,8 +281,8 @@ def plan_memory(
       model_name: How the report names the model.
       compiler_options: XLA options for both compilations (default `programs.FAST_COMPILE`).
       microbatches: Microbatches per training step (`TrainConfig.microbatches`).
-      compiled_for: The GPU kind `mesh`'s devices are compile-only devices of
-        (`gpu_compiler.compile_only_devices`), for the report.
+      compiled_for: The device kind `mesh`'s devices are compile-only devices
+        of (`compile_only.compile_only_devices`), for the report.
 
     Raises:
       ValueError: if a batch does not split over the `data` axis.
@@ -377,7 +378,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     prints the plan as one `PLAN {...}` line."""
     from seahorse_metrics.model.config import T5Config
     from seahorse_metrics.model.partitioning import make_mesh
-    from seahorse_metrics.planning import gpu_compiler
+    from seahorse_metrics.planning import compile_only
     from seahorse_metrics.training.optimizers import OptimizerConfig
 
     child.forward_logs_to_stdout()
@@ -386,14 +387,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     devices, target = request.pop("devices"), request.pop("compile_for")
     mesh = make_mesh(
         request.pop("model_parallel"),
-        gpu_compiler.compile_only_devices(target, devices) if target else None,
+        compile_only.compile_only_devices(target, devices) if target else None,
     )
     optimizer = request.pop("optimizer")
     plan = plan_memory(
         config,
         mesh,
         optimizer=optimizer and OptimizerConfig(**optimizer),
-        compiled_for=target and gpu_compiler.TARGETS[target].description,
+        compiled_for=target and compile_only.TARGETS[target].description,
         **request,
     )
     print("PLAN " + json.dumps(dataclasses.asdict(plan)))
@@ -417,8 +418,8 @@ def plan_in_subprocess(
 ) -> MemoryPlan:
     """`plan_memory` on `data` x `model` simulated CPU devices, in a child
     process (JAX fixes its device count when it starts); or, with
-    `compile_for` (a `gpu_compiler.TARGETS` name), compiled by XLA:GPU for
-    that many of those GPUs.
+    `compile_for` (a `compile_only.TARGETS` name), compiled by that
+    accelerator's own compiler for that many of them.
 
     Raises:
       ValueError: with the child's last error line, if planning fails.
