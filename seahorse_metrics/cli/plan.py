@@ -215,7 +215,7 @@ def run(args) -> int:
     optimizer = OptimizerConfig(name=args.optimizer)
     correction = memory.read_device_correction(args.device_record) if args.device_record else None
     if args.compile_for:
-        compile_only.check_target(args.compile_for)
+        compile_only.check_target(args.compile_for).topology(data * model)  # a device count it has
         if correction is not None:
             raise ValueError(
                 "--device_record corrects the CPU compiler's figures; --compile_for "

@@ -30,6 +30,7 @@ import itertools
 import json
 import logging
 import math
+import re
 import sys
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -361,11 +362,45 @@ def _compile_trial(
         model,
         "scanned layers" if config.scan_layers else "unrolled layers",
     )
-    step = programs.plan_train_step(
-        config.replace(remat=remat), make_mesh(model), *shapes, microbatches=microbatches
-    )
+    try:
+        step = programs.plan_train_step(
+            config.replace(remat=remat), make_mesh(model), *shapes, microbatches=microbatches
+        )
+    except Exception as error:  # noqa: BLE001  (only the compiler's out-of-memory is a verdict)
+        refusal = compiler_out_of_memory(error)
+        if refusal is None:
+            raise
+        need, note = refusal
+        return Trial(remat, microbatches, data, model, need, False, note)
     need = int(math.ceil(step.per_device_bytes * correction))
     return Trial(remat, microbatches, data, model, need, need <= device_bytes)
+
+
+# XLA:TPU refuses at compile time a program whose temporaries exceed the chip's memory:
+# "RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm ... the total memory required
+# for HLO temporaries (48.88G) exceeds available HBM (30.75G)" (libtpu 0.0.42).
+_OUT_OF_MEMORY = re.compile(
+    r"RESOURCE_EXHAUSTED.*?required for HLO temporaries \(([\d.]+)([KMGT]?)\).*?"
+    r"available HBM \(([\d.]+)([KMGT]?)\)",
+    re.S,
+)
+
+
+def compiler_out_of_memory(error: Exception) -> Optional[tuple[int, str]]:
+    """(bytes, note) where `error` is the compiler refusing a program for want
+    of device memory: its temporaries, a lower bound of what the step needs;
+    None for any other error."""
+    found = _OUT_OF_MEMORY.search(str(error))
+    if found is None:
+        return None
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    needed = float(found.group(1)) * units[found.group(2)]
+    available = float(found.group(3)) * units[found.group(4)]
+    note = (
+        f"the compiler refused it: {memory.format_bytes(int(needed))} of temporaries alone, "
+        f"{memory.format_bytes(int(available))} of device memory"
+    )
+    return int(needed), note
 
 
 def cheapest(trials: list[Trial]) -> Optional[Trial]:

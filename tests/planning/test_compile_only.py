@@ -117,6 +117,12 @@ def test_compile_for_and_a_device_record_are_refused_together(monkeypatch, capsy
     args = ["plan", *TINY, "--mesh", "data=1", "--batch_size", "2", "--compile_for", "h100-80g"]
     assert cli_main(args + ["--device_record", str(tmp_path / "record.json")]) != 0
     assert "pass one of them" in capsys.readouterr().err
+    # A device count the accelerator has no topology of is refused before anything compiles.
+    args = ["plan", *TINY, "--fit", "--devices", "12", "--batch_size", "12"]
+    assert cli_main(args + ["--compile_for", "tpu-v4"]) != 0
+    assert (
+        "TPU v4 slices have 4, 8, 16, ... chips (powers of two), not 12" in capsys.readouterr().err
+    )
 
 
 def test_gpu_topologies_fill_hosts_of_eight():

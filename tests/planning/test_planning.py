@@ -275,6 +275,43 @@ def test_one_microbatch_is_found_where_more_need_an_accumulator_that_does_not_fi
     )
 
 
+def test_a_setting_the_compiler_refuses_for_memory_does_not_fit_and_the_search_goes_on(
+    monkeypatch,
+):
+    """XLA:TPU refuses at compile time a step whose temporaries exceed the chip's memory
+    (libtpu's own words below, from a 16 x TPU v4 search for mT5-XXL); the search counts it
+    as not fitting, with what the compiler said, and bisects on. Any other error stops it."""
+    import jax
+
+    from seahorse_metrics.planning import fitting
+
+    refusal = (
+        "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+        "temporaries (48.88G) exceeds available HBM (30.75G)."
+    )
+
+    def plan(config, *args, microbatches=1, **kwargs):
+        if microbatches < 4:
+            raise jax.errors.JaxRuntimeError(refusal)
+        return _step(10**6)
+
+    monkeypatch.setattr(programs, "plan_train_step", plan)
+    trials = list(fitting.iterate_search(get_config("tiny"), 1, 10**7, 16, 8, alternatives=False))
+    best = fitting.cheapest(trials)
+    assert (best.remat, best.microbatches) == ("none", 4)
+    refused = [t for t in trials if not t.fits]
+    assert refused and all(t.microbatches < 4 for t in refused)
+    assert refused[0].per_device_bytes == int(48.88 * 2**30)
+    assert "the compiler refused it: 48.88 GiB of temporaries alone, 30.75 GiB" in refused[0].line()
+
+    def broken(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+
+    monkeypatch.setattr(programs, "plan_train_step", broken)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
+        list(fitting.iterate_search(get_config("tiny"), 1, 10**7, 16, 8))
+
+
 def test_a_train_step_planned_again_in_a_process_is_not_compiled_again(monkeypatch):
     from seahorse_metrics.model.partitioning import make_mesh
 
