@@ -49,27 +49,27 @@ class GpuTarget:
 
     Attributes:
       description: The device kind JAX reports there ("NVIDIA H100 80GB HBM3").
+      memory_bandwidth: Bytes/s of device memory.
+      memory_bytes: Device memory as the driver reports it.
       compute_capability: (major, minor).
       cores: Streaming multiprocessors.
       fpus_per_core: FP32 lanes per multiprocessor.
       shared_memory_per_core: Bytes of shared memory per multiprocessor.
       shared_memory_per_block_optin: The most shared memory a block may opt into.
       l2_cache_bytes: L2 cache.
-      memory_bandwidth: Bytes/s of device memory.
       clock_ghz: Boost clock.
-      memory_bytes: Device memory as the driver reports it.
     """
 
     description: str
+    memory_bandwidth: int
+    memory_bytes: int
     compute_capability: tuple[int, int]
     cores: int
     fpus_per_core: int
     shared_memory_per_core: int
     shared_memory_per_block_optin: int
     l2_cache_bytes: int
-    memory_bandwidth: int
     clock_ghz: float
-    memory_bytes: int
 
     platform = "gpu"
 
@@ -176,28 +176,39 @@ class TpuTarget:
 
 Target = Union[GpuTarget, TpuTarget]
 
-# The accelerators `plan --compile_for` knows, under `fitting.DEVICE_MEMORY`'s names.
+# What the GPUs of one architecture share (SXM parts): compute capability,
+# multiprocessors, FP32 lanes, shared memory per multiprocessor and per block,
+# L2 cache, boost clock.
+_AMPERE = dict(
+    compute_capability=(8, 0),
+    cores=108,
+    fpus_per_core=64,
+    shared_memory_per_core=167936,
+    shared_memory_per_block_optin=166912,
+    l2_cache_bytes=40 * 2**20,
+    clock_ghz=1.41,
+)
+_HOPPER = dict(
+    compute_capability=(9, 0),
+    cores=132,
+    fpus_per_core=128,
+    shared_memory_per_core=233472,
+    shared_memory_per_block_optin=232448,
+    l2_cache_bytes=50 * 2**20,
+    clock_ghz=1.98,
+)
+
+# The accelerators `plan --compile_for` knows, under `fitting.DEVICE_MEMORY`'s names:
+# (device kind, memory bandwidth in bytes/s, memory in bytes as the driver reports it).
 TARGETS: dict[str, Target] = {
-    "a100-40g": GpuTarget(
-        "NVIDIA A100-SXM4-40GB", (8, 0), 108, 64, 167936, 166912, 40 * 2**20,
-        1_555_200_000_000, 1.41, 42_505_273_344,
-    ),
-    "a100-80g": GpuTarget(
-        "NVIDIA A100-SXM4-80GB", (8, 0), 108, 64, 167936, 166912, 40 * 2**20,
-        2_039_040_000_000, 1.41, 85_100_068_864,
-    ),
-    "h100-80g": GpuTarget(
-        "NVIDIA H100 80GB HBM3", (9, 0), 132, 128, 233472, 232448, 50 * 2**20,
-        3_352_320_000_000, 1.98, 84_929_347_584,
-    ),
-    "h200-141g": GpuTarget(
-        "NVIDIA H200", (9, 0), 132, 128, 233472, 232448, 50 * 2**20,
-        4_800_000_000_000, 1.98, 151_397_597_184,
-    ),
+    "a100-40g": GpuTarget("NVIDIA A100-SXM4-40GB", 1_555_200_000_000, 42_505_273_344, **_AMPERE),
+    "a100-80g": GpuTarget("NVIDIA A100-SXM4-80GB", 2_039_040_000_000, 85_100_068_864, **_AMPERE),
+    "h100-80g": GpuTarget("NVIDIA H100 80GB HBM3", 3_352_320_000_000, 84_929_347_584, **_HOPPER),
+    "h200-141g": GpuTarget("NVIDIA H200", 4_800_000_000_000, 151_397_597_184, **_HOPPER),
     "tpu-v4": TpuTarget("TPU v4", "v4", torus=True),
     "tpu-v5e": TpuTarget("TPU v5 lite", "v5e", torus=False),
     "tpu-v5p": TpuTarget("TPU v5", "v5", torus=True),
-}  # fmt: skip
+}
 
 
 def compiler_installed(target: Target) -> bool:
