@@ -68,6 +68,8 @@ LONGEST_FIRST = (
     "test_quantize.py",
     "test_int8_check.py",
     "test_wheel.py",
+    # Compiles for GPUs and TPUs (about 50 s), after installing their compilers on a first run.
+    "test_compile_only.py",
     "test_score_cli.py",
     "test_attention.py",
     "test_train_sharding.py",
