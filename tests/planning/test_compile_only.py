@@ -179,3 +179,32 @@ def test_every_gpu_target_is_a_device_fit_knows_with_its_memory():
         assert f"device_memory_size: {target.memory_bytes}" in text
         assert f"core_count: {target.cores}" in text
         assert f'device_description_str: "{target.description}"' in text
+
+
+def test_a_compiler_that_cannot_compile_here_is_named_in_one_error(monkeypatch):
+    """A plugin that is installed but refuses (an older jaxlib without compile-only GPU
+    topologies says "topology not implemented") becomes a ValueError naming the device."""
+    from jax.experimental import topologies
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("topology not implemented for cuda")
+
+    monkeypatch.setattr(compile_only, "compiler_installed", lambda target: True)
+    monkeypatch.setattr(topologies, "get_topology_desc", refuse)
+    with pytest.raises(ValueError, match=f"JAX cannot compile for {H100} here: topology not"):
+        compile_only.compile_only_devices("h100-80g", 1)
+    with pytest.raises(ValueError, match="at least one device, got 0"):
+        compile_only.compile_only_devices("h100-80g", 0)
+
+
+def test_fit_takes_its_memory_from_one_place(capsys):
+    """--fit fits --device, --device_memory or --compile_for's device; both of the first two,
+    or none of the three, are refused in one line naming the flags."""
+    args = ["plan", *TINY, "--fit", "--devices", "1", "--batch_size", "1"]
+    assert cli_main(args + ["--device", "h100-80g", "--device_memory", "16GiB"]) != 0
+    assert "plan --fit takes one of --device_memory SIZE and --device NAME" in (
+        capsys.readouterr().err
+    )
+    assert cli_main(args) != 0
+    said = capsys.readouterr().err
+    assert "needs the memory to fit: --device NAME, --device_memory SIZE or --compile_for" in said
